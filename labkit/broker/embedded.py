@@ -1,0 +1,221 @@
+"""A real Apache Kafka 4.3 broker, in KRaft combined mode, run by labkit as a JVM process."""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+import weakref
+from collections import deque
+from pathlib import Path
+
+from labkit.broker import probe, runtime
+from labkit.broker.ports import HOST, ensure_free, free_port
+from labkit.broker.settings import FEATURES, lab_settings, render_log4j2, render_server_properties
+from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
+
+_PR_SET_PDEATHSIG = 1
+_LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Ask Linux to SIGKILL the JVM when the Python that started it dies, even by SIGKILL."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+@atexit.register
+def _kill_all() -> None:
+    for broker in list(_LIVE):
+        broker.close()
+
+
+class EmbeddedBroker:
+    """One Kafka 4.3.1 node (``process.roles=broker,controller``, ``node.id=1``) on 127.0.0.1.
+
+    The JVM is started from the jars resolved by :func:`labkit.broker.runtime.ensure_jars`; its
+    storage is formatted with ``kafka.tools.StorageTool format --standalone`` and the
+    ``share.version=1`` feature (share groups, KIP-932). Its log goes to ``<data_dir>/server.log``.
+    No JVM outlives the Python process that started it (atexit, and Linux's parent-death signal).
+
+    Args:
+        data_dir: folder for the configs, the log and the topic data. ``None``: a temporary folder,
+            removed by :meth:`close`. A given folder is kept, and a formatted one is reused.
+        port: client listener port; ``None`` picks a free one.
+        controller_port: KRaft controller listener port; ``None`` picks a free one.
+        heap_mb: JVM heap cap (``-Xmx``), in MiB.
+        start_timeout_s: how long :meth:`start` waits for readiness, in seconds.
+        **overrides: broker configs over :data:`labkit.broker.settings.LAB_SETTINGS`, with dots or
+            underscores (``transaction_max_timeout_ms=30000``); ``None`` restores Kafka's default.
+
+    Raises (from :meth:`start`):
+        JavaError, MavenError: no Java 17+, or no jars and no Maven.
+        PortInUseError: a given port is taken.
+        BrokerExitedError: the JVM exited while starting (the message holds the last 40 log lines).
+        BrokerNotReadyError: not ready within ``start_timeout_s``.
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, *, port: int | None = None,
+                 controller_port: int | None = None, heap_mb: int = 768,
+                 start_timeout_s: float = 60.0, **overrides: object) -> None:
+        self._owns_dir = data_dir is None
+        self.data_dir = Path(tempfile.mkdtemp(prefix="labkit-broker-") if data_dir is None else data_dir)
+        self._requested = (port, controller_port)
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        self.heap_mb = heap_mb
+        self.start_timeout_s = start_timeout_s
+        self.settings = lab_settings(overrides)
+        self._proc: subprocess.Popen | None = None
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        """``"127.0.0.1:<port>"``, the address clients bootstrap from.
+
+        Raises:
+            BrokerStateError: the broker was never started, so it has no port yet.
+        """
+        if self.port is None:
+            raise BrokerStateError("The broker has no address yet: call start() first.")
+        return f"{HOST}:{self.port}"
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the JVM process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """OS process id of the JVM, or ``None`` if it is not running."""
+        return self._proc.pid if self.is_running else None
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's log4j2 log, ``<data_dir>/server.log``."""
+        return self.data_dir / "server.log"
+
+    def log_tail(self, n: int = 40) -> str:
+        """The last ``n`` lines of ``server.log`` ("" if there is none yet)."""
+        if not self.log_file.exists():
+            return ""
+        with open(self.log_file, errors="replace") as f:
+            return "".join(deque(f, maxlen=n))
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> "EmbeddedBroker":
+        """Format storage if needed, start the JVM and return once the broker is ready: it answers
+        a metadata request and topic ``_labkit_ready`` exists with a leader. Returns ``self``."""
+        if self.is_running:
+            raise BrokerStateError(f"The broker at {self.bootstrap_servers} is already running.")
+        java = runtime.find_java()
+        cp = runtime.classpath(runtime.ensure_jars())
+        self._pick_ports()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props = self.data_dir / "server.properties"
+        props.write_text(render_server_properties(
+            data_dir=self.data_dir, port=self.port, controller_port=self.controller_port, settings=self.settings))
+        log4j = self.data_dir / "log4j2.properties"
+        log4j.write_text(render_log4j2(self.log_file))
+        jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+               f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.data_dir}", "-cp", cp]
+        if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
+            self._format(jvm, props)
+        with open(self.data_dir / "jvm.out", "ab") as out:
+            self._proc = subprocess.Popen(jvm + ["kafka.Kafka", str(props)], stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          preexec_fn=_die_with_parent)
+        _LIVE.add(self)
+        self._wait_ready()
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Shut the broker down cleanly (SIGTERM, then SIGKILL after ``timeout_s`` seconds).
+        Data is kept, so :meth:`restart` finds it. Does nothing if it is not running."""
+        if self.is_running:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the JVM: a crash, no clean shutdown. Data is kept.
+
+        Raises:
+            BrokerStateError: the broker is not running.
+        """
+        if not self.is_running:
+            raise BrokerStateError("kill(): the broker is not running; start() or restart() it first.")
+        self._proc.kill()
+        self._proc.wait()
+
+    def restart(self) -> "EmbeddedBroker":
+        """Stop the broker if it runs, then start it again on the same data folder and ports."""
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop the broker and remove its data folder if labkit created it."""
+        self.stop()
+        _LIVE.discard(self)
+        if self._owns_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f"{HOST}:{self.port}" if self.port else "no address yet"
+        return f"EmbeddedBroker({where}, {'running' if self.is_running else 'stopped'}, data_dir={self.data_dir})"
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _pick_ports(self) -> None:
+        if self.port is None:  # first start: the requested ports, or free ones; restarts keep them
+            self.port = self._requested[0] or free_port()
+            self.controller_port = self._requested[1] or free_port()
+            while self.controller_port == self.port:
+                self.controller_port = free_port()
+        ensure_free(self.port, "Kafka client listener")
+        ensure_free(self.controller_port, "KRaft controller listener")
+
+    def _format(self, jvm: list[str], props: Path) -> None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        features = [arg for name, level in FEATURES.items() for arg in ("--feature", f"{name}={level}")]
+        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+                                     "-c", str(props), *features],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise BrokerExitedError(
+                f"Formatting the broker's storage in {self.data_dir} failed (exit {done.returncode}): "
+                f"check the overrides you passed. Output:\n{done.stdout}{done.stderr}")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if not self.is_running:
+                code = self._proc.returncode
+                raise BrokerExitedError(
+                    f"The Kafka broker exited during start (exit code {code}); see {self.log_file}. "
+                    f"Last 40 lines of server.log:\n{self.log_tail(40)}")
+            if probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline - time.monotonic()))):
+                return
+            time.sleep(0.1)
+        self.kill()
+        raise BrokerNotReadyError(
+            f"The Kafka broker at {self.bootstrap_servers} was not ready within {self.start_timeout_s:g} s and "
+            f"was stopped; raise start_timeout_s on a slow machine. Last 40 lines of {self.log_file}:\n"
+            f"{self.log_tail(40)}")

@@ -1,0 +1,123 @@
+"""The lab broker's Kafka settings, in one place, and the files rendered from them.
+
+Everything here is read by both :class:`labkit.broker.EmbeddedBroker` and ``docker-compose.yml``
+(a test checks the compose file carries the same values), so the two never drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Apache Kafka release the lab runs (share groups are GA since 4.2). ``jvm/pom.xml`` and
+#: ``docker-compose.yml`` pin the same version; a test checks it.
+KAFKA_VERSION = "4.3.1"
+
+#: Broker settings for a one-node KRaft lab cluster. Keys are Kafka broker configs
+#: (``kafka.server.KafkaConfig`` and the group/share/transaction coordinator configs).
+LAB_SETTINGS: dict[str, str] = {
+    # One node: every internal topic has one replica.
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
+    "num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # KRaft: after a crash (kill) the controller fences the old broker incarnation once its session
+    # times out (default 9 s); shorter, so a restarted lab broker is back within seconds.
+    "broker.heartbeat.interval.ms": "1000",
+    "broker.session.timeout.ms": "4000",
+    # Lab-friendly timings, so a crash or pause shows its effect within seconds.
+    # Share groups (KIP-932): acquisition lock of a delivered record.
+    "group.share.record.lock.duration.ms": "5000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.session.timeout.ms": "10000",
+    "group.share.min.session.timeout.ms": "6000",
+    "group.share.heartbeat.interval.ms": "2000",
+    "group.share.min.heartbeat.interval.ms": "1000",
+    # Consumer groups (KIP-848 protocol): a dead member leaves after the session timeout.
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "2000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    # Transactions: a client's transaction.timeout.ms may be at most 60 s here, and the
+    # coordinator looks for timed-out transactions to abort every second (default 10 s).
+    "transaction.max.timeout.ms": "60000",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+
+#: Feature levels passed to ``kafka-storage format --feature``.
+FEATURES = {"share.version": "1"}
+
+
+def config_key(name: str) -> str:
+    """Turn a Python keyword (``transaction_max_timeout_ms``) into a Kafka config name
+    (``transaction.max.timeout.ms``). Names that already hold a dot are kept as they are."""
+    return name if "." in name else name.replace("_", ".")
+
+
+def lab_settings(overrides: dict[str, object] | None = None) -> dict[str, str]:
+    """The lab settings with ``overrides`` applied.
+
+    Args:
+        overrides: Kafka broker config names (dotted, or with underscores for dots) to values.
+            ``None`` values remove a lab setting, so the Kafka default applies.
+    Returns:
+        A new dict of config name to string value.
+    """
+    settings = dict(LAB_SETTINGS)
+    for name, value in (overrides or {}).items():
+        key = config_key(name)
+        if value is None:
+            settings.pop(key, None)
+        else:
+            settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return settings
+
+
+def render_server_properties(
+    *, data_dir: Path, port: int, controller_port: int, settings: dict[str, str]
+) -> str:
+    """``server.properties`` for a KRaft combined-mode node (``process.roles=broker,controller``,
+    ``node.id=1``) listening on 127.0.0.1 only.
+
+    Args:
+        data_dir: directory holding ``log.dirs`` (the topic data and the KRaft metadata log).
+        port: client listener port (PLAINTEXT).
+        controller_port: KRaft controller listener port.
+        settings: further broker configs, e.g. from :func:`lab_settings`.
+    """
+    base = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data_dir / "kraft-logs"),
+    }
+    base.update(settings)
+    return "".join(f"{k}={v}\n" for k, v in base.items())
+
+
+def render_log4j2(log_file: Path) -> str:
+    """A log4j2 ``.properties`` config that writes the broker's log to ``log_file``."""
+    return (
+        "status = warn\n"
+        "appender.file.type = File\n"
+        "appender.file.name = FILE\n"
+        f"appender.file.fileName = {log_file}\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+        "rootLogger.level = INFO\n"
+        "rootLogger.appenderRef.file.ref = FILE\n"
+        "logger.kafka.name = kafka\n"
+        "logger.kafka.level = INFO\n"
+        "logger.state.name = state.change.logger\n"
+        "logger.state.level = WARN\n"
+    )

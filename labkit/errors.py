@@ -1,0 +1,33 @@
+"""Exceptions labkit raises. Each message says what went wrong and how to fix it."""
+
+
+class LabkitError(Exception):
+    """Base class of every labkit error."""
+
+
+class JavaError(LabkitError):
+    """No Java, or a Java older than 17, to run the Kafka broker with (Kafka 4.x needs Java 17+)."""
+
+
+class MavenError(LabkitError):
+    """The broker jars are not cached and Maven is missing or could not resolve them."""
+
+
+class PortInUseError(LabkitError):
+    """A port the broker should listen on is already taken on 127.0.0.1."""
+
+
+class BrokerExitedError(LabkitError):
+    """The broker JVM exited while labkit was starting it; the message holds the end of server.log."""
+
+
+class BrokerNotReadyError(LabkitError):
+    """The broker did not answer a metadata request and create a topic within the start timeout."""
+
+
+class BrokerUnreachableError(LabkitError):
+    """No Kafka broker answered at the given bootstrap address within the timeout."""
+
+
+class BrokerStateError(LabkitError):
+    """An action does not fit the broker's state (e.g. ``kill()`` on a broker that is not running)."""

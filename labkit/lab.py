@@ -1,0 +1,168 @@
+"""``make lab`` / ``make stop``: the lab broker and JupyterLab, run in the background.
+
+Usage: ``python -m labkit.lab up|down|status``. ``up`` starts an :class:`EmbeddedBroker` in a
+detached process (data kept in ``$LABKIT_HOME/lab/broker-data``) and JupyterLab on 127.0.0.1 with a
+random token, then prints the URL. Their pids and addresses are kept in ``$LABKIT_HOME/lab/*.json``,
+which is how :func:`labkit.connect` finds the lab broker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from labkit.broker.ports import HOST, free_port
+from labkit.broker.probe import check_reachable, wait_until
+from labkit.broker.runtime import labkit_home
+from labkit.errors import LabkitError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def lab_dir() -> Path:
+    """``$LABKIT_HOME/lab``: the lab's state files, logs and broker data."""
+    return labkit_home() / "lab"
+
+
+def _read(name: str) -> dict | None:
+    """The state file ``name`` if the process it names is alive, else ``None``."""
+    path = lab_dir() / f"{name}.json"
+    try:
+        state = json.loads(path.read_text())
+        os.kill(state["pid"], 0)
+        return state
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def running_broker() -> str | None:
+    """Bootstrap address of the lab broker started by ``make lab``, or ``None`` if none runs."""
+    state = _read("broker")
+    return state["bootstrap"] if state else None
+
+
+def serve_broker() -> None:
+    """Run the lab broker in this process until SIGTERM or SIGINT, then stop it cleanly."""
+    from labkit.broker import EmbeddedBroker
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    broker = EmbeddedBroker(lab_dir() / "broker-data").start()
+    state = lab_dir() / "broker.json"
+    state.write_text(json.dumps({"pid": os.getpid(), "bootstrap": broker.bootstrap_servers}))
+    try:
+        while not stop.wait(1.0) and broker.is_running:
+            pass
+    finally:
+        state.unlink(missing_ok=True)
+        broker.stop()
+
+
+def _spawn(args: list[str], log_name: str) -> subprocess.Popen:
+    lab_dir().mkdir(parents=True, exist_ok=True)
+    with open(lab_dir() / log_name, "ab") as log:
+        return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=REPO)
+
+
+def _start_broker(timeout_s: float) -> str:
+    if running_broker():
+        return running_broker()
+    proc = _spawn([sys.executable, "-m", "labkit.lab", "serve-broker"], "broker-daemon.log")
+    if not wait_until(lambda: running_broker() or proc.poll() is not None, timeout_s, 0.2) or not running_broker():
+        proc.kill()
+        tail = (lab_dir() / "broker-daemon.log").read_text(errors="replace")[-3000:]
+        raise LabkitError(f"The lab broker did not start; see {lab_dir() / 'broker-daemon.log'}:\n{tail}")
+    return running_broker()
+
+
+def _start_jupyter(timeout_s: float) -> str:
+    state = _read("jupyter")
+    if state:
+        return state["url"]
+    port, token = free_port(), secrets.token_hex(16)
+    proc = _spawn([sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ip={HOST}", f"--port={port}",
+                   f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO / 'notebooks'}"],
+                  "jupyter.log")
+    url = f"http://{HOST}:{port}/lab/tree/00_tour.ipynb?token={token}"
+
+    def answers() -> bool:
+        try:
+            urllib.request.urlopen(f"http://{HOST}:{port}/api/status?token={token}", timeout=1)
+            return True
+        except OSError:
+            return proc.poll() is not None
+
+    if not wait_until(answers, timeout_s, 0.3) or proc.poll() is not None:
+        raise LabkitError(f"JupyterLab did not start; see {lab_dir() / 'jupyter.log'}")
+    (lab_dir() / "jupyter.json").write_text(json.dumps({"pid": proc.pid, "url": url}))
+    return url
+
+
+def up(timeout_s: float = 120.0) -> dict[str, str]:
+    """Start (or find) the lab broker and JupyterLab. With ``LABKIT_BOOTSTRAP`` set, no broker is
+    started: that cluster must answer, and the notebooks use it. Returns ``{"bootstrap", "url"}``.
+
+    Raises:
+        BrokerUnreachableError: ``LABKIT_BOOTSTRAP`` is set and nothing answers there.
+        LabkitError: the broker or JupyterLab did not start (the message names the log file).
+    """
+    external = os.environ.get("LABKIT_BOOTSTRAP")
+    if external:
+        check_reachable(external)
+    return {"bootstrap": external or _start_broker(timeout_s), "url": _start_jupyter(timeout_s)}
+
+
+def down(timeout_s: float = 30.0) -> list[str]:
+    """Stop JupyterLab and the lab broker (SIGTERM, then SIGKILL). Returns what was stopped."""
+    stopped = []
+    for name in ("jupyter", "broker"):
+        state = _read(name)
+        if not state:
+            continue
+        os.killpg(state["pid"], signal.SIGTERM)
+        if not wait_until(lambda: _gone(state["pid"]), timeout_s, 0.2):
+            os.killpg(state["pid"], signal.SIGKILL)
+        (lab_dir() / f"{name}.json").unlink(missing_ok=True)
+        stopped.append(name)
+    return stopped
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def main(argv: list[str]) -> int:
+    """Command line: ``up``, ``down``, ``status`` or ``serve-broker``."""
+    command = argv[0] if argv else "status"
+    if command == "serve-broker":
+        serve_broker()
+    elif command == "up":
+        where = up()
+        print(f"Kafka broker: {where['bootstrap']}\nJupyterLab:   {where['url']}\n(`make stop` ends both)")
+    elif command == "down":
+        print("stopped: " + (", ".join(down()) or "nothing was running"))
+    elif command == "status":
+        print(f"broker: {running_broker() or 'not running'}\n"
+              f"jupyter: {(_read('jupyter') or {}).get('url', 'not running')}")
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

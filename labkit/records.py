@@ -1,0 +1,124 @@
+"""Write and read records on the real broker: topics with unique names, plain and transactional
+produce, and full reads of a topic at an ``isolation.level`` (KIP-98)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+
+import pandas as pd
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from labkit.broker.probe import KAFKA_LOG, admin
+
+READ_COLUMNS = ["partition", "offset", "key", "value"]
+
+
+def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, timeout_s: float = 10.0) -> str:
+    """Create a topic named ``<prefix>-<8 hex chars>`` (unique per run, so re-running a notebook
+    never reads an earlier run's records) with ``partitions`` partitions and one replica.
+
+    Returns:
+        The topic name.
+    Raises:
+        confluent_kafka.KafkaException: the broker refused (e.g. an invalid prefix).
+    """
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
+    client.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout_s)[name].result(timeout_s)
+    return name
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | None = None,
+            transactional_id: str | None = None, outcome: str = "commit", partition: int = 0,
+            timeout_s: float = 30.0, **config: object) -> pd.DataFrame:
+    """Produce ``values`` (UTF-8 strings) to ``topic``/``partition`` and wait for every ack.
+
+    Args:
+        transactional_id: if set, all values go in one transaction of this ``transactional.id``
+            (``init_transactions``, ``begin_transaction``, sends, then commit or abort).
+        outcome: ``"commit"`` or ``"abort"``: how the transaction ends (ignored without
+            ``transactional_id``).
+        **config: more producer configs (dotted names), e.g. ``{"enable.idempotence": False}``.
+    Returns:
+        One row per record: partition, offset (as the broker assigned it), key, value.
+    Raises:
+        ValueError: ``outcome`` is neither "commit" nor "abort".
+        confluent_kafka.KafkaException: a send or the transaction failed.
+    """
+    if outcome not in ("commit", "abort"):
+        raise ValueError(f"outcome must be 'commit' or 'abort', not {outcome!r}")
+    conf = {"bootstrap.servers": bootstrap, "logger": KAFKA_LOG, **config}
+    if transactional_id:
+        conf["transactional.id"] = transactional_id
+    producer, acked, errors = Producer(conf), [], []
+
+    def on_delivery(err, msg):
+        if err:
+            errors.append(err)
+        else:
+            acked.append((msg.partition(), msg.offset(), msg.key() and msg.key().decode(), msg.value().decode()))
+
+    if transactional_id:
+        producer.init_transactions(timeout_s)
+        producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value.encode(), key=key and key.encode(), partition=partition,
+                         on_delivery=on_delivery)
+    if producer.flush(timeout_s):
+        raise KafkaException(f"produce to {topic}: records still unacknowledged after {timeout_s:g} s")
+    if errors:
+        raise KafkaException(errors[0])
+    if transactional_id:
+        (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(timeout_s)
+    return pd.DataFrame(acked, columns=READ_COLUMNS)
+
+
+def high_watermarks(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """High watermark (the offset after the last written record or control record) of every
+    partition of ``topic``: ``{partition: offset}``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG})
+    try:
+        parts = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in parts}
+    finally:
+        consumer.close()
+
+
+def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committed",
+               timeout_s: float = 15.0) -> pd.DataFrame:
+    """Read every record of ``topic`` from the beginning to the end as a consumer with
+    ``isolation.level=isolation_level`` sees it (``read_committed`` stops at the LSO and skips
+    aborted records; both skip control records). No consumer group offsets are committed.
+
+    Returns:
+        One row per record seen, ordered by partition and offset: partition, offset, key, value.
+    Raises:
+        TimeoutError: the end was not reached within ``timeout_s`` (an open transaction holds
+            the LSO of a read_committed read back).
+    """
+    ends = high_watermarks(bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"labkit-read-{uuid.uuid4().hex[:8]}",
+                         "isolation.level": isolation_level, "enable.auto.commit": False,
+                         "enable.partition.eof": True, "logger": KAFKA_LOG})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    rows, at_end = [], {p for p, end in ends.items() if end == 0}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < len(ends):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{isolation_level} read of {topic} did not reach the end within {timeout_s:g} s "
+                                   "(is a transaction still open?)")
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= ends[msg.partition()]:
+                    at_end.add(msg.partition())
+                continue
+            rows.append((msg.partition(), msg.offset(), msg.key() and msg.key().decode(), msg.value().decode()))
+    finally:
+        consumer.close()
+    return pd.DataFrame(rows, columns=READ_COLUMNS).sort_values(["partition", "offset"], ignore_index=True)

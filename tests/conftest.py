@@ -1,0 +1,65 @@
+"""Shared fixtures: one real embedded broker for the session, used by tests and notebooks alike."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from labkit.broker import EmbeddedBroker
+
+_session_broker: EmbeddedBroker | None = None
+
+
+def session_broker() -> EmbeddedBroker:
+    """The session's broker, started on first use."""
+    global _session_broker
+    if _session_broker is None:
+        _session_broker = EmbeddedBroker().start()
+    return _session_broker
+
+
+def labkit_children() -> list[int]:
+    """Pids of Kafka JVMs that are children of this test process (labkit starts them directly)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"kafka.Kafka" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Notebooks run in their own kernels; they reach the session broker through LABKIT_BOOTSTRAP."""
+    if any(item.path.suffix == ".ipynb" for item in session.items) and not os.environ.get("LABKIT_BOOTSTRAP"):
+        os.environ["LABKIT_BOOTSTRAP"] = session_broker().bootstrap_servers
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the session broker, then fail the run if any broker JVM this session started is left."""
+    if _session_broker is not None:
+        _session_broker.close()
+    from labkit.broker import embedded
+
+    embedded._kill_all()
+    left = labkit_children()
+    if left:
+        print(f"\nFAILED: Kafka JVMs left after the test session: pids {left}")
+        session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def broker() -> EmbeddedBroker:
+    """The session's real broker (do not kill it; start your own EmbeddedBroker for that)."""
+    return session_broker()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker: EmbeddedBroker) -> str:
+    """Bootstrap address of the session's broker."""
+    return broker.bootstrap_servers

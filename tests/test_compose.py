@@ -1,0 +1,42 @@
+"""docker-compose.yml is not run here (no Docker engine); these tests keep it equal to the
+embedded broker's settings so the two never drift."""
+
+from pathlib import Path
+
+import yaml
+
+from labkit.broker.settings import KAFKA_VERSION, LAB_SETTINGS
+
+COMPOSE = yaml.safe_load((Path(__file__).resolve().parents[1] / "docker-compose.yml").read_text())
+KAFKA = COMPOSE["services"]["kafka"]
+ENV = KAFKA["environment"]
+
+
+def env_to_config(name: str) -> str:
+    """The apache/kafka image's rule: KAFKA_ prefix, '_' for '.'."""
+    return name.removeprefix("KAFKA_").lower().replace("_", ".")
+
+
+def test_image_is_the_pinned_kafka():
+    assert KAFKA["image"] == f"apache/kafka:{KAFKA_VERSION}"
+
+
+def test_every_lab_setting_is_in_compose_with_the_same_value():
+    compose_settings = {env_to_config(k): str(v) for k, v in ENV.items()}
+    for key, value in LAB_SETTINGS.items():
+        assert compose_settings.get(key) == value, key
+
+
+def test_compose_has_no_lab_setting_the_broker_lacks():
+    structural = {"node.id", "process.roles", "controller.quorum.voters", "listeners", "advertised.listeners",
+                  "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+                  "heap.opts"}
+    extra = {env_to_config(k) for k in ENV} - set(LAB_SETTINGS) - structural
+    assert extra == set()
+
+
+def test_one_kraft_node_bound_to_loopback():
+    assert ENV["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert ENV["KAFKA_NODE_ID"] == "1"
+    assert all(str(p).startswith("127.0.0.1:") for p in KAFKA["ports"])
+    assert ENV["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://127.0.0.1:9092"

@@ -1,0 +1,131 @@
+"""The embedded broker, against the real Kafka 4.3.1 JVM."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from labkit.broker import EmbeddedBroker
+from labkit.broker.probe import wait_until
+from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, PortInUseError
+from labkit.records import create_topic, produce, read_topic
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def values(frame):
+    return list(frame["value"])
+
+
+def test_committed_survive_a_crash_and_aborted_stay_hidden(tmp_path):
+    with EmbeddedBroker(tmp_path / "b") as broker:
+        bs = broker.bootstrap_servers
+        topic = create_topic(bs, "crash")
+        produce(bs, topic, ["c1", "c2"], transactional_id=f"tx-{uuid.uuid4()}")
+        produce(bs, topic, ["a1", "a2"], transactional_id=f"tx-{uuid.uuid4()}", outcome="abort")
+        port, pid = broker.port, broker.pid
+
+        broker.kill()
+        assert not broker.is_running and gone(pid)
+        with pytest.raises(BrokerStateError, match="not running"):
+            broker.kill()
+
+        broker.restart()
+        assert broker.port == port and broker.bootstrap_servers == bs
+        assert values(read_topic(bs, topic, "read_committed")) == ["c1", "c2"]
+        assert values(read_topic(bs, topic, "read_uncommitted")) == ["c1", "c2", "a1", "a2"]
+        assert "Kafka Server started" in broker.log_tail(400)
+    assert not (tmp_path / "b").exists() or (tmp_path / "b" / "kraft-logs").exists()  # a given dir is kept
+
+
+def test_two_brokers_side_by_side(broker, tmp_path):
+    with EmbeddedBroker() as other:
+        assert other.port != broker.port
+        topic = create_topic(other.bootstrap_servers, "other")
+        produce(other.bootstrap_servers, topic, ["only-here"])
+        assert values(read_topic(other.bootstrap_servers, topic)) == ["only-here"]
+        from labkit.broker.probe import admin
+        assert topic not in admin(broker.bootstrap_servers).list_topics(timeout=5).topics
+        data_dir = other.data_dir
+    assert not data_dir.exists()  # labkit's own temporary folder is removed by close()
+
+
+def test_port_in_use_is_refused_before_starting_anything(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        broker = EmbeddedBroker(tmp_path / "b", port=port)
+        with pytest.raises(PortInUseError, match=str(port)):
+            broker.start()
+        assert not broker.is_running
+
+
+def test_broker_exiting_during_start_reports_its_log(tmp_path):
+    data = tmp_path / "b"
+    with EmbeddedBroker(data) as good:
+        topic = create_topic(good.bootstrap_servers, "kept")
+        produce(good.bootstrap_servers, topic, ["kept"])
+    bad = EmbeddedBroker(data, num_io_threads=0)  # storage is formatted: the broker itself rejects it
+    with pytest.raises(BrokerExitedError, match="exited during start(.|\n)*num.io.threads"):
+        bad.start()
+    assert not bad.is_running
+    with EmbeddedBroker(data) as again:  # nothing was lost
+        assert values(read_topic(again.bootstrap_servers, topic)) == ["kept"]
+
+
+def test_invalid_override_fails_at_format_naming_the_config(tmp_path):
+    with pytest.raises(BrokerExitedError, match="Invalid value -5 for configuration message.max.bytes"):
+        EmbeddedBroker(tmp_path / "b", message_max_bytes=-5).start()
+
+
+def test_not_ready_in_time_is_an_error_and_leaves_no_jvm(tmp_path):
+    broker = EmbeddedBroker(tmp_path / "b", start_timeout_s=0.5)
+    with pytest.raises(BrokerNotReadyError, match="not ready within 0.5 s"):
+        broker.start()
+    assert not broker.is_running
+
+
+def test_missing_java_is_reported_before_anything_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(JavaError, match="No Java found"):
+        EmbeddedBroker(tmp_path / "b").start()
+
+
+def test_state_errors_are_clear(tmp_path):
+    broker = EmbeddedBroker(tmp_path / "b")
+    with pytest.raises(BrokerStateError, match="call start"):
+        broker.bootstrap_servers
+    with pytest.raises(BrokerStateError, match="not running"):
+        broker.kill()
+    broker.stop()  # stopping a stopped broker does nothing
+    assert broker.log_tail() == ""
+
+
+CHILD = """
+import os, signal, sys
+from labkit.broker import EmbeddedBroker
+b = EmbeddedBroker().start()
+print(b.pid, flush=True)
+if sys.argv[1] == "sigkill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_no_jvm_outlives_the_interpreter(how):
+    done = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True, timeout=120)
+    jvm_pid = int(done.stdout.split()[0])
+    assert wait_until(lambda: gone(jvm_pid), 30), f"JVM {jvm_pid} outlived its Python ({how})"

@@ -1,0 +1,59 @@
+import re
+from pathlib import Path
+
+from labkit.broker.settings import (FEATURES, KAFKA_VERSION, LAB_SETTINGS, config_key, lab_settings,
+                                    render_log4j2, render_server_properties)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def parse(props: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in props.splitlines() if line and not line.startswith("#"))
+
+
+def test_server_properties_is_kraft_combined_on_loopback(tmp_path):
+    props = parse(render_server_properties(data_dir=tmp_path, port=1234, controller_port=5678, settings={}))
+    assert props["process.roles"] == "broker,controller"
+    assert props["node.id"] == "1"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:1234,CONTROLLER://127.0.0.1:5678"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:1234"
+    assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:5678"
+    assert props["log.dirs"] == str(tmp_path / "kraft-logs")
+
+
+def test_lab_settings_are_rendered_and_overridable(tmp_path):
+    settings = lab_settings({"transaction_max_timeout_ms": 30000, "group.share.record.lock.duration.ms": None,
+                             "auto.create.topics.enable": False})
+    props = parse(render_server_properties(data_dir=tmp_path, port=1, controller_port=2, settings=settings))
+    assert props["transaction.max.timeout.ms"] == "30000"
+    assert "group.share.record.lock.duration.ms" not in props  # None: Kafka's default applies
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["offsets.topic.replication.factor"] == "1"
+    assert LAB_SETTINGS["transaction.max.timeout.ms"] == "60000"  # the defaults are not mutated
+
+
+def test_config_key_maps_underscores_to_dots():
+    assert config_key("group_share_record_lock_duration_ms") == "group.share.record.lock.duration.ms"
+    assert config_key("already.dotted") == "already.dotted"
+
+
+def test_single_node_settings_are_all_there():
+    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
+                "share.coordinator.state.topic.min.isr"):
+        assert LAB_SETTINGS[key] == "1"
+    assert LAB_SETTINGS["group.initial.rebalance.delay.ms"] == "0"
+    assert FEATURES == {"share.version": "1"}
+
+
+def test_log4j2_writes_to_the_given_file(tmp_path):
+    text = render_log4j2(tmp_path / "server.log")
+    assert f"appender.file.fileName = {tmp_path / 'server.log'}" in text
+    assert "rootLogger.appenderRef.file.ref = FILE" in text
+
+
+def test_pom_pins_the_same_kafka_version():
+    pom = (REPO / "jvm" / "pom.xml").read_text()
+    assert re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1) == KAFKA_VERSION == "4.3.1"
+    for artifact in ("kafka_2.13", "log4j-slf4j2-impl", "log4j-core"):
+        assert f"<artifactId>{artifact}</artifactId>" in pom
