@@ -90,9 +90,11 @@ def _start_jupyter(timeout_s: float) -> str:
     if state:
         return state["url"]
     port, token = free_port(), secrets.token_hex(16)
-    proc = _spawn([sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ip={HOST}", f"--port={port}",
-                   f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO / 'notebooks'}"],
-                  "jupyter.log")
+    args = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ip={HOST}", f"--port={port}",
+            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO / 'notebooks'}"]
+    if os.geteuid() == 0:  # containers and CI machines often run as root; JupyterLab refuses without this
+        args.append("--allow-root")
+    proc = _spawn(args, "jupyter.log")
     url = f"http://{HOST}:{port}/lab/tree/00_tour.ipynb?token={token}"
 
     def answers() -> bool:

@@ -78,8 +78,10 @@ def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | Non
 
 def high_watermarks(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """High watermark (the offset after the last written record or control record) of every
-    partition of ``topic``: ``{partition: offset}``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG})
+    partition of ``topic``: ``{partition: offset}``. (Asked as read_uncommitted: librdkafka's own
+    default, read_committed, would answer with the last stable offset instead.)"""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG,
+                         "isolation.level": "read_uncommitted"})
     try:
         parts = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in parts}

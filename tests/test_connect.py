@@ -1,0 +1,49 @@
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import labkit
+from labkit.broker.ports import free_port
+from labkit.errors import BrokerUnreachableError
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    monkeypatch.delenv("LABKIT_BOOTSTRAP", raising=False)
+    (tmp_path / "lab").mkdir()
+    return tmp_path
+
+
+def test_labkit_bootstrap_wins(bootstrap, monkeypatch):
+    monkeypatch.setenv("LABKIT_BOOTSTRAP", bootstrap)
+    assert labkit.connect(quiet=True) == bootstrap
+
+
+def test_unreachable_labkit_bootstrap_fails_fast_naming_it(monkeypatch):
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.setenv("LABKIT_BOOTSTRAP", address)
+    started = time.monotonic()
+    with pytest.raises(BrokerUnreachableError, match=f"{address}.*LABKIT_BOOTSTRAP"):
+        labkit.connect(timeout_s=2)
+    assert time.monotonic() - started < 5
+
+
+def test_the_lab_broker_is_found_through_its_state_file(home, bootstrap, capsys):
+    (home / "lab" / "broker.json").write_text(json.dumps({"pid": os.getpid(), "bootstrap": bootstrap}))
+    assert labkit.connect() == bootstrap
+    assert "the lab broker (make lab)" in capsys.readouterr().out
+
+
+def test_without_lab_or_env_a_kernel_broker_starts(home):
+    # a stale state file (its process is gone) is ignored
+    (home / "lab" / "broker.json").write_text(json.dumps({"pid": 2**22 + 12345, "bootstrap": "127.0.0.1:1"}))
+    code = "import labkit; a = labkit.connect(); assert labkit.connect(quiet=True) == a"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LABKIT_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    assert "a broker started for this kernel" in done.stdout

@@ -1,0 +1,63 @@
+"""`make lab` / `make stop`: the lab broker and JupyterLab in the background, and 00_tour in them."""
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from labkit.broker.probe import check_reachable, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def lab(command, env):
+    return subprocess.run([sys.executable, "-m", "labkit.lab", command], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=REPO)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "LABKIT_BOOTSTRAP"}
+    env["LABKIT_HOME"] = str(tmp_path)
+    up = lab("up", env)
+    try:
+        assert up.returncode == 0, up.stderr + up.stdout
+        state = {n: json.loads((tmp_path / "lab" / f"{n}.json").read_text()) for n in ("broker", "jupyter")}
+        check_reachable(state["broker"]["bootstrap"])
+        url = state["jupyter"]["url"]
+        assert url in up.stdout and url.startswith("http://127.0.0.1:") and "token=" in url
+        base, token = url.split("/lab/")[0], url.split("token=")[1]
+        with urllib.request.urlopen(f"{base}/api/contents/00_tour.ipynb?token={token}", timeout=10) as r:
+            assert json.load(r)["name"] == "00_tour.ipynb"
+        again = lab("up", env)  # a second `up` finds both running and starts nothing new
+        assert url in again.stdout and state["broker"]["bootstrap"] in again.stdout
+        assert json.loads((tmp_path / "lab" / "jupyter.json").read_text())["pid"] == state["jupyter"]["pid"]
+
+        nb = nbformat.read(REPO / "notebooks" / "00_tour.ipynb", as_version=4)
+        old_env = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)  # the kernel inherits this: no LABKIT_BOOTSTRAP, the lab's LABKIT_HOME
+        try:
+            NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+        finally:
+            os.environ.clear()
+            os.environ.update(old_env)
+        printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+        assert f"Kafka at {state['broker']['bootstrap']} (the lab broker (make lab))" in printed
+    finally:
+        down = lab("down", env)
+    assert "broker" in down.stdout and "jupyter" in down.stdout
+    assert wait_until(lambda: not any(alive(s["pid"]) for s in state.values()), 30)
+    assert lab("status", env).stdout.count("not running") == 2

@@ -1,0 +1,47 @@
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from labkit.records import create_topic, high_watermarks, produce, read_topic
+
+
+def test_topics_get_unique_names(bootstrap):
+    a, b = create_topic(bootstrap, "same"), create_topic(bootstrap, "same", partitions=3)
+    assert a != b and a.startswith("same-")
+    assert set(high_watermarks(bootstrap, b)) == {0, 1, 2}
+
+
+def test_plain_produce_is_read_back_in_order(bootstrap):
+    topic = create_topic(bootstrap)
+    sent = produce(bootstrap, topic, ["x", "y", "z"], key="k")
+    assert list(sent["offset"]) == [0, 1, 2]
+    got = read_topic(bootstrap, topic, "read_uncommitted")
+    assert list(got["value"]) == ["x", "y", "z"] and set(got["key"]) == {"k"}
+
+
+def test_transaction_markers_take_an_offset_each(bootstrap):
+    topic = create_topic(bootstrap)
+    produce(bootstrap, topic, ["c"], transactional_id=f"t-{uuid.uuid4()}")
+    produce(bootstrap, topic, ["a"], transactional_id=f"t-{uuid.uuid4()}", outcome="abort")
+    assert high_watermarks(bootstrap, topic) == {0: 4}  # c, COMMIT, a, ABORT
+    assert list(read_topic(bootstrap, topic)["offset"]) == [0]
+    assert list(read_topic(bootstrap, topic, "read_uncommitted")["offset"]) == [0, 2]
+
+
+def test_open_transaction_holds_a_read_committed_read_back(bootstrap):
+    topic = create_topic(bootstrap)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"open-{uuid.uuid4()}"})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"pending", partition=0)
+    producer.flush(10)
+    assert list(read_topic(bootstrap, topic, "read_uncommitted")["value"]) == ["pending"]
+    with pytest.raises(TimeoutError, match="is a transaction still open"):
+        read_topic(bootstrap, topic, "read_committed", timeout_s=3)
+    producer.abort_transaction(10)
+
+
+def test_bad_outcome_is_refused_before_sending(bootstrap):
+    with pytest.raises(ValueError, match="outcome must be 'commit' or 'abort'"):
+        produce(bootstrap, "never-created", ["x"], transactional_id="t", outcome="maybe")
