@@ -1,0 +1,235 @@
+"""The exactly-once checker: a pure function from an experiment's history to named anomalies.
+
+It reads only the history (:mod:`labkit.crashlab.history`), including its ``final_read`` events
+(what a read_committed and a read_uncommitted consumer see at the end). Value ids follow
+:func:`value_id` (``"<writer>-<n>"``, n counting the writer's sends from 1) and
+:func:`derived_id` (``"<input id>><stage>"``, the output a processor writes for one input record),
+so the same input processed twice yields the same output id, and a duplicate shows as one id read twice.
+
+Anomalies (the guarantees of KIP-98 transactions and the idempotent producer):
+
+* ``duplicate``: one value id more than once in the read_committed final read of a topic;
+* ``lost write``: a write the producer was told committed (definite ack, and its transaction, if any,
+  committed) is not in the read_committed final read; or an input record with no output;
+* ``aborted read``: a read_committed consumer (or final read) returned a record of an aborted transaction;
+* ``precommitted read``: a read_committed consumer returned a record before its producer called
+  ``commit_transaction``;
+* ``gap``: a consumer's offsets jumped over a record it should have seen, which no consumer ever got
+  (a poll skip, e.g. after a committed offset that was too far ahead);
+* ``out-of-order``: one writer's records sit in a partition in another order than it sent them.
+
+A final read is recorded as one ``final_read`` event per record it returned, plus one without a
+``value_id`` that says the read was done (so an empty read is told apart from a missing one).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from labkit.crashlab.history import Event
+
+ANOMALIES = ("duplicate", "lost write", "aborted read", "precommitted read", "gap", "out-of-order")
+_TABLE = ["anomaly", "value_id", "participant", "topic", "partition", "offset", "detail"]
+
+
+def value_id(writer: str, n: int) -> str:
+    """The id of ``writer``'s n-th value (n from 1): ``"<writer>-<n>"``."""
+    return f"{writer}-{n}"
+
+
+def derived_id(input_id: str, stage: str = "out") -> str:
+    """The id of the record a processor writes for input ``input_id``: ``"<input_id>><stage>"``."""
+    return f"{input_id}>{stage}"
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """One violation: its name (one of :data:`ANOMALIES`), the records involved, and why."""
+
+    name: str
+    value_id: str | None
+    detail: str
+    participant: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+@dataclass
+class CheckResult:
+    """What :func:`check` found. Falsy-free: use :attr:`ok`."""
+
+    anomalies: list[Anomaly] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no anomaly was found."""
+        return not self.anomalies
+
+    def count(self, name: str) -> int:
+        """How many anomalies named ``name`` (one of :data:`ANOMALIES`) were found.
+
+        Raises:
+            ValueError: ``name`` is not an anomaly name.
+        """
+        if name not in ANOMALIES:
+            raise ValueError(f"unknown anomaly {name!r}; the anomalies are {', '.join(ANOMALIES)}")
+        return sum(a.name == name for a in self.anomalies)
+
+    def counts(self) -> dict[str, int]:
+        """Anomaly name to count, for every name (zeros included)."""
+        return {name: self.count(name) for name in ANOMALIES}
+
+    def table(self) -> pd.DataFrame:
+        """One row per anomaly: anomaly, value_id, participant, topic, partition, offset, detail."""
+        return pd.DataFrame([(a.name, a.value_id, a.participant, a.topic, a.partition, a.offset, a.detail)
+                             for a in self.anomalies], columns=_TABLE)
+
+    def _repr_html_(self) -> str:
+        if self.ok:
+            return "<b>No anomalies</b>: no duplicate, lost write, aborted read, precommitted read, gap or out-of-order."
+        return self.table().to_html(index=False)
+
+
+def check(events: Iterable[Event], *, output_topic: str, input_topic: str | None = None,
+          stage: str = "out") -> CheckResult:
+    """Check one experiment's history.
+
+    Args:
+        events: the history (e.g. ``History(path).events()``), with ``final_read`` events of
+            ``output_topic`` (and of ``input_topic``) at read_committed and read_uncommitted.
+        output_topic: the topic whose records are checked.
+        input_topic: for a consume-transform-produce experiment: every input record in its
+            read_committed final read must have exactly one output ``derived_id(input, stage)``.
+        stage: the stage name processors use in :func:`derived_id`.
+    Returns:
+        A :class:`CheckResult`.
+    Raises:
+        ValueError: the history holds no read_committed final read of ``output_topic``.
+    """
+    events = sorted(events, key=lambda e: e.mono_ns)
+    final, done = defaultdict(list), set()  # (topic, isolation) -> final_read events of records
+    for e in events:
+        if e.kind == "final_read":
+            done.add((e.topic, e.isolation_level))
+            if e.value_id is not None:
+                final[e.topic, e.isolation_level].append(e)
+    committed_read = final[output_topic, "read_committed"]
+    if (output_topic, "read_committed") not in done:
+        raise ValueError(f"the history has no read_committed final_read of {output_topic!r}: record the final "
+                         "reads (read_committed and read_uncommitted) before checking")
+    txns = _transactions(events)
+    found: list[Anomaly] = []
+    found += _duplicates(committed_read)
+    found += _lost_writes(events, committed_read, txns, output_topic)
+    if input_topic:
+        found += _unprocessed(final[input_topic, "read_committed"], committed_read, stage)
+    found += _aborted_and_precommitted_reads(events, txns)
+    found += _gaps(events, final)
+    found += _out_of_order(final[output_topic, "read_uncommitted"] or committed_read)
+    return CheckResult(found)
+
+
+def _transactions(events: list[Event]) -> dict[str, dict]:
+    """value_id -> {"outcome": committed/aborted/None, "commit_start_ns": int|None, "participant"}."""
+    by_txn: dict[tuple, dict] = defaultdict(lambda: {"outcome": None, "commit_start_ns": None, "ids": []})
+    for e in events:
+        if e.txn is None:
+            continue
+        t = by_txn[e.participant, e.txn]
+        if e.kind == "send":
+            t["ids"].append(e.value_id)
+        elif e.kind == "txn_commit_start":
+            t["commit_start_ns"] = e.mono_ns
+        elif e.kind == "txn_end" and e.definite is not False:
+            t["outcome"] = e.outcome
+    return {vid: {**t, "participant": p} for (p, _), t in by_txn.items() for vid in t["ids"]}
+
+
+def _where(e: Event, name: str, detail: str) -> Anomaly:
+    return Anomaly(name, e.value_id, detail, e.participant, e.topic, e.partition, e.offset)
+
+
+def _duplicates(read: list[Event]) -> list[Anomaly]:
+    seen = Counter(e.value_id for e in read)
+    return [_where(e, "duplicate", f"{e.value_id} is in the log {seen[e.value_id]} times (offset {e.offset})")
+            for e in read if seen[e.value_id] > 1]
+
+
+def _lost_writes(events, read, txns, topic) -> list[Anomaly]:
+    present = {e.value_id for e in read}
+    lost = []
+    for e in events:
+        if e.kind != "ack" or e.topic != topic or e.definite is False or e.value_id in present:
+            continue
+        txn = txns.get(e.value_id)
+        if txn is None or txn["outcome"] == "committed":
+            why = "its transaction committed" if txn else "it was acked"
+            lost.append(_where(e, "lost write", f"{e.value_id} was written at offset {e.offset} and {why}, "
+                                                "but a read_committed consumer does not see it"))
+    return lost
+
+
+def _unprocessed(input_read, output_read, stage) -> list[Anomaly]:
+    outputs = {e.value_id for e in output_read}
+    return [_where(e, "lost write", f"input {e.value_id} (offset {e.offset}) has no output "
+                                    f"{derived_id(e.value_id, stage)}") for e in input_read
+            if derived_id(e.value_id, stage) not in outputs]
+
+
+def _aborted_and_precommitted_reads(events, txns) -> list[Anomaly]:
+    found = []
+    for e in events:
+        if e.kind not in ("consume", "final_read") or e.isolation_level != "read_committed":
+            continue
+        txn = txns.get(e.value_id)
+        if txn is None:
+            continue
+        if txn["outcome"] == "aborted":
+            found.append(_where(e, "aborted read", f"{e.participant} read {e.value_id}, written in a transaction "
+                                                   f"of {txn['participant']} that aborted"))
+        elif e.kind == "consume" and (txn["commit_start_ns"] is None or e.mono_ns < txn["commit_start_ns"]):
+            found.append(_where(e, "precommitted read", f"{e.participant} read {e.value_id} before "
+                                                        f"{txn['participant']} called commit_transaction"))
+    return found
+
+
+def _gaps(events, final) -> list[Anomaly]:
+    consumed_by_anyone = {(e.topic, e.partition, e.offset) for e in events if e.kind == "consume"}
+    last: dict[tuple, int] = {}
+    found = []
+    for e in events:
+        if e.kind != "consume":
+            continue
+        key = (e.participant, e.topic, e.partition)
+        before = last.get(key)
+        last[key] = e.offset
+        if before is None or e.offset <= before:
+            continue
+        visible = final[e.topic, e.isolation_level]
+        for r in visible:
+            if r.partition == e.partition and before < r.offset < e.offset and \
+                    (r.topic, r.partition, r.offset) not in consumed_by_anyone:
+                found.append(_where(r, "gap", f"{e.participant} went from offset {before} to {e.offset}; "
+                                              f"{r.value_id} at offset {r.offset} was never consumed"))
+    return found
+
+
+def _out_of_order(read: list[Event]) -> list[Anomaly]:
+    found, last_n = [], {}
+    for e in sorted(read, key=lambda r: (r.partition, r.offset)):
+        if not e.value_id or ">" in e.value_id or "-" not in e.value_id:
+            continue
+        writer, n = e.value_id.rsplit("-", 1)
+        if not n.isdigit():
+            continue
+        key = (writer, e.partition)
+        if key in last_n and int(n) < last_n[key]:
+            found.append(_where(e, "out-of-order", f"{e.value_id} sits at offset {e.offset}, after "
+                                                   f"{writer}-{last_n[key]} which {writer} sent later"))
+        last_n[key] = max(int(n), last_n.get(key, 0))
+    return found

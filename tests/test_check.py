@@ -1,0 +1,150 @@
+"""The checker on hand-written histories: it catches each anomaly, and raises no false alarm."""
+
+import pytest
+
+from labkit.crashlab.check import ANOMALIES, check, derived_id
+from labkit.crashlab.history import Event
+
+OUT, IN = "out", "in"
+
+
+class H:
+    """A hand-written history; every event gets the next tick of a fake clock."""
+
+    def __init__(self):
+        self.events, self.t = [], 0
+
+    def add(self, kind, participant, **f):
+        self.t += 1
+        self.events.append(Event(kind, participant, mono_ns=self.t, **f))
+        return self
+
+    def write(self, p, vid, offset, txn=None, topic=OUT, definite=True):
+        self.add("send", p, topic=topic, partition=0, value_id=vid, txn=txn)
+        return self.add("ack", p, topic=topic, partition=0, offset=offset, value_id=vid, txn=txn, definite=definite)
+
+    def txn(self, p, n, outcome):
+        if outcome == "committed":
+            self.add("txn_commit_start", p, txn=n)
+        return self.add("txn_end", p, txn=n, outcome=outcome, definite=True)
+
+    def final(self, topic, level, records):
+        for offset, vid in records:
+            self.add("final_read", "lab", topic=topic, partition=0, offset=offset, value_id=vid, isolation_level=level)
+        return self.add("final_read", "lab", topic=topic, isolation_level=level)
+
+    def finals(self, records, topic=OUT, uncommitted=None):
+        self.final(topic, "read_committed", records)
+        return self.final(topic, "read_uncommitted", uncommitted if uncommitted is not None else records)
+
+
+def clean_transactional():
+    h = H()
+    h.add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).write("p", "p-2", 1, txn=1).txn("p", 1, "committed")
+    h.add("txn_begin", "p", txn=2).write("p", "p-3", 3, txn=2).txn("p", 2, "aborted")
+    h.add("consume", "c", topic=OUT, partition=0, offset=0, value_id="p-1", isolation_level="read_committed")
+    h.add("consume", "c", topic=OUT, partition=0, offset=1, value_id="p-2", isolation_level="read_committed")
+    return h.finals([(0, "p-1"), (1, "p-2")], uncommitted=[(0, "p-1"), (1, "p-2"), (3, "p-3")])
+
+
+def test_clean_histories_raise_no_alarm():
+    assert check(clean_transactional().events, output_topic=OUT).ok
+    plain = H().write("p", "p-1", 0).write("p", "p-2", 1).finals([(0, "p-1"), (1, "p-2")])
+    assert check(plain.events, output_topic=OUT).counts() == dict.fromkeys(ANOMALIES, 0)
+    empty = H().finals([])
+    assert check(empty.events, output_topic=OUT).ok
+
+
+def test_indefinite_write_that_did_not_land_is_not_lost():
+    h = H().write("p", "p-1", 0).add("send", "p", topic=OUT, partition=0, value_id="p-2")
+    h.add("send_failed", "p", topic=OUT, partition=0, value_id="p-2", error="_MSG_TIMED_OUT", definite=False)
+    assert check(h.finals([(0, "p-1")]).events, output_topic=OUT).ok
+
+
+def test_duplicate():
+    h = H().write("p", "p-1", 0).write("p", "p-2", 1).write("p", "p-2", 2).finals([(0, "p-1"), (1, "p-2"), (2, "p-2")])
+    result = check(h.events, output_topic=OUT)
+    assert result.count("duplicate") == 2 and set(result.table().offset) == {1, 2}
+    assert result.counts()["lost write"] == 0
+
+
+def test_zombie_duplicate_in_consume_transform_produce():
+    """Seed 002's A, B, B: two instances both process input in-2."""
+    h = H()
+    h.write("src", "in-1", 0, topic=IN).write("src", "in-2", 1, topic=IN)
+    h.write("i1", derived_id("in-1"), 0).write("i2", derived_id("in-2"), 1).write("i1", derived_id("in-2"), 2)
+    h.finals([(0, "in-1"), (1, "in-2")], topic=IN)
+    h.finals([(0, "in-1>out"), (1, "in-2>out"), (2, "in-2>out")])
+    result = check(h.events, output_topic=OUT, input_topic=IN)
+    assert result.count("duplicate") == 2 and set(result.table().value_id) == {"in-2>out"}
+
+
+def test_lost_write_committed_but_not_visible():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "committed").finals([])
+    result = check(h.events, output_topic=OUT)
+    assert result.count("lost write") == 1 and "transaction committed" in result.anomalies[0].detail
+
+
+def test_lost_input_with_no_output():
+    h = H().write("src", "in-1", 0, topic=IN).write("src", "in-2", 1, topic=IN).write("p", "in-1>out", 0)
+    h.finals([(0, "in-1"), (1, "in-2")], topic=IN).finals([(0, "in-1>out")])
+    result = check(h.events, output_topic=OUT, input_topic=IN)
+    assert [a.value_id for a in result.anomalies if a.name == "lost write"] == ["in-2"]
+
+
+def test_aborted_read():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "aborted")
+    h.add("consume", "c", topic=OUT, partition=0, offset=0, value_id="p-1", isolation_level="read_committed")
+    result = check(h.finals([], uncommitted=[(0, "p-1")]).events, output_topic=OUT)
+    assert result.counts()["aborted read"] == 1 and result.anomalies[0].participant == "c"
+
+
+def test_aborted_records_read_uncommitted_are_no_anomaly():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "aborted")
+    h.add("consume", "c", topic=OUT, partition=0, offset=0, value_id="p-1", isolation_level="read_uncommitted")
+    assert check(h.finals([], uncommitted=[(0, "p-1")]).events, output_topic=OUT).ok
+
+
+def test_precommitted_read():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1)
+    h.add("consume", "c", topic=OUT, partition=0, offset=0, value_id="p-1", isolation_level="read_committed")
+    h.txn("p", 1, "committed").finals([(0, "p-1")])
+    result = check(h.events, output_topic=OUT)
+    assert result.counts() == {**dict.fromkeys(ANOMALIES, 0), "precommitted read": 1}
+
+
+def test_gap_poll_skip():
+    h = H().write("p", "p-1", 0).write("p", "p-2", 1).write("p", "p-3", 2)
+    for offset in (0, 2):
+        h.add("consume", "c", topic=OUT, partition=0, offset=offset, value_id=f"p-{offset + 1}",
+              isolation_level="read_committed")
+    result = check(h.finals([(0, "p-1"), (1, "p-2"), (2, "p-3")]).events, output_topic=OUT)
+    assert result.count("gap") == 1 and result.anomalies[0].offset == 1
+
+
+def test_no_gap_over_control_records_or_what_another_member_read():
+    h = H().write("p", "p-1", 0).write("p", "p-2", 2).write("p", "p-3", 3)  # offset 1: a control record
+    h.add("consume", "c1", topic=OUT, partition=0, offset=0, value_id="p-1", isolation_level="read_committed")
+    h.add("consume", "c2", topic=OUT, partition=0, offset=2, value_id="p-2", isolation_level="read_committed")
+    h.add("consume", "c1", topic=OUT, partition=0, offset=3, value_id="p-3", isolation_level="read_committed")
+    assert check(h.finals([(0, "p-1"), (2, "p-2"), (3, "p-3")]).events, output_topic=OUT).ok
+
+
+def test_out_of_order():
+    h = H().write("p", "p-1", 0).write("p", "p-3", 1).write("p", "p-2", 2)
+    result = check(h.finals([(0, "p-1"), (1, "p-3"), (2, "p-2")]).events, output_topic=OUT)
+    assert result.count("out-of-order") == 1 and result.anomalies[0].value_id == "p-2"
+
+
+def test_missing_final_read_and_bad_names_are_errors():
+    with pytest.raises(ValueError, match="no read_committed final_read of 'out'"):
+        check(H().write("p", "p-1", 0).events, output_topic=OUT)
+    with pytest.raises(ValueError, match="unknown anomaly 'dupe'"):
+        check(H().finals([]).events, output_topic=OUT).count("dupe")
+
+
+def test_result_renders_a_table():
+    result = check(H().write("p", "p-1", 0).finals([]).events, output_topic=OUT)
+    assert "lost write" in result._repr_html_()
+    assert list(result.table().columns)[:2] == ["anomaly", "value_id"]
+    assert "No anomalies" in check(H().finals([]).events, output_topic=OUT)._repr_html_()

@@ -1,0 +1,47 @@
+import multiprocessing
+
+import pytest
+
+from labkit.crashlab.history import COLUMNS, History
+
+
+def test_events_round_trip_with_their_fields(tmp_path):
+    h = History(tmp_path / "h.jsonl")
+    h.append("send", "p1", topic="t", partition=0, value_id="p1-1", transactional_id="tx", txn=1)
+    h.append("ack", "p1", topic="t", partition=0, offset=0, value_id="p1-1", producer_id=7, producer_epoch=0,
+             definite=True)
+    events = History(tmp_path / "h.jsonl").events()
+    assert [e.kind for e in events] == ["send", "ack"]
+    assert events[1].offset == 0 and events[1].producer_id == 7 and events[1].definite is True
+    assert events[0].mono_ns < events[1].mono_ns and events[0].wall_ms > 1_600_000_000_000
+    frame = History(tmp_path / "h.jsonl").frame()
+    assert list(frame.columns) == COLUMNS and len(frame) == 2
+
+
+def test_unknown_kind_and_field_are_refused(tmp_path):
+    h = History(tmp_path / "h.jsonl")
+    with pytest.raises(ValueError, match="unknown event kind 'sent'.*the kinds are send"):
+        h.append("sent", "p1")
+    with pytest.raises(TypeError):
+        h.append("send", "p1", colour="red")
+    assert h.events() == []  # nothing half-written
+
+
+def _writer(path, name, n):
+    h = History(path)
+    for i in range(n):
+        h.append("send", name, value_id=f"{name}-{i}", key="k" * 200)
+
+
+def test_concurrent_processes_never_interleave_lines(tmp_path):
+    path = tmp_path / "h.jsonl"
+    procs = [multiprocessing.Process(target=_writer, args=(path, f"w{i}", 300)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    events = History(path).events()  # every line parses
+    assert len(events) == 1200
+    for i in range(4):
+        ids = [e.value_id for e in events if e.participant == f"w{i}"]
+        assert ids == [f"w{i}-{n}" for n in range(300)]  # one clock for all processes: order kept
