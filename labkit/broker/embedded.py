@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import atexit
 import base64
-import ctypes
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -19,18 +17,10 @@ from pathlib import Path
 from labkit.broker import probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import FEATURES, lab_settings, render_log4j2, render_server_properties
+from labkit.procs import die_with_parent
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
 
-_PR_SET_PDEATHSIG = 1
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    """Ask Linux to SIGKILL the JVM when the Python that started it dies, even by SIGKILL."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 @atexit.register
@@ -133,7 +123,7 @@ class EmbeddedBroker:
         with open(self.data_dir / "jvm.out", "ab") as out:
             self._proc = subprocess.Popen(jvm + ["kafka.Kafka", str(props)], stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True,
-                                          preexec_fn=_die_with_parent)
+                                          preexec_fn=die_with_parent)
         _LIVE.add(self)
         self._wait_ready()
         return self

@@ -1,0 +1,193 @@
+"""A Kafka client as an OS process a learner can crash, pause, resume, stop and restart.
+
+``crash()`` is SIGKILL (no flush, no close: the broker sees a dead client); ``pause()`` /
+``resume()`` are SIGSTOP / SIGCONT (a stop-the-world pause, like a long GC: heartbeats stop too).
+No participant process outlives the kernel that started it (atexit, and Linux's parent-death signal),
+and re-creating a participant of the same name (re-running a cell) first kills the old process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from labkit.crashlab.history import History
+from labkit.crashlab.roles import EXIT_FENCED, STEPS
+from labkit.errors import LabkitError
+from labkit.procs import die_with_parent
+
+_LIVE: dict[str, "Participant"] = {}
+
+
+class ParticipantStateError(LabkitError):
+    """An action does not fit the participant's status (e.g. ``pause()`` on a crashed participant)."""
+
+
+@atexit.register
+def _kill_all() -> None:
+    for participant in list(_LIVE.values()):
+        participant._signal(signal.SIGKILL)
+
+
+class Participant:
+    """One role (see :data:`labkit.crashlab.roles.STEPS`) running in its own process.
+
+    Args:
+        name: unique name in the experiment, e.g. "producer-1"; it writes ``"<name>-<n>"`` value ids.
+        role: "producer", "consumer" or "processor".
+        history: the experiment's :class:`~labkit.crashlab.history.History`.
+        bootstrap: broker address, "host:port".
+        crash_at: a step of the role's loop where the process SIGKILLs itself, or ``None``.
+        crash_iteration: crash only on this iteration (1-based); ``None``: the first time the step is reached.
+        **options: the role's settings: ``topic``; producer ``mode`` ("plain", "idempotent",
+            "transactional"), ``transactional_id``, ``iterations``, ``batch`` (records per iteration),
+            ``interval_ms``, ``first`` (first value number); consumer/processor ``group_id``,
+            ``group_protocol`` ("classic"/"consumer"), ``isolation_level``, ``idle_ms`` (stop after this
+            long without records), processor ``output_topic``, ``per_record_ms``; ``config`` (dict of
+            extra client configs).
+    Raises:
+        ValueError: unknown role, or ``crash_at`` is not a step of the role (the message lists them).
+    """
+
+    def __init__(self, name: str, role: str, *, history: History, bootstrap: str, crash_at: str | None = None,
+                 crash_iteration: int | None = None, **options: object) -> None:
+        if role not in STEPS:
+            raise ValueError(f"unknown role {role!r}; the roles are {', '.join(STEPS)}")
+        if crash_at is not None and crash_at not in STEPS[role]:
+            raise ValueError(f"{crash_at!r} is not a step of a {role}; its steps are {', '.join(STEPS[role])}")
+        self.name, self.role, self.history = name, role, history
+        self.spec = {"name": name, "role": role, "history": str(history.path), "bootstrap": bootstrap,
+                     "crash_at": crash_at, "crash_iteration": crash_iteration, **options}
+        self._proc: subprocess.Popen | None = None
+        self._paused = False
+        self._stopped = False
+
+    # -- actions ----------------------------------------------------------------------------
+    def start(self) -> "Participant":
+        """Start the process. Raises :class:`ParticipantStateError` if it already runs."""
+        if self._alive():
+            raise ParticipantStateError(f"{self.name} is already {self.status}; stop() or crash() it first.")
+        old = _LIVE.get(self.name)
+        if old is not None and old is not self:  # a re-run cell: the old process goes
+            old._signal(signal.SIGKILL)
+        self.history.append("start", self.name)
+        with open(Path(self.history.path).with_name(f"{self.name}.stderr.log"), "ab") as err:
+            self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.roles", json.dumps(self.spec)],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                          preexec_fn=die_with_parent)
+        self._paused = self._stopped = False
+        _LIVE[self.name] = self
+        return self
+
+    def crash(self) -> None:
+        """SIGKILL the process (also when paused). Raises :class:`ParticipantStateError` if not running."""
+        self._require_alive("crash()")
+        self.history.append("crash", self.name)
+        self._signal(signal.SIGKILL)
+        self._proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP the process. Raises :class:`ParticipantStateError` unless it is running."""
+        self._require_alive("pause()")
+        if self._paused:
+            raise ParticipantStateError(f"{self.name} is already paused; resume() it.")
+        self._signal(signal.SIGSTOP)
+        self._paused = True
+        self.history.append("pause", self.name)
+
+    def resume(self) -> None:
+        """SIGCONT the process. Raises :class:`ParticipantStateError` unless it is paused."""
+        if not self._paused or not self._alive():
+            raise ParticipantStateError(f"{self.name} is {self.status}, not paused: nothing to resume.")
+        self._signal(signal.SIGCONT)
+        self._paused = False
+        self.history.append("resume", self.name)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Ask the loop to finish its iteration and close its clients (SIGTERM); SIGKILL after
+        ``timeout_s`` seconds. Does nothing if the process has already ended."""
+        if not self._alive():
+            return
+        if self._paused:
+            self.resume()
+        self._stopped = True
+        self._signal(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self._proc.wait()
+
+    def restart(self, **changes: object) -> "Participant":
+        """Stop the process if it runs, then start it again with the same settings; ``changes``
+        override some (e.g. ``crash_at=None`` so it does not crash again, ``first=11``)."""
+        self.stop()
+        self.spec.update(changes)
+        return self.start()
+
+    def wait(self, timeout_s: float = 60.0) -> str:
+        """Wait until the process ends; returns its :attr:`status`.
+
+        Raises:
+            TimeoutError: still running after ``timeout_s`` seconds.
+        """
+        if self._proc is None:
+            raise ParticipantStateError(f"{self.name} was never started.")
+        try:
+            self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{self.name} is still {self.status} after {timeout_s:g} s") from None
+        return self.status
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """"not started", "running", "paused", "crashed", "fenced", "stopped" or "finished"."""
+        if self._proc is None:
+            return "not started"
+        code = self._proc.poll()
+        if code is None:
+            return "paused" if self._paused else "running"
+        if code == EXIT_FENCED:
+            return "fenced"
+        if code == 0:
+            return "stopped" if self._stopped else "finished"
+        return "crashed"
+
+    @property
+    def pid(self) -> int | None:
+        """OS process id while the process exists, else ``None``."""
+        return self._proc.pid if self._alive() else None
+
+    def counters(self) -> dict[str, int]:
+        """Live counts from the history: sent, acked, failed, consumed, committed, aborted (transactions)."""
+        c = Counter()
+        for e in self.history.events():
+            if e.participant != self.name:
+                continue
+            c[e.kind] += 1
+            if e.kind == "txn_end" and e.outcome:
+                c[e.outcome] += 1
+        return {"sent": c["send"], "acked": c["ack"], "failed": c["send_failed"], "consumed": c["consume"],
+                "committed": c["committed"], "aborted": c["aborted"]}
+
+    def __repr__(self) -> str:
+        return f"Participant({self.name!r}, {self.role}, {self.status})"
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _require_alive(self, action: str) -> None:
+        if not self._alive():
+            raise ParticipantStateError(f"{action}: {self.name} is {self.status}; restart() it first.")
+
+    def _signal(self, sig: int) -> None:
+        if self._alive():
+            os.kill(self._proc.pid, sig)

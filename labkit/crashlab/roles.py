@@ -1,0 +1,224 @@
+"""The loops participants run, each in its own OS process: ``python -m labkit.crashlab.roles <spec>``.
+
+Every loop appends what it does to the experiment's history and passes named steps where a learner
+can crash it (:data:`STEPS`). A crash is a real SIGKILL of this process at that step. SIGTERM asks
+the loop to finish its iteration and close its clients (a graceful stop).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from labkit.crashlab.check import derived_id, value_id
+from labkit.crashlab.history import History
+
+#: The named steps of each role's loop, in loop order: valid ``crash_at`` values.
+STEPS = {
+    "producer": ("before_produce", "after_produce", "before_commit", "after_commit"),
+    "consumer": ("after_poll", "after_commit"),
+    "processor": ("after_poll", "after_produce", "after_send_offsets", "before_commit", "after_commit"),
+}
+#: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
+EXIT_FENCED = 3
+_FENCED = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_FENCED",
+           "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
+_INDEFINITE = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
+
+
+class Fenced(Exception):
+    """The broker fenced this participant; carries the Kafka error name."""
+
+
+class Loop:
+    """What every role shares: the spec, the history, the steps, the stop flag."""
+
+    def __init__(self, spec: dict) -> None:
+        self.spec, self.name = spec, spec["name"]
+        self.history = History(spec["history"])
+        self.iteration, self.txn, self.stopping = 0, 0, False
+        signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, *_: object) -> None:
+        self.stopping = True
+
+    def log(self, kind: str, **fields: object) -> None:
+        self.history.append(kind, self.name, **fields)
+
+    def step(self, name: str) -> None:
+        """Pass step ``name``: SIGKILL this process here if the spec's crash point says so."""
+        at, nth = self.spec.get("crash_at"), self.spec.get("crash_iteration")
+        if name == at and nth in (None, self.iteration):
+            self.log("crash", step=name)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def client_config(self, **extra: object) -> dict:
+        return {"bootstrap.servers": self.spec["bootstrap"], **extra, **self.spec.get("config", {})}
+
+    def on_delivery(self, err, msg) -> None:
+        vid = msg.value().decode()
+        if err:
+            self.log("send_failed", topic=msg.topic(), partition=msg.partition(), value_id=vid, txn=self.txn or None,
+                     error=err.name(), definite=err.name() not in _INDEFINITE)
+        else:
+            self.log("ack", topic=msg.topic(), partition=msg.partition(), offset=msg.offset(), value_id=vid,
+                     txn=self.txn or None, definite=True)
+
+    def commit(self, producer: Producer) -> None:
+        """Commit the open transaction, recording its outcome; raise :class:`Fenced` if fenced."""
+        self.step("before_commit")
+        self.log("txn_commit_start", txn=self.txn)
+        try:
+            producer.commit_transaction(30)
+            self.log("txn_end", txn=self.txn, outcome="committed", definite=True)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.name() in _FENCED or err.fatal():
+                self.log("fenced", txn=self.txn, error=err.name())
+                raise Fenced(err.name()) from exc
+            self.log("txn_end", txn=self.txn, outcome=None, error=err.name(), definite=False)
+            if err.txn_requires_abort():
+                producer.abort_transaction(30)
+                self.log("txn_end", txn=self.txn, outcome="aborted", definite=True)
+            return
+        self.step("after_commit")
+
+
+def run_producer(loop: Loop) -> None:
+    s = loop.spec
+    mode = s.get("mode", "idempotent")
+    extra = {"enable.idempotence": mode != "plain"}
+    if mode == "transactional":
+        extra["transactional.id"] = s["transactional_id"]
+    producer = Producer(loop.client_config(**extra))
+    if mode == "transactional":
+        producer.init_transactions(30)
+    n = s.get("first", 1) - 1
+    for loop.iteration in range(1, s.get("iterations", 10) + 1):
+        if loop.stopping:
+            break
+        if mode == "transactional":
+            producer.begin_transaction()
+            loop.txn += 1
+            loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
+        loop.step("before_produce")
+        for _ in range(s.get("batch", 1)):
+            n += 1
+            vid = value_id(loop.name, n)
+            loop.log("send", topic=s["topic"], partition=s.get("partition", 0), value_id=vid, txn=loop.txn or None)
+            producer.produce(s["topic"], vid.encode(), key=s.get("key"), partition=s.get("partition", 0),
+                             on_delivery=loop.on_delivery)
+        producer.flush(30)
+        loop.step("after_produce")
+        if mode == "transactional":
+            loop.commit(producer)
+        time.sleep(s.get("interval_ms", 0) / 1000)
+    producer.flush(30)
+
+
+def _consumer(loop: Loop, group_id: str) -> Consumer:
+    s = loop.spec
+    consumer = Consumer(loop.client_config(**{
+        "group.id": group_id, "group.protocol": s.get("group_protocol", "consumer"),
+        "isolation.level": s.get("isolation_level", "read_committed"),
+        "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
+    consumer.subscribe([s["topic"]])
+    return consumer
+
+
+def _log_consumed(loop: Loop, msgs, level: str) -> list:
+    good = [m for m in msgs if not m.error()]
+    for m in good:
+        loop.log("consume", topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                 value_id=m.value().decode(), isolation_level=level)
+    return good
+
+
+def _idle_done(loop: Loop, idle_since: float) -> bool:
+    return loop.stopping or time.monotonic() - idle_since > loop.spec.get("idle_ms", 10_000) / 1000
+
+
+def run_consumer(loop: Loop) -> None:
+    s = loop.spec
+    consumer, idle_since = _consumer(loop, s["group_id"]), time.monotonic()
+    level = s.get("isolation_level", "read_committed")
+    try:
+        while not _idle_done(loop, idle_since):
+            msgs = _log_consumed(loop, consumer.consume(s.get("batch", 10), 0.5), level)
+            if not msgs:
+                continue
+            loop.iteration += 1
+            idle_since = time.monotonic()
+            loop.step("after_poll")
+            consumer.commit(asynchronous=False)
+            loop.log("offsets_committed", topic=s["topic"])
+            loop.step("after_commit")
+    finally:
+        consumer.close()
+
+
+def run_processor(loop: Loop) -> None:
+    """KIP-447 consume-transform-produce: outputs and input offsets commit in one transaction."""
+    s = loop.spec
+    consumer = _consumer(loop, s["group_id"])
+    producer = Producer(loop.client_config(**{"transactional.id": s["transactional_id"]}))
+    producer.init_transactions(30)
+    idle_since = time.monotonic()
+    try:
+        while not _idle_done(loop, idle_since):
+            msgs = _log_consumed(loop, consumer.consume(s.get("batch", 10), 0.5), "read_committed")
+            if not msgs:
+                continue
+            loop.iteration += 1
+            idle_since = time.monotonic()
+            producer.begin_transaction()
+            loop.txn += 1
+            loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
+            loop.step("after_poll")
+            for m in msgs:
+                vid = derived_id(m.value().decode(), s.get("stage", "out"))
+                loop.log("send", topic=s["output_topic"], partition=m.partition(), value_id=vid, txn=loop.txn)
+                producer.produce(s["output_topic"], vid.encode(), partition=m.partition(), on_delivery=loop.on_delivery)
+                time.sleep(s.get("per_record_ms", 0) / 1000)
+            producer.flush(30)
+            loop.step("after_produce")
+            offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
+            try:
+                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+            except KafkaException as exc:
+                loop.log("fenced", txn=loop.txn, error=exc.args[0].name())
+                raise Fenced(exc.args[0].name()) from exc
+            loop.log("offsets_sent", topic=s["topic"], txn=loop.txn)
+            loop.step("after_send_offsets")
+            loop.commit(producer)
+    finally:
+        consumer.close()
+
+
+ROLES = {"producer": run_producer, "consumer": run_consumer, "processor": run_processor}
+
+
+def main(spec: dict) -> int:
+    """Run the role named in ``spec["role"]``; exit 0 when finished, :data:`EXIT_FENCED` if fenced."""
+    loop = Loop(spec)
+    try:
+        ROLES[spec["role"]](loop)
+    except Fenced:
+        return EXIT_FENCED
+    except KafkaException as exc:
+        err: KafkaError = exc.args[0]
+        if err.name() in _FENCED:
+            loop.log("fenced", error=err.name())
+            return EXIT_FENCED
+        raise
+    loop.log("stop" if loop.stopping else "finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))

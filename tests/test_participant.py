@@ -1,0 +1,145 @@
+"""Participants as real processes against the real broker."""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from labkit.broker.probe import wait_until
+from labkit.crashlab.check import check
+from labkit.crashlab.history import History
+from labkit.crashlab.participant import Participant, ParticipantStateError
+from labkit.records import create_topic, read_topic
+
+
+def record_final_reads(history, bootstrap, topic):
+    for level in ("read_committed", "read_uncommitted"):
+        frame = read_topic(bootstrap, topic, level, timeout_s=30)
+        for row in frame.itertuples():
+            history.append("final_read", "lab", topic=topic, partition=row.partition, offset=row.offset,
+                           value_id=row.value, isolation_level=level)
+        history.append("final_read", "lab", topic=topic, isolation_level=level)
+
+
+def proc_state(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture
+def history(tmp_path):
+    return History(tmp_path / "history.jsonl")
+
+
+def test_idempotent_producer_writes_everything_once(bootstrap, history):
+    topic = create_topic(bootstrap, "p")
+    p = Participant("p1", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=5, batch=2)
+    assert p.start().wait(60) == "finished"
+    assert p.counters()["acked"] == 10
+    record_final_reads(history, bootstrap, topic)
+    result = check(history.events(), output_topic=topic)
+    assert result.ok, result.table()
+    assert list(read_topic(bootstrap, topic)["value"]) == [f"p1-{n}" for n in range(1, 11)]
+
+
+def test_crash_before_commit_leaves_that_transaction_out(bootstrap, history):
+    topic = create_topic(bootstrap, "tx")
+    p = Participant("tx1", "producer", history=history, bootstrap=bootstrap, topic=topic, mode="transactional",
+                    transactional_id=f"tx-{uuid.uuid4()}", iterations=3, batch=2, crash_at="before_commit",
+                    crash_iteration=2, config={"transaction.timeout.ms": 2000})
+    assert p.start().wait(60) == "crashed"
+    assert [e.step for e in history.events() if e.kind == "crash"] == ["before_commit"]
+    assert p.counters()["committed"] == 1
+    record_final_reads(history, bootstrap, topic)  # the coordinator aborts txn 2 after 2 s
+    assert list(read_topic(bootstrap, topic)["value"]) == ["tx1-1", "tx1-2"]
+    assert check(history.events(), output_topic=topic).ok
+
+
+def test_pause_resume_crash_are_real_signals(bootstrap, history):
+    topic = create_topic(bootstrap, "slow")
+    p = Participant("slow", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=1000,
+                    interval_ms=50).start()
+    assert wait_until(lambda: p.counters()["acked"] > 0, 30)
+    p.pause()
+    assert p.status == "paused" and proc_state(p.pid) == "T"
+    frozen = p.counters()["acked"]
+    time.sleep(1)
+    assert p.counters()["acked"] == frozen  # a stopped process does nothing
+    with pytest.raises(ParticipantStateError, match="already paused"):
+        p.pause()
+    p.resume()
+    assert wait_until(lambda: p.counters()["acked"] > frozen, 30)
+    pid = p.pid
+    p.crash()
+    assert p.status == "crashed" and not os.path.exists(f"/proc/{pid}")
+    for action in (p.pause, p.crash):
+        with pytest.raises(ParticipantStateError, match="slow is crashed; restart"):
+            action()
+    with pytest.raises(ParticipantStateError, match="not paused"):
+        p.resume()
+    p.restart(iterations=2, first=10_000)
+    assert p.wait(60) == "finished"
+
+
+def test_graceful_stop(bootstrap, history):
+    topic = create_topic(bootstrap, "stop")
+    p = Participant("s", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=10_000,
+                    interval_ms=20).start()
+    assert wait_until(lambda: p.counters()["acked"] > 0, 30)
+    p.stop()
+    assert p.status == "stopped" and history.events()[-1].kind == "stop"
+
+
+def test_wrong_crash_point_lists_the_steps(history):
+    with pytest.raises(ValueError, match="'before_poll' is not a step of a processor; its steps are after_poll, "
+                                         "after_produce, after_send_offsets, before_commit, after_commit"):
+        Participant("x", "processor", history=history, bootstrap="127.0.0.1:1", crash_at="before_poll")
+    with pytest.raises(ValueError, match="unknown role 'broker'"):
+        Participant("x", "broker", history=history, bootstrap="127.0.0.1:1")
+
+
+def test_processor_copies_input_exactly_once(bootstrap, history):
+    src, out = create_topic(bootstrap, "in"), create_topic(bootstrap, "out")
+    Participant("src", "producer", history=history, bootstrap=bootstrap, topic=src, iterations=6).start().wait(60)
+    proc = Participant("proc", "processor", history=history, bootstrap=bootstrap, topic=src, output_topic=out,
+                       group_id=f"g-{uuid.uuid4()}", transactional_id=f"t-{uuid.uuid4()}", idle_ms=4000)
+    assert proc.start().wait(120) == "finished"
+    record_final_reads(history, bootstrap, src)
+    record_final_reads(history, bootstrap, out)
+    result = check(history.events(), output_topic=out, input_topic=src)
+    assert result.ok, result.table()
+    assert sorted(read_topic(bootstrap, out)["value"]) == sorted(f"src-{n}>out" for n in range(1, 7))
+
+
+CHILD = """
+import sys
+from labkit.crashlab.history import History
+from labkit.crashlab.participant import Participant
+p = Participant("orphan", "producer", history=History(sys.argv[1]), bootstrap=sys.argv[2], topic=sys.argv[3],
+                iterations=100000, interval_ms=100).start()
+print(p.pid, flush=True)
+import os, signal
+if sys.argv[4] == "sigkill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_no_participant_outlives_its_kernel(bootstrap, tmp_path, how):
+    topic = create_topic(bootstrap, "orphan")
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "h.jsonl"), bootstrap, topic, how],
+                          capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout.split()[0])
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or proc_state(pid) == "Z", 10)
+
+
+def test_rerunning_a_cell_replaces_the_old_process(bootstrap, history):
+    topic = create_topic(bootstrap, "rerun")
+    first = Participant("same", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=10_000,
+                        interval_ms=50).start()
+    old_pid = first.pid
+    second = Participant("same", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=1).start()
+    assert first.status == "crashed" and not os.path.exists(f"/proc/{old_pid}")
+    assert second.wait(60) == "finished"
