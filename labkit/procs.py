@@ -15,3 +15,13 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+
+
+def process_state(pid: int) -> str:
+    """Linux state letter of process ``pid`` from ``/proc/<pid>/stat``: "R" running, "S" sleeping,
+    "T" stopped (SIGSTOP), "Z" zombie; "" if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""

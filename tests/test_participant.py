@@ -12,6 +12,7 @@ from labkit.broker.probe import wait_until
 from labkit.crashlab.check import check
 from labkit.crashlab.history import History
 from labkit.crashlab.participant import Participant, ParticipantStateError
+from labkit.procs import process_state
 from labkit.records import create_topic, read_topic
 
 
@@ -22,10 +23,6 @@ def record_final_reads(history, bootstrap, topic):
             history.append("final_read", "lab", topic=topic, partition=row.partition, offset=row.offset,
                            value_id=row.value, isolation_level=level)
         history.append("final_read", "lab", topic=topic, isolation_level=level)
-
-
-def proc_state(pid):
-    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.fixture
@@ -63,7 +60,7 @@ def test_pause_resume_crash_are_real_signals(bootstrap, history):
                     interval_ms=50).start()
     assert wait_until(lambda: p.counters()["acked"] > 0, 30)
     p.pause()
-    assert p.status == "paused" and proc_state(p.pid) == "T"
+    assert p.status == "paused" and process_state(p.pid) == "T"
     frozen = p.counters()["acked"]
     time.sleep(1)
     assert p.counters()["acked"] == frozen  # a stopped process does nothing
@@ -132,7 +129,7 @@ def test_no_participant_outlives_its_kernel(bootstrap, tmp_path, how):
     done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "h.jsonl"), bootstrap, topic, how],
                           capture_output=True, text=True, timeout=60)
     pid = int(done.stdout.split()[0])
-    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or proc_state(pid) == "Z", 10)
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or process_state(pid) == "Z", 10)
 
 
 def test_rerunning_a_cell_replaces_the_old_process(bootstrap, history):

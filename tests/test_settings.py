@@ -57,3 +57,11 @@ def test_pom_pins_the_same_kafka_version():
     assert re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1) == KAFKA_VERSION == "4.3.1"
     for artifact in ("kafka_2.13", "log4j-slf4j2-impl", "log4j-core"):
         assert f"<artifactId>{artifact}</artifactId>" in pom
+
+
+def test_proxied_listener_is_advertised_at_the_proxy(tmp_path):
+    props = parse(render_server_properties(data_dir=tmp_path, port=1, controller_port=2, settings={},
+                                           proxied=(3, 4)))
+    assert props["listeners"].endswith(",PROXIED://127.0.0.1:3")
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:1,PROXIED://127.0.0.1:4"
+    assert props["listener.security.protocol.map"].endswith(",PROXIED:PLAINTEXT")

@@ -44,6 +44,8 @@ class EmbeddedBroker:
         controller_port: KRaft controller listener port; ``None`` picks a free one.
         heap_mb: JVM heap cap (``-Xmx``), in MiB.
         start_timeout_s: how long :meth:`start` waits for readiness, in seconds.
+        proxy_listener: also open listener PROXIED, advertised at :attr:`proxy_port`, for a
+            :class:`labkit.crashlab.proxy.FaultProxy` to listen on (see ``render_server_properties``).
         **overrides: broker configs over :data:`labkit.broker.settings.LAB_SETTINGS`, with dots or
             underscores (``transaction_max_timeout_ms=30000``); ``None`` restores Kafka's default.
 
@@ -56,12 +58,15 @@ class EmbeddedBroker:
 
     def __init__(self, data_dir: str | Path | None = None, *, port: int | None = None,
                  controller_port: int | None = None, heap_mb: int = 768,
-                 start_timeout_s: float = 60.0, **overrides: object) -> None:
+                 start_timeout_s: float = 60.0, proxy_listener: bool = False, **overrides: object) -> None:
         self._owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="labkit-broker-") if data_dir is None else data_dir)
         self._requested = (port, controller_port)
         self.port: int | None = None
         self.controller_port: int | None = None
+        self.proxy_listener = proxy_listener
+        self.proxy_port: int | None = None  # where the fault proxy listens (advertised to clients)
+        self.proxied_listener_port: int | None = None  # the broker's PROXIED listener behind it
         self.heap_mb = heap_mb
         self.start_timeout_s = start_timeout_s
         self.settings = lab_settings(overrides)
@@ -113,7 +118,8 @@ class EmbeddedBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "server.properties"
         props.write_text(render_server_properties(
-            data_dir=self.data_dir, port=self.port, controller_port=self.controller_port, settings=self.settings))
+            data_dir=self.data_dir, port=self.port, controller_port=self.controller_port, settings=self.settings,
+            proxied=(self.proxied_listener_port, self.proxy_port) if self.proxy_listener else None))
         log4j = self.data_dir / "log4j2.properties"
         log4j.write_text(render_log4j2(self.log_file))
         jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
@@ -175,12 +181,22 @@ class EmbeddedBroker:
     # -- helpers ----------------------------------------------------------------------------
     def _pick_ports(self) -> None:
         if self.port is None:  # first start: the requested ports, or free ones; restarts keep them
-            self.port = self._requested[0] or free_port()
-            self.controller_port = self._requested[1] or free_port()
-            while self.controller_port == self.port:
-                self.controller_port = free_port()
+            picked: set[int] = set()
+
+            def pick(requested: int | None = None) -> int:
+                port = requested or free_port()
+                while port in picked:
+                    port = free_port()
+                picked.add(port)
+                return port
+
+            self.port, self.controller_port = pick(self._requested[0]), pick(self._requested[1])
+            if self.proxy_listener:
+                self.proxied_listener_port, self.proxy_port = pick(), pick()
         ensure_free(self.port, "Kafka client listener")
         ensure_free(self.controller_port, "KRaft controller listener")
+        if self.proxy_listener:
+            ensure_free(self.proxied_listener_port, "PROXIED listener")
 
     def _format(self, jvm: list[str], props: Path) -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -79,7 +79,8 @@ def lab_settings(overrides: dict[str, object] | None = None) -> dict[str, str]:
 
 
 def render_server_properties(
-    *, data_dir: Path, port: int, controller_port: int, settings: dict[str, str]
+    *, data_dir: Path, port: int, controller_port: int, settings: dict[str, str],
+    proxied: tuple[int, int] | None = None,
 ) -> str:
     """``server.properties`` for a KRaft combined-mode node (``process.roles=broker,controller``,
     ``node.id=1``) listening on 127.0.0.1 only.
@@ -89,6 +90,10 @@ def render_server_properties(
         port: client listener port (PLAINTEXT).
         controller_port: KRaft controller listener port.
         settings: further broker configs, e.g. from :func:`lab_settings`.
+        proxied: ``(listener_port, advertised_port)``: an extra listener PROXIED on
+            ``listener_port`` that tells clients to connect to ``advertised_port``, where a fault
+            proxy (:class:`labkit.crashlab.proxy.FaultProxy`) forwards to it. Clients that bootstrap
+            from the proxy stay behind it.
     """
     base = {
         "process.roles": "broker,controller",
@@ -101,6 +106,10 @@ def render_server_properties(
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir / "kraft-logs"),
     }
+    if proxied:
+        base["listeners"] += f",PROXIED://127.0.0.1:{proxied[0]}"
+        base["advertised.listeners"] += f",PROXIED://127.0.0.1:{proxied[1]}"
+        base["listener.security.protocol.map"] += ",PROXIED:PLAINTEXT"
     base.update(settings)
     return "".join(f"{k}={v}\n" for k, v in base.items())
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from labkit.crashlab.history import History
 from labkit.crashlab.roles import EXIT_FENCED, STEPS
 from labkit.errors import LabkitError
-from labkit.procs import die_with_parent
+from labkit.broker.probe import wait_until
+from labkit.procs import die_with_parent, process_state
 
 _LIVE: dict[str, "Participant"] = {}
 
@@ -74,8 +75,9 @@ class Participant:
         if self._alive():
             raise ParticipantStateError(f"{self.name} is already {self.status}; stop() or crash() it first.")
         old = _LIVE.get(self.name)
-        if old is not None and old is not self:  # a re-run cell: the old process goes
+        if old is not None and old is not self and old._alive():  # a re-run cell: the old process goes
             old._signal(signal.SIGKILL)
+            old._proc.wait()
         self.history.append("start", self.name)
         with open(Path(self.history.path).with_name(f"{self.name}.stderr.log"), "ab") as err:
             self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.roles", json.dumps(self.spec)],
@@ -93,11 +95,13 @@ class Participant:
         self._proc.wait()
 
     def pause(self) -> None:
-        """SIGSTOP the process. Raises :class:`ParticipantStateError` unless it is running."""
+        """SIGSTOP the process; returns once it is stopped. Raises :class:`ParticipantStateError`
+        unless it is running."""
         self._require_alive("pause()")
         if self._paused:
             raise ParticipantStateError(f"{self.name} is already paused; resume() it.")
         self._signal(signal.SIGSTOP)
+        wait_until(lambda: process_state(self._proc.pid) in ("T", "t", ""), 5, 0.01)  # delivery is async
         self._paused = True
         self.history.append("pause", self.name)
 

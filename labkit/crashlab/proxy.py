@@ -1,0 +1,171 @@
+"""A fault-injecting TCP proxy between Kafka clients and the broker's PROXIED listener.
+
+The broker advertises the proxy's own address on that listener, so a client that bootstraps from
+:attr:`FaultProxy.bootstrap_servers` sends every later request through the proxy too. The proxy
+forwards bytes as they come, but reads the broker's side as Kafka frames (a 4-byte big-endian size,
+then the response), so it can lose a whole response: the request reached the broker and took effect,
+and the client never hears so. That is what makes a producer retry a write that is already in the log.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+from labkit.broker.ports import HOST
+
+#: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).
+PRODUCE = 0
+
+
+class FaultProxy:
+    """A TCP proxy on 127.0.0.1 with faults a learner can switch on.
+
+    Args:
+        listen_port: port to listen on; for an :class:`~labkit.broker.EmbeddedBroker` started with
+            ``proxy_listener=True``, its ``proxy_port``.
+        target_port: the broker's PROXIED listener port (``proxied_listener_port``).
+    Use :meth:`for_broker` for both at once; :meth:`close` (or ``with``) stops it.
+    """
+
+    def __init__(self, listen_port: int, target_port: int) -> None:
+        self.listen_port, self.target_port = listen_port, target_port
+        self._lock = threading.Lock()
+        self._drop, self._drop_apis, self._delay_s, self._black_hole = 0, (PRODUCE,), 0.0, False
+        self.forwarded_responses = self.dropped_responses = 0
+        self._conns: list[socket.socket] = []
+        self._server = socket.create_server((HOST, listen_port))
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True, name="faultproxy-accept").start()
+
+    @classmethod
+    def for_broker(cls, broker) -> "FaultProxy":
+        """A proxy in front of ``broker`` (started with ``proxy_listener=True``).
+
+        Raises:
+            ValueError: the broker has no PROXIED listener.
+        """
+        if not broker.proxy_port:
+            raise ValueError("this broker has no PROXIED listener: start it with EmbeddedBroker(proxy_listener=True)")
+        return cls(broker.proxy_port, broker.proxied_listener_port)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The address clients bootstrap from to stay behind the proxy."""
+        return f"{HOST}:{self.listen_port}"
+
+    # -- faults -----------------------------------------------------------------------------
+    def drop_responses(self, n: int = 1, apis: tuple[int, ...] = (PRODUCE,)) -> None:
+        """Lose the next ``n`` responses from the broker (whole Kafka frames), on any connection, to
+        requests whose API key is in ``apis`` (default: Produce, key 0). The requests themselves
+        reach the broker and take effect."""
+        with self._lock:
+            self._drop, self._drop_apis = self._drop + n, apis
+
+    def delay(self, ms: float) -> None:
+        """Hold every response ``ms`` milliseconds before passing it on (0: no delay)."""
+        self._delay_s = ms / 1000
+
+    def black_hole(self, on: bool = True) -> None:
+        """Forward nothing in either direction while ``on``; connections stay open, bytes are lost."""
+        self._black_hole = on
+
+    def cut(self) -> int:
+        """Close every open connection now (clients see a disconnect). Returns how many were cut."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:
+            _close(c)
+        return len(conns) // 2
+
+    def heal(self) -> None:
+        """Switch every fault off."""
+        with self._lock:
+            self._drop = 0
+        self._delay_s, self._black_hole = 0.0, False
+
+    def close(self) -> None:
+        """Stop listening and close every connection."""
+        self._closed = True
+        _close(self._server)
+        self.cut()
+
+    def __enter__(self) -> "FaultProxy":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- pumps ------------------------------------------------------------------------------
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                if self._closed:
+                    return
+                continue
+            try:
+                broker = socket.create_connection((HOST, self.target_port))
+            except OSError:
+                _close(client)
+                continue
+            with self._lock:
+                self._conns += [client, broker]
+            in_flight: dict[int, int] = {}  # correlation id -> API key, for this connection
+            threading.Thread(target=self._requests, args=(client, broker, in_flight), daemon=True).start()
+            threading.Thread(target=self._responses, args=(broker, client, in_flight), daemon=True).start()
+
+    def _requests(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int]) -> None:
+        try:
+            while True:
+                header = _recv_exactly(src, 4)
+                body = _recv_exactly(src, struct.unpack(">i", header)[0])
+                api_key, _version, correlation_id = struct.unpack(">hhi", body[:8])
+                in_flight[correlation_id] = api_key
+                if not self._black_hole:
+                    dst.sendall(header + body)
+        except OSError:
+            pass
+        _close(src), _close(dst)
+
+    def _responses(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int]) -> None:
+        try:
+            while True:
+                header = _recv_exactly(src, 4)
+                body = _recv_exactly(src, struct.unpack(">i", header)[0])
+                api_key = in_flight.pop(struct.unpack(">i", body[:4])[0], None)
+                with self._lock:
+                    drop = self._black_hole or (self._drop > 0 and api_key in self._drop_apis)
+                    if drop and not self._black_hole:
+                        self._drop -= 1
+                if drop:
+                    self.dropped_responses += 1
+                    continue
+                if self._delay_s:
+                    time.sleep(self._delay_s)
+                dst.sendall(header + body)
+                self.forwarded_responses += 1
+        except OSError:
+            pass
+        _close(src), _close(dst)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionResetError("peer closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
