@@ -11,14 +11,15 @@ import pandas as pd
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from labkit.broker.probe import KAFKA_LOG, admin
+from labkit.broker.probe import KAFKA_LOG, admin, wait_until
 
 READ_COLUMNS = ["partition", "offset", "key", "value"]
 
 
 def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, timeout_s: float = 10.0) -> str:
     """Create a topic named ``<prefix>-<8 hex chars>`` (unique per run, so re-running a notebook
-    never reads an earlier run's records) with ``partitions`` partitions and one replica.
+    never reads an earlier run's records) with ``partitions`` partitions and one replica, and return
+    once every partition has a leader.
 
     Returns:
         The topic name.
@@ -28,6 +29,14 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
     client.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout_s)[name].result(timeout_s)
+
+    def led() -> bool:  # the controller answered; the partition leaders may not be known yet
+        meta = client.list_topics(name, timeout=timeout_s).topics[name]
+        return meta.error is None and len(meta.partitions) == partitions and \
+            all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
+
+    if not wait_until(led, timeout_s, 0.05):
+        raise KafkaException(f"topic {name} was created but its partitions have no leader after {timeout_s:g} s")
     return name
 
 
