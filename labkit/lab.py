@@ -23,6 +23,7 @@ from labkit.broker.ports import HOST, free_port
 from labkit.broker.probe import check_reachable, wait_until
 from labkit.broker.runtime import labkit_home
 from labkit.errors import LabkitError
+from labkit.procs import process_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -132,19 +133,11 @@ def down(timeout_s: float = 30.0) -> list[str]:
         if not state:
             continue
         os.killpg(state["pid"], signal.SIGTERM)
-        if not wait_until(lambda: _gone(state["pid"]), timeout_s, 0.2):
+        if not wait_until(lambda: process_state(state["pid"]) in ("", "Z"), timeout_s, 0.2):
             os.killpg(state["pid"], signal.SIGKILL)
         (lab_dir() / f"{name}.json").unlink(missing_ok=True)
         stopped.append(name)
     return stopped
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def main(argv: list[str]) -> int:

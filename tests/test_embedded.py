@@ -50,7 +50,7 @@ def test_committed_survive_a_crash_and_aborted_stay_hidden(tmp_path):
         assert values(read_topic(bs, topic, "read_committed")) == ["c1", "c2"]
         assert values(read_topic(bs, topic, "read_uncommitted")) == ["c1", "c2", "a1", "a2"]
         assert "Kafka Server started" in broker.log_tail(400)
-    assert not (tmp_path / "b").exists() or (tmp_path / "b" / "kraft-logs").exists()  # a given dir is kept
+    assert (tmp_path / "b" / "kraft-logs").exists()  # close() keeps a folder the caller gave
 
 
 def test_two_brokers_side_by_side(broker, tmp_path):

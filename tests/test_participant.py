@@ -25,6 +25,14 @@ def record_final_reads(history, bootstrap, topic):
         history.append("final_read", "lab", topic=topic, isolation_level=level)
 
 
+def producing(name, bootstrap, history):
+    """A producer participant that keeps writing (one record every 50 ms) and has had a record acked."""
+    p = Participant(name, "producer", history=history, bootstrap=bootstrap, topic=create_topic(bootstrap, name),
+                    iterations=10_000, interval_ms=50).start()
+    assert wait_until(lambda: p.counters()["acked"] > 0, 30)
+    return p
+
+
 @pytest.fixture
 def history(tmp_path):
     return History(tmp_path / "history.jsonl")
@@ -55,10 +63,7 @@ def test_crash_before_commit_leaves_that_transaction_out(bootstrap, history):
 
 
 def test_pause_resume_crash_are_real_signals(bootstrap, history):
-    topic = create_topic(bootstrap, "slow")
-    p = Participant("slow", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=1000,
-                    interval_ms=50).start()
-    assert wait_until(lambda: p.counters()["acked"] > 0, 30)
+    p = producing("slow", bootstrap, history)
     p.pause()
     assert p.status == "paused" and process_state(p.pid) == "T"
     frozen = p.counters()["acked"]
@@ -81,10 +86,7 @@ def test_pause_resume_crash_are_real_signals(bootstrap, history):
 
 
 def test_graceful_stop(bootstrap, history):
-    topic = create_topic(bootstrap, "stop")
-    p = Participant("s", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=10_000,
-                    interval_ms=20).start()
-    assert wait_until(lambda: p.counters()["acked"] > 0, 30)
+    p = producing("s", bootstrap, history)
     p.stop()
     assert p.status == "stopped" and history.events()[-1].kind == "stop"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from labkit.broker import probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import FEATURES, lab_settings, render_log4j2, render_server_properties
-from labkit.procs import die_with_parent
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
+from labkit.procs import die_with_parent
 
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
 
