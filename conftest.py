@@ -16,7 +16,7 @@ def session_broker() -> EmbeddedBroker:
     """The session's broker, started on first use."""
     global _session_broker
     if _session_broker is None:
-        _session_broker = EmbeddedBroker().start()
+        _session_broker = EmbeddedBroker(proxy_listener=True).start()
     return _session_broker
 
 
@@ -37,7 +37,9 @@ def labkit_children() -> list[int]:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Notebooks run in their own kernels; they reach the session broker through LABKIT_BOOTSTRAP."""
     if any(item.path.suffix == ".ipynb" for item in session.items) and not os.environ.get("LABKIT_BOOTSTRAP"):
-        os.environ["LABKIT_BOOTSTRAP"] = session_broker().bootstrap_servers
+        broker = session_broker()
+        os.environ["LABKIT_BOOTSTRAP"] = broker.bootstrap_servers
+        os.environ["LABKIT_PROXIED"] = f"{broker.proxied_listener_port}:{broker.proxy_port}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,4 +1,4 @@
-"""Which broker a notebook talks to."""
+"""Which broker a notebook talks to, and the fault proxy in front of it."""
 
 from __future__ import annotations
 
@@ -7,15 +7,19 @@ import os
 from labkit import lab
 from labkit.broker import EmbeddedBroker
 from labkit.broker.probe import check_reachable
-from labkit.errors import BrokerUnreachableError
+from labkit.crashlab.proxy import FaultProxy
+from labkit.errors import BrokerUnreachableError, LabkitError
 
 _kernel_broker: EmbeddedBroker | None = None
+_proxy: FaultProxy | None = None
+_proxied: tuple[int, int] | None = None  # (broker's PROXIED listener port, port it advertises) of the broker in use
 
 
 def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
     """A bootstrap address ("host:port") of a Kafka broker that answers, found in this order:
 
     1. ``LABKIT_BOOTSTRAP`` if set: an external cluster (``docker compose up -d``, or any Kafka >= 4.2);
+       ``LABKIT_PROXIED="<listener port>:<proxy port>"`` names its PROXIED listener, if it has one;
     2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``);
     3. else an :class:`~labkit.broker.EmbeddedBroker` started for this Python process (kernel), which
        stops when the process exits. Later calls return the same one.
@@ -27,21 +31,47 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
         BrokerUnreachableError: ``LABKIT_BOOTSTRAP`` is set but nothing answers there.
         JavaError, MavenError, BrokerExitedError, BrokerNotReadyError: case 3 could not start a broker.
     """
-    global _kernel_broker
+    global _kernel_broker, _proxied
     address, origin = os.environ.get("LABKIT_BOOTSTRAP"), "LABKIT_BOOTSTRAP"
     if address:
         check_reachable(address, timeout_s)
+        spec = os.environ.get("LABKIT_PROXIED")
+        _proxied = tuple(int(p) for p in spec.split(":")) if spec else None
     else:
-        address, origin = lab.running_broker(), "the lab broker (make lab)"
+        state, origin = lab.running_broker_state(), "the lab broker (make lab)"
+        address = state and state["bootstrap"]
         if address:
             try:
                 check_reachable(address, timeout_s)
+                _proxied = tuple(state["proxied"]) if state.get("proxied") else None
             except BrokerUnreachableError:
                 address = None
         if not address:
             if _kernel_broker is None or not _kernel_broker.is_running:
-                _kernel_broker = EmbeddedBroker().start()
+                _kernel_broker = EmbeddedBroker(proxy_listener=True).start()
             address, origin = _kernel_broker.bootstrap_servers, "a broker started for this kernel"
+            _proxied = (_kernel_broker.proxied_listener_port, _kernel_broker.proxy_port)
     if not quiet:
         print(f"Kafka at {address} ({origin})")
     return address
+
+
+def fault_proxy() -> FaultProxy:
+    """The kernel's :class:`~labkit.crashlab.proxy.FaultProxy` in front of the broker that
+    :func:`connect` found (started on first use, healed and reused afterwards).
+
+    Raises:
+        LabkitError: that broker has no PROXIED listener (an external cluster without
+            ``LABKIT_PROXIED``): use the lab broker, or docker-compose.yml, which has one.
+    """
+    global _proxy
+    connect(quiet=True)
+    if _proxied is None:
+        raise LabkitError("This broker has no PROXIED listener for the fault proxy. Unset LABKIT_BOOTSTRAP to use "
+                          "the lab broker, or use docker-compose.yml and set LABKIT_PROXIED=9095:9094.")
+    if _proxy is None or _proxy.closed or (_proxy.target_port, _proxy.listen_port) != _proxied:
+        if _proxy is not None:
+            _proxy.close()
+        _proxy = FaultProxy(listen_port=_proxied[1], target_port=_proxied[0])
+    _proxy.heal()
+    return _proxy

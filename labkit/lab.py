@@ -44,6 +44,12 @@ def _read(name: str) -> dict | None:
         return None
 
 
+def running_broker_state() -> dict | None:
+    """``{"pid", "bootstrap", "proxied": [listener port, proxy port]}`` of the lab broker started by
+    ``make lab``, or ``None`` if none runs."""
+    return _read("broker")
+
+
 def running_broker() -> str | None:
     """Bootstrap address of the lab broker started by ``make lab``, or ``None`` if none runs."""
     state = _read("broker")
@@ -57,9 +63,10 @@ def serve_broker() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    broker = EmbeddedBroker(lab_dir() / "broker-data").start()
+    broker = EmbeddedBroker(lab_dir() / "broker-data", proxy_listener=True).start()
     state = lab_dir() / "broker.json"
-    state.write_text(json.dumps({"pid": os.getpid(), "bootstrap": broker.bootstrap_servers}))
+    state.write_text(json.dumps({"pid": os.getpid(), "bootstrap": broker.bootstrap_servers,
+                                 "proxied": [broker.proxied_listener_port, broker.proxy_port]}))
     try:
         while not stop.wait(1.0) and broker.is_running:
             pass

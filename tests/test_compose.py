@@ -39,4 +39,14 @@ def test_one_kraft_node_bound_to_loopback():
     assert ENV["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert ENV["KAFKA_NODE_ID"] == "1"
     assert all(str(p).startswith("127.0.0.1:") for p in KAFKA["ports"])
-    assert ENV["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://127.0.0.1:9092"
+    assert ENV["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://127.0.0.1:9092,PROXIED://127.0.0.1:9094"
+
+
+def test_proxied_listener_matches_what_the_embedded_broker_renders(tmp_path):
+    from labkit.broker.settings import render_server_properties
+
+    props = dict(line.split("=", 1) for line in render_server_properties(
+        data_dir=tmp_path, port=9092, controller_port=9093, settings={}, proxied=(9095, 9094)).splitlines())
+    assert props["advertised.listeners"] == ENV["KAFKA_ADVERTISED_LISTENERS"]
+    assert props["listener.security.protocol.map"] == ENV["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
+    assert "127.0.0.1:9095:9095" in KAFKA["ports"]

@@ -10,19 +10,10 @@ import pytest
 
 from labkit.broker.probe import wait_until
 from labkit.crashlab.check import check
-from labkit.crashlab.history import History
+from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant, ParticipantStateError
 from labkit.procs import process_state
 from labkit.records import create_topic, read_topic
-
-
-def record_final_reads(history, bootstrap, topic):
-    for level in ("read_committed", "read_uncommitted"):
-        frame = read_topic(bootstrap, topic, level, timeout_s=30)
-        for row in frame.itertuples():
-            history.append("final_read", "lab", topic=topic, partition=row.partition, offset=row.offset,
-                           value_id=row.value, isolation_level=level)
-        history.append("final_read", "lab", topic=topic, isolation_level=level)
 
 
 def producing(name, bootstrap, history):
@@ -34,22 +25,27 @@ def producing(name, bootstrap, history):
 
 
 @pytest.fixture
-def history(tmp_path):
-    return History(tmp_path / "history.jsonl")
+def exp(bootstrap, tmp_path):
+    return Experiment("t", bootstrap, folder=tmp_path)
 
 
-def test_idempotent_producer_writes_everything_once(bootstrap, history):
+@pytest.fixture
+def history(exp):
+    return exp.history
+
+
+def test_idempotent_producer_writes_everything_once(bootstrap, history, exp):
     topic = create_topic(bootstrap, "p")
     p = Participant("p1", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=5, batch=2)
     assert p.start().wait(60) == "finished"
     assert p.counters()["acked"] == 10
-    record_final_reads(history, bootstrap, topic)
+    exp.final_reads(topic)
     result = check(history.events(), output_topic=topic)
     assert result.ok, result.table()
     assert list(read_topic(bootstrap, topic)["value"]) == [f"p1-{n}" for n in range(1, 11)]
 
 
-def test_crash_before_commit_leaves_that_transaction_out(bootstrap, history):
+def test_crash_before_commit_leaves_that_transaction_out(bootstrap, history, exp):
     topic = create_topic(bootstrap, "tx")
     p = Participant("tx1", "producer", history=history, bootstrap=bootstrap, topic=topic, mode="transactional",
                     transactional_id=f"tx-{uuid.uuid4()}", iterations=3, batch=2, crash_at="before_commit",
@@ -57,7 +53,7 @@ def test_crash_before_commit_leaves_that_transaction_out(bootstrap, history):
     assert p.start().wait(60) == "crashed"
     assert [e.step for e in history.events() if e.kind == "crash"] == ["before_commit"]
     assert p.counters()["committed"] == 1
-    record_final_reads(history, bootstrap, topic)  # the coordinator aborts txn 2 after 2 s
+    exp.final_reads(topic)  # the coordinator aborts txn 2 after 2 s
     assert list(read_topic(bootstrap, topic)["value"]) == ["tx1-1", "tx1-2"]
     assert check(history.events(), output_topic=topic).ok
 
@@ -99,14 +95,14 @@ def test_wrong_crash_point_lists_the_steps(history):
         Participant("x", "broker", history=history, bootstrap="127.0.0.1:1")
 
 
-def test_processor_copies_input_exactly_once(bootstrap, history):
+def test_processor_copies_input_exactly_once(bootstrap, history, exp):
     src, out = create_topic(bootstrap, "in"), create_topic(bootstrap, "out")
     Participant("src", "producer", history=history, bootstrap=bootstrap, topic=src, iterations=6).start().wait(60)
     proc = Participant("proc", "processor", history=history, bootstrap=bootstrap, topic=src, output_topic=out,
                        group_id=f"g-{uuid.uuid4()}", transactional_id=f"t-{uuid.uuid4()}", idle_ms=4000)
     assert proc.start().wait(120) == "finished"
-    record_final_reads(history, bootstrap, src)
-    record_final_reads(history, bootstrap, out)
+    exp.final_reads(src)
+    exp.final_reads(out)
     result = check(history.events(), output_topic=out, input_topic=src)
     assert result.ok, result.table()
     assert sorted(read_topic(bootstrap, out)["value"]) == sorted(f"src-{n}>out" for n in range(1, 7))
@@ -142,3 +138,15 @@ def test_rerunning_a_cell_replaces_the_old_process(bootstrap, history):
     second = Participant("same", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=1).start()
     assert first.status == "crashed" and not os.path.exists(f"/proc/{old_pid}")
     assert second.wait(60) == "finished"
+
+
+def test_at_least_once_processor_commits_offsets_after_writing(bootstrap, history, exp):
+    src, out = create_topic(bootstrap, "in"), create_topic(bootstrap, "out")
+    Participant("src", "producer", history=history, bootstrap=bootstrap, topic=src, iterations=4).start().wait(60)
+    proc = Participant("alo", "processor", history=history, bootstrap=bootstrap, topic=src, output_topic=out,
+                       group_id=f"g-{uuid.uuid4()}", transactional=False, idle_ms=4000, batch=1)
+    assert proc.start().wait(120) == "finished"
+    kinds = [e.kind for e in history.events() if e.participant == "alo"]
+    assert kinds.count("offsets_committed") == 4 and "txn_begin" not in kinds
+    exp.final_reads(src, out)
+    assert exp.check(out, src).ok

@@ -64,6 +64,6 @@ def test_black_hole_then_heal(proxied):
     assert "during" in list(read_topic(broker.bootstrap_servers, topic, "read_uncommitted")["value"])
 
 
-def test_broker_without_proxied_listener_is_refused(broker):
+def test_broker_without_proxied_listener_is_refused():
     with pytest.raises(ValueError, match="proxy_listener=True"):
-        FaultProxy.for_broker(broker)
+        FaultProxy.for_broker(EmbeddedBroker())

@@ -50,8 +50,10 @@ class Participant:
             "transactional"), ``transactional_id``, ``iterations``, ``batch`` (records per iteration),
             ``interval_ms``, ``first`` (first value number); consumer/processor ``group_id``,
             ``group_protocol`` ("classic"/"consumer"), ``isolation_level``, ``idle_ms`` (stop after this
-            long without records), processor ``output_topic``, ``per_record_ms``; ``config`` (dict of
-            extra client configs).
+            long without records), ``batch`` (records per poll); processor ``output_topic``,
+            ``per_record_ms`` (processing time per record, before its output is produced),
+            ``transactional`` (default True: KIP-447; False: at-least-once, outputs then offset
+            commit); ``config`` (dict of extra client configs).
     Raises:
         ValueError: unknown role, or ``crash_at`` is not a step of the role (the message lists them).
     """

@@ -37,7 +37,7 @@ class FaultProxy:
         self.forwarded_responses = self.dropped_responses = 0
         self._conns: list[socket.socket] = []
         self._server = socket.create_server((HOST, listen_port))
-        self._closed = False
+        self.closed = False
         threading.Thread(target=self._accept, daemon=True, name="faultproxy-accept").start()
 
     @classmethod
@@ -88,7 +88,7 @@ class FaultProxy:
 
     def close(self) -> None:
         """Stop listening and close every connection."""
-        self._closed = True
+        self.closed = True
         _close(self._server)
         self.cut()
 
@@ -100,11 +100,11 @@ class FaultProxy:
 
     # -- pumps ------------------------------------------------------------------------------
     def _accept(self) -> None:
-        while not self._closed:
+        while not self.closed:
             try:
                 client, _ = self._server.accept()
             except OSError:
-                if self._closed:
+                if self.closed:
                     return
                 continue
             try:

@@ -163,11 +163,15 @@ def run_consumer(loop: Loop) -> None:
 
 
 def run_processor(loop: Loop) -> None:
-    """KIP-447 consume-transform-produce: outputs and input offsets commit in one transaction."""
+    """Consume-transform-produce. ``transactional`` (default): KIP-447, outputs and input offsets
+    commit in one transaction (``send_offsets_to_transaction`` with ``consumer_group_metadata()``).
+    Otherwise at-least-once: outputs are produced, then the consumer commits the offsets."""
     s = loop.spec
+    transactional = s.get("transactional", True)
     consumer = _consumer(loop, s["group_id"])
-    producer = Producer(loop.client_config(**{"transactional.id": s["transactional_id"]}))
-    producer.init_transactions(30)
+    producer = Producer(loop.client_config(**({"transactional.id": s["transactional_id"]} if transactional else {})))
+    if transactional:
+        producer.init_transactions(30)
     idle_since = time.monotonic()
     try:
         while not _idle_done(loop, idle_since):
@@ -176,28 +180,47 @@ def run_processor(loop: Loop) -> None:
                 continue
             loop.iteration += 1
             idle_since = time.monotonic()
-            producer.begin_transaction()
-            loop.txn += 1
-            loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
+            if transactional:
+                producer.begin_transaction()
+                loop.txn += 1
+                loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
             loop.step("after_poll")
             for m in msgs:
+                time.sleep(s.get("per_record_ms", 0) / 1000)  # "processing" the record
                 vid = derived_id(m.value().decode(), s.get("stage", "out"))
-                loop.log("send", topic=s["output_topic"], partition=m.partition(), value_id=vid, txn=loop.txn)
+                loop.log("send", topic=s["output_topic"], partition=m.partition(), value_id=vid, txn=loop.txn or None)
                 producer.produce(s["output_topic"], vid.encode(), partition=m.partition(), on_delivery=loop.on_delivery)
-                time.sleep(s.get("per_record_ms", 0) / 1000)
             producer.flush(30)
             loop.step("after_produce")
             offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
-            try:
-                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
-            except KafkaException as exc:
-                loop.log("fenced", txn=loop.txn, error=exc.args[0].name())
-                raise Fenced(exc.args[0].name()) from exc
-            loop.log("offsets_sent", topic=s["topic"], txn=loop.txn)
-            loop.step("after_send_offsets")
-            loop.commit(producer)
+            if transactional:
+                _send_offsets(loop, producer, consumer, offsets)
+                loop.commit(producer)
+            else:
+                try:
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                except KafkaException as exc:
+                    loop.log("offsets_committed", topic=s["topic"], error=exc.args[0].name(), definite=True)
+                    continue
+                loop.log("offsets_committed", topic=s["topic"], definite=True)
+                loop.step("after_commit")
     finally:
         consumer.close()
+
+
+def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: list) -> None:
+    """``send_offsets_to_transaction``; the group coordinator rejects a zombie's (KIP-447)."""
+    try:
+        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+    except KafkaException as exc:
+        err = exc.args[0]
+        loop.log("fenced", txn=loop.txn, error=err.name())
+        if err.txn_requires_abort():
+            producer.abort_transaction(30)
+            loop.log("txn_end", txn=loop.txn, outcome="aborted", definite=True)
+        raise Fenced(err.name()) from exc
+    loop.log("offsets_sent", topic=loop.spec["topic"], txn=loop.txn)
+    loop.step("after_send_offsets")
 
 
 ROLES = {"producer": run_producer, "consumer": run_consumer, "processor": run_processor}

@@ -1,0 +1,64 @@
+"""One experiment: its history file, topics and participants, and what happened in the end."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from labkit.broker.runtime import labkit_home
+from labkit.crashlab.check import CheckResult, check
+from labkit.crashlab.history import History
+from labkit.crashlab.participant import Participant
+from labkit.records import create_topic, read_topic
+
+
+class Experiment:
+    """A named experiment against the broker at ``bootstrap``.
+
+    Args:
+        name: short label, used in the history file name (``<name>-<8 hex>.jsonl``) and topic names.
+        bootstrap: broker address, "host:port" (e.g. from :func:`labkit.connect`).
+        folder: where the history goes; default ``$LABKIT_HOME/experiments``.
+    """
+
+    def __init__(self, name: str, bootstrap: str, folder: str | Path | None = None) -> None:
+        self.name, self.bootstrap = name, bootstrap
+        self.run_id = uuid.uuid4().hex[:8]
+        folder = Path(folder) if folder else labkit_home() / "experiments"
+        self.history = History(folder / f"{name}-{self.run_id}.jsonl")
+        self.participants: dict[str, Participant] = {}
+
+    def topic(self, label: str, partitions: int = 1) -> str:
+        """Create a fresh topic ``<experiment>-<label>-<8 hex>`` and return its name."""
+        return create_topic(self.bootstrap, f"{self.name}-{label}", partitions=partitions)
+
+    def participant(self, name: str, role: str, **options: object) -> Participant:
+        """Make (not start) a :class:`Participant` writing to this experiment's history.
+        ``bootstrap`` defaults to the experiment's (pass a proxy's address to put it behind one)."""
+        options.setdefault("bootstrap", self.bootstrap)
+        p = Participant(name, role, history=self.history, **options)
+        self.participants[name] = p
+        return p
+
+    def stop_all(self) -> None:
+        """Gracefully stop every participant still running (paused ones are resumed first)."""
+        for p in self.participants.values():
+            p.stop()
+
+    def final_reads(self, *topics: str, timeout_s: float = 30.0) -> None:
+        """Read each topic to its end at read_committed and at read_uncommitted and record what
+        each saw as ``final_read`` events (one per record, plus one that marks the read done).
+
+        Raises:
+            TimeoutError: a read_committed read was held back by a transaction still open.
+        """
+        for topic in topics:
+            for level in ("read_committed", "read_uncommitted"):
+                for row in read_topic(self.bootstrap, topic, level, timeout_s).itertuples():
+                    self.history.append("final_read", "lab", topic=topic, partition=row.partition,
+                                        offset=row.offset, value_id=row.value, isolation_level=level)
+                self.history.append("final_read", "lab", topic=topic, isolation_level=level)
+
+    def check(self, output_topic: str, input_topic: str | None = None) -> CheckResult:
+        """Run :func:`labkit.crashlab.check.check` on the history (record :meth:`final_reads` first)."""
+        return check(self.history.events(), output_topic=output_topic, input_topic=input_topic)

@@ -1,0 +1,94 @@
+"""An ipywidgets control panel per participant: Crash, Pause, Resume, Restart, status, counters.
+
+Each button calls the participant's own method (``crash()``, ``pause()``, ``resume()``,
+``restart()``), the same function a notebook cell can call, so notebooks run headless.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import ipywidgets as widgets
+
+from labkit.crashlab.participant import Participant
+from labkit.errors import LabkitError
+
+ACTIONS = ("crash", "pause", "resume", "restart")
+_STYLE = {"crash": "danger", "pause": "warning", "resume": "info", "restart": "success"}
+
+
+class ParticipantPanel:
+    """The controls of one :class:`Participant`.
+
+    Attributes:
+        buttons: action name ("crash", "pause", "resume", "restart") to its ``widgets.Button``.
+        status: ``widgets.HTML`` showing the participant's status and counters.
+        message: ``widgets.HTML`` showing the last error (e.g. pausing a crashed participant).
+        widget: the whole panel, to display.
+    """
+
+    def __init__(self, participant: Participant) -> None:
+        self.participant = participant
+        self.buttons = {a: widgets.Button(description=a.capitalize(), button_style=_STYLE[a],
+                                          layout=widgets.Layout(width="90px")) for a in ACTIONS}
+        for action, button in self.buttons.items():
+            button.on_click(lambda _b, action=action: self.press(action))
+        self.status = widgets.HTML()
+        self.message = widgets.HTML()
+        title = widgets.HTML(f"<b>{participant.name}</b> <small>({participant.role})</small>",
+                             layout=widgets.Layout(width="180px"))
+        self.widget = widgets.HBox([title, *self.buttons.values(), self.status, self.message])
+        self.refresh()
+
+    def press(self, action: str) -> None:
+        """Do ``action`` on the participant, as its button does; an error is shown, not raised.
+
+        Raises:
+            ValueError: ``action`` is not one of :data:`ACTIONS`.
+        """
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}; the actions are {', '.join(ACTIONS)}")
+        try:
+            getattr(self.participant, action)()
+            self.message.value = ""
+        except LabkitError as exc:
+            self.message.value = f"<span style='color:#d62728'>{exc}</span>"
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Show the current status and counters."""
+        c = self.participant.counters()
+        self.status.value = (f"<code>{self.participant.status}</code> sent {c['sent']} · acked {c['acked']} · "
+                             f"consumed {c['consumed']} · committed {c['committed']} · aborted {c['aborted']}")
+
+
+class ControlPanel:
+    """Panels for several participants, refreshed every ``interval_s`` seconds in the background.
+
+    Args:
+        participants: the participants to control.
+        interval_s: seconds between status refreshes (0: refresh only after a button press).
+    """
+
+    def __init__(self, participants: list[Participant], interval_s: float = 1.0) -> None:
+        self.panels = {p.name: ParticipantPanel(p) for p in participants}
+        self.widget = widgets.VBox([panel.widget for panel in self.panels.values()])
+        self._stop = threading.Event()
+        if interval_s:
+            threading.Thread(target=self._run, args=(interval_s,), daemon=True, name="labkit-panel").start()
+
+    def press(self, name: str, action: str) -> None:
+        """Press ``action`` on participant ``name``'s panel (what a click does)."""
+        self.panels[name].press(action)
+
+    def close(self) -> None:
+        """Stop the background refresh."""
+        self._stop.set()
+
+    def _run(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            for panel in self.panels.values():
+                panel.refresh()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)

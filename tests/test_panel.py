@@ -1,0 +1,45 @@
+"""The control panel drives real participant processes through the same calls a cell makes."""
+
+import pytest
+
+from labkit.broker.probe import wait_until
+from labkit.crashlab.history import History
+from labkit.crashlab.panel import ControlPanel, ParticipantPanel
+from labkit.crashlab.participant import Participant
+from labkit.procs import process_state
+from labkit.records import create_topic
+
+
+@pytest.fixture
+def producer(bootstrap, tmp_path):
+    p = Participant("panel-p", "producer", history=History(tmp_path / "h.jsonl"), bootstrap=bootstrap,
+                    topic=create_topic(bootstrap, "panel"), iterations=10_000, interval_ms=50).start()
+    yield p
+    p.stop()
+
+
+def test_buttons_pause_resume_crash_restart_the_process(producer):
+    panel = ParticipantPanel(producer)
+    assert wait_until(lambda: producer.counters()["acked"] > 0, 30)
+    panel.buttons["pause"].click()
+    assert process_state(producer.pid) == "T" and "<code>paused</code>" in panel.status.value
+    panel.buttons["resume"].click()
+    assert producer.status == "running" and "<code>running</code>" in panel.status.value
+    panel.buttons["crash"].click()
+    assert producer.status == "crashed" and "<code>crashed</code>" in panel.status.value
+    panel.buttons["pause"].click()  # a wrong action shows an error, and changes nothing
+    assert "crashed; restart() it first" in panel.message.value and producer.status == "crashed"
+    panel.buttons["restart"].click()
+    assert producer.status == "running" and panel.message.value == ""
+
+
+def test_control_panel_refreshes_counters_in_the_background(producer):
+    panel = ControlPanel([producer], interval_s=0.2)
+    try:
+        assert wait_until(lambda: "acked 0 " not in panel.panels["panel-p"].status.value, 30)
+        panel.press("panel-p", "pause")
+        assert producer.status == "paused"
+        with pytest.raises(ValueError, match="unknown action 'freeze'"):
+            panel.press("panel-p", "freeze")
+    finally:
+        panel.close()

@@ -1,0 +1,59 @@
+import time
+
+import plotly.graph_objects as go
+
+from labkit.crashlab.history import Event, History
+from labkit.crashlab.timeline import LiveTimeline, segments, timeline_figure
+from tests.histories import OUT, H
+
+
+def story():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "committed")
+    h.add("txn_begin", "p", txn=2).write("p", "p-2", 2, txn=2).add("pause", "p").add("resume", "p")
+    h.txn("p", 2, "aborted").write("q", "q-1", 4)
+    h.add("consume", "c", topic=OUT, partition=0, offset=0, value_id="p-1", isolation_level="read_committed")
+    h.add("crash", "c")
+    return h.events
+
+
+def test_each_record_gets_its_states_in_order():
+    segs = {(vid, state) for vid, state, *_ in segments(story())}
+    assert segs == {("p-1", "uncommitted"), ("p-1", "committed"), ("p-2", "uncommitted"), ("p-2", "aborted"),
+                    ("q-1", "written")}
+    for vid, state, a, b in segments(story()):
+        assert 0 <= a <= b
+
+
+def test_open_transaction_stays_uncommitted_to_the_end():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).add("crash", "p")
+    ((vid, state, a, b),) = segments(h.events)
+    assert state == "uncommitted" and b == (h.events[-1].mono_ns - h.events[0].mono_ns) / 1e9
+
+
+def test_figure_has_a_trace_per_state_markers_and_action_lines():
+    fig = timeline_figure(story(), title="t")
+    names = {t.name for t in fig.data}
+    assert {"uncommitted", "committed", "aborted", "written", "consumed by c"} <= names
+    assert all(isinstance(t, go.Scattergl) for t in fig.data)
+    assert sorted(a.text for a in fig.layout.annotations) == ["crash c", "pause p", "resume p"]
+    assert list(fig.layout.yaxis.categoryarray) == ["q-1", "p-2", "p-1"]
+
+
+def test_100k_events_render_as_a_few_webgl_traces():
+    events = [Event("send", "p", mono_ns=i * 1000, value_id=f"p-{i}") for i in range(50_000)]
+    events += [Event("ack", "p", mono_ns=50_000_000 + i, value_id=f"p-{i}", offset=i) for i in range(50_000)]
+    started = time.monotonic()
+    fig = timeline_figure(events)
+    assert len(fig.data) == 1 and len(fig.data[0].x) == 150_000
+    assert time.monotonic() - started < 60
+
+
+def test_live_timeline_redraws_from_the_history(tmp_path):
+    history = History(tmp_path / "h.jsonl")
+    live = LiveTimeline(history, interval_s=0.05)
+    widget = live.start()
+    history.append("send", "p", value_id="p-1", topic=OUT)
+    history.append("ack", "p", value_id="p-1", topic=OUT, offset=0)
+    time.sleep(0.3)
+    live.stop()
+    assert isinstance(widget, go.FigureWidget) and [t.name for t in widget.data] == ["written"]
