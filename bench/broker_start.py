@@ -40,8 +40,8 @@ def bare_start(java: str, cp: str) -> float:
         jvm = [java, "-Xmx768m", f"-Dlog4j2.configurationFile={log4j}", "-cp", cp]
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         started = time.monotonic()
-        subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c",
-                              str(props)], check=True, capture_output=True)
+        subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone", f"--cluster-id={cluster_id}",
+                              "-c", str(props)], check=True, capture_output=True)
         proc = subprocess.Popen(jvm + ["kafka.Kafka", str(props)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:

@@ -104,6 +104,12 @@ def test_out_of_order():
     assert result.count("out-of-order") == 1 and result.anomalies[0].value_id == "p-2"
 
 
+def test_a_resent_batch_is_duplicates_not_reordering():
+    h = H().write("p", "p-1", 0).write("p", "p-2", 1).write("p", "p-1", 2).write("p", "p-2", 3).write("p", "p-3", 4)
+    result = check(h.finals([(0, "p-1"), (1, "p-2"), (2, "p-1"), (3, "p-2"), (4, "p-3")]).events, output_topic=OUT)
+    assert result.counts() == {**dict.fromkeys(ANOMALIES, 0), "duplicate": 4}
+
+
 def test_missing_final_read_and_bad_names_are_errors():
     with pytest.raises(ValueError, match="no read_committed final_read of 'out'"):
         check(H().write("p", "p-1", 0).events, output_topic=OUT)

@@ -201,8 +201,9 @@ class EmbeddedBroker:
     def _format(self, jvm: list[str], props: Path) -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         features = [arg for name, level in FEATURES.items() for arg in ("--feature", f"{name}={level}")]
-        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
-                                     "-c", str(props), *features],
+        # --cluster-id=<id>, not -t <id>: a random id can start with "-", which argparse takes for an option
+        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone",
+                                     f"--cluster-id={cluster_id}", "-c", str(props), *features],
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise BrokerExitedError(

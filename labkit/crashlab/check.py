@@ -220,10 +220,11 @@ def _gaps(events, final) -> list[Anomaly]:
 
 
 def _out_of_order(read: list[Event]) -> list[Anomaly]:
-    found, last_n = [], {}
+    found, last_n, seen = [], {}, set()
     for e in sorted(read, key=lambda r: (r.partition, r.offset)):
-        if not e.value_id or ">" in e.value_id or "-" not in e.value_id:
-            continue
+        if not e.value_id or ">" in e.value_id or "-" not in e.value_id or (e.partition, e.value_id) in seen:
+            continue  # a second copy is a duplicate, reported as such, not a reordering
+        seen.add((e.partition, e.value_id))
         writer, n = e.value_id.rsplit("-", 1)
         if not n.isdigit():
             continue

@@ -15,6 +15,7 @@ import threading
 import time
 
 from labkit.broker.ports import HOST
+from labkit.broker.probe import wait_until
 
 #: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).
 PRODUCE = 0
@@ -63,6 +64,21 @@ class FaultProxy:
         reach the broker and take effect."""
         with self._lock:
             self._drop, self._drop_apis = self._drop + n, apis
+
+    def lose_responses(self, n: int = 1, timeout_s: float = 30.0) -> None:
+        """Lose the responses to the next ``n`` Produce requests, one at a time: returns once each
+        of them was lost.
+
+        Raises:
+            TimeoutError: no Produce request came through the proxy within ``timeout_s`` seconds.
+        """
+        for _ in range(n):
+            before = self.dropped_responses
+            self.drop_responses(1)
+            if not wait_until(lambda: self.dropped_responses > before, timeout_s, 0.01):
+                self.heal()
+                raise TimeoutError(f"no Produce request came through the proxy in {timeout_s:g} s: "
+                                   f"is the producer running, with bootstrap.servers={self.bootstrap_servers}?")
 
     def delay(self, ms: float) -> None:
         """Hold every response ``ms`` milliseconds before passing it on (0: no delay)."""

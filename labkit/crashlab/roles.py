@@ -42,6 +42,7 @@ class Loop:
         self.spec, self.name = spec, spec["name"]
         self.history = History(spec["history"])
         self.iteration, self.txn, self.stopping = 0, 0, False
+        self.fatal: KafkaError | None = None
         signal.signal(signal.SIGTERM, self._on_term)
 
     def _on_term(self, *_: object) -> None:
@@ -58,7 +59,30 @@ class Loop:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def client_config(self, **extra: object) -> dict:
-        return {"bootstrap.servers": self.spec["bootstrap"], **extra, **self.spec.get("config", {})}
+        return {"bootstrap.servers": self.spec["bootstrap"], "error_cb": self.on_error, **extra,
+                **self.spec.get("config", {})}
+
+    def on_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback: remember a fatal error (e.g. _FENCED: a newer producer
+        with our transactional.id bumped the epoch)."""
+        if err.fatal():
+            self.fatal = err
+
+    def flush(self, producer: Producer) -> None:
+        """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced."""
+        try:
+            producer.flush(30)
+        except (KafkaException, SystemError) as exc:
+            # confluent-kafka 2.16 can surface a fatal error inside a delivery callback as a
+            # SystemError whose cause is the KafkaException
+            cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+            if isinstance(cause, KafkaException):
+                self.fatal = cause.args[0]
+            elif self.fatal is None:
+                raise
+        if self.fatal is not None:
+            self.log("fenced", txn=self.txn or None, error=self.fatal.name())
+            raise Fenced(self.fatal.name())
 
     def on_delivery(self, err, msg) -> None:
         vid = msg.value().decode()
@@ -113,7 +137,7 @@ def run_producer(loop: Loop) -> None:
             loop.log("send", topic=s["topic"], partition=s.get("partition", 0), value_id=vid, txn=loop.txn or None)
             producer.produce(s["topic"], vid.encode(), key=s.get("key"), partition=s.get("partition", 0),
                              on_delivery=loop.on_delivery)
-        producer.flush(30)
+        loop.flush(producer)
         loop.step("after_produce")
         if mode == "transactional":
             loop.commit(producer)
@@ -190,7 +214,7 @@ def run_processor(loop: Loop) -> None:
                 vid = derived_id(m.value().decode(), s.get("stage", "out"))
                 loop.log("send", topic=s["output_topic"], partition=m.partition(), value_id=vid, txn=loop.txn or None)
                 producer.produce(s["output_topic"], vid.encode(), partition=m.partition(), on_delivery=loop.on_delivery)
-            producer.flush(30)
+            loop.flush(producer)
             loop.step("after_produce")
             offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
             if transactional:
