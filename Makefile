@@ -33,3 +33,4 @@ test: jars
 
 bench: jars
 	$(PY) bench/broker_start.py
+	$(PY) bench/participants.py

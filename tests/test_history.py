@@ -45,3 +45,23 @@ def test_concurrent_processes_never_interleave_lines(tmp_path):
     for i in range(4):
         ids = [e.value_id for e in events if e.participant == f"w{i}"]
         assert ids == [f"w{i}-{n}" for n in range(300)]  # one clock for all processes: order kept
+
+
+def test_a_batch_line_expands_to_one_event_per_record(tmp_path):
+    h = History(tmp_path / "h.jsonl")
+    h.append("start", "p")
+    h.append_batch("ack", "p", {"mono_ns": [10**18, 10**18 + 5], "value_id": ["p-1", "p-2"], "offset": [0, 1]},
+                   topic="t", definite=True)
+    h.append_batch("ack", "p", {"mono_ns": [], "value_id": []})  # nothing to write
+    assert len((tmp_path / "h.jsonl").read_text().splitlines()) == 2
+    acks = [e for e in h.events() if e.kind == "ack"]
+    assert [(e.value_id, e.offset, e.topic, e.definite) for e in acks] == [("p-1", 0, "t", True), ("p-2", 1, "t", True)]
+
+
+def test_bad_batches_are_refused(tmp_path):
+    h = History(tmp_path / "h.jsonl")
+    with pytest.raises(ValueError, match="differ in length"):
+        h.append_batch("ack", "p", {"mono_ns": [1, 2], "value_id": ["x"]})
+    with pytest.raises(TypeError):
+        h.append_batch("ack", "p", {"mono_ns": [1], "colour": ["red"]})
+    assert h.events() == []

@@ -80,8 +80,10 @@ COLUMNS = [f.name for f in fields(Event)]
 class History:
     """An append-only JSON-lines file shared by every process of one experiment.
 
-    Each :meth:`append` is one ``write()`` on a file opened with ``O_APPEND``, so lines from
-    concurrent processes never interleave.
+    Each line is one ``write()`` on a file opened with ``O_APPEND``, so lines from concurrent
+    processes never interleave. A line holds one event, or (from :meth:`append_batch`) a batch of
+    events of one kind: ``"batch": {field: [values...]}`` beside the fields they share; a batch
+    costs one write for many records, and :meth:`events` expands it into one event per record.
 
     Args:
         path: the ``.jsonl`` file; created if missing, appended to if present.
@@ -101,18 +103,48 @@ class History:
         """
         event = Event(kind, participant, mono_ns=time.monotonic_ns(), wall_ms=time.time_ns() // 1_000_000,
                       **fields_)
-        line = (json.dumps({k: v for k, v in asdict(event).items() if v is not None}) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        self._write({k: v for k, v in asdict(event).items() if v is not None})
         return event
 
+    def append_batch(self, kind: str, participant: str, columns: dict[str, list], **shared: object) -> None:
+        """Record many events of one ``kind`` in one line: ``columns`` maps field names to equal-length
+        lists (``mono_ns`` among them: when each happened); ``shared`` fields hold for all.
+
+        Raises:
+            ValueError: unknown ``kind``, or columns of unequal length.
+            TypeError: a field is not in the schema.
+        """
+        lengths = {len(v) for v in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"batch columns differ in length: { {k: len(v) for k, v in columns.items()} }")
+        if not lengths or not lengths.pop():
+            return
+        Event(kind, participant, **shared, **{k: v[0] for k, v in columns.items()})  # validates names
+        self._write({"kind": kind, "participant": participant, "wall_ms": time.time_ns() // 1_000_000,
+                     **{k: v for k, v in shared.items() if v is not None}, "batch": columns})
+
+    def _write(self, record: dict) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(record) + "\n").encode())
+        finally:
+            os.close(fd)
+
     def events(self) -> list[Event]:
-        """Every event so far, ordered by ``mono_ns``."""
+        """Every event so far (batches expanded), ordered by ``mono_ns``."""
+        events = []
         with open(self.path) as f:
-            events = [Event(**json.loads(line)) for line in f if line.strip()]
+            for line in f:
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                batch = record.pop("batch", None)
+                if batch is None:
+                    events.append(Event(**record))
+                    continue
+                names = list(batch)
+                for values in zip(*batch.values()):
+                    events.append(Event(**record, **dict(zip(names, values))))
         return sorted(events, key=lambda e: e.mono_ns)
 
     def frame(self) -> pd.DataFrame:

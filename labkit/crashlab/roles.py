@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from time import monotonic_ns
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -43,6 +44,9 @@ class Loop:
         self.history = History(spec["history"])
         self.iteration, self.txn, self.stopping = 0, 0, False
         self.fatal: KafkaError | None = None
+        self._topic: str | None = None
+        self._sends: list[tuple] = []  # (mono_ns, value_id, partition), written per batch
+        self._acks: list[tuple] = []  # (mono_ns, value bytes, partition, offset)
         signal.signal(signal.SIGTERM, self._on_term)
 
     def _on_term(self, *_: object) -> None:
@@ -72,7 +76,9 @@ class Loop:
         """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced."""
         try:
             producer.flush(30)
+            self.write_events()
         except (KafkaException, SystemError) as exc:
+            self.write_events()
             # confluent-kafka 2.16 can surface a fatal error inside a delivery callback as a
             # SystemError whose cause is the KafkaException
             cause = exc if isinstance(exc, KafkaException) else exc.__cause__
@@ -84,14 +90,36 @@ class Loop:
             self.log("fenced", txn=self.txn or None, error=self.fatal.name())
             raise Fenced(self.fatal.name())
 
+    def send(self, producer: Producer, topic: str, partition: int, vid: str, key: str | None = None) -> None:
+        """Produce value ``vid``; its ``send`` event is buffered until :meth:`flush` writes the batch."""
+        if topic != self._topic:
+            self.write_events()
+            self._topic = topic
+        self._sends.append((monotonic_ns(), vid, partition))
+        producer.produce(topic, vid.encode(), key=key, partition=partition, on_delivery=self.on_delivery)
+
     def on_delivery(self, err, msg) -> None:
-        vid = msg.value().decode()
         if err:
-            self.log("send_failed", topic=msg.topic(), partition=msg.partition(), value_id=vid, txn=self.txn or None,
-                     error=err.name(), definite=err.name() not in _INDEFINITE)
-        else:
-            self.log("ack", topic=msg.topic(), partition=msg.partition(), offset=msg.offset(), value_id=vid,
-                     txn=self.txn or None, definite=True)
+            self.write_events()
+            self.log("send_failed", topic=msg.topic(), partition=msg.partition(), value_id=msg.value().decode(),
+                     txn=self.txn or None, error=err.name(), definite=err.name() not in _INDEFINITE)
+        else:  # the hot path: one tuple per record, decoded when the batch is written
+            self._acks.append((monotonic_ns(), msg.value(), msg.partition(), msg.offset()))
+
+    def write_events(self) -> None:
+        """Write the buffered send and ack events, one history line each (a batch)."""
+        txn = self.txn or None
+        if self._sends:
+            mono, vids, parts = zip(*self._sends)
+            self.history.append_batch("send", self.name, {"mono_ns": mono, "value_id": vids, "partition": parts},
+                                      topic=self._topic, txn=txn)
+        if self._acks:
+            mono, values, parts, offsets = zip(*self._acks)
+            self.history.append_batch("ack", self.name, {"mono_ns": mono, "value_id": [v.decode() for v in values],
+                                                         "partition": parts, "offset": offsets},
+                                      topic=self._topic, txn=txn, definite=True)
+        self._sends.clear()
+        self._acks.clear()
 
     def commit(self, producer: Producer) -> None:
         """Commit the open transaction, recording its outcome; raise :class:`Fenced` if fenced."""
@@ -120,6 +148,7 @@ def run_producer(loop: Loop) -> None:
     if mode == "transactional":
         extra["transactional.id"] = s["transactional_id"]
     producer = Producer(loop.client_config(**extra))
+    producer.list_topics(s["topic"], timeout=30)  # metadata first, so the loop measures sending only
     if mode == "transactional":
         producer.init_transactions(30)
     n = s.get("first", 1) - 1
@@ -133,16 +162,13 @@ def run_producer(loop: Loop) -> None:
         loop.step("before_produce")
         for _ in range(s.get("batch", 1)):
             n += 1
-            vid = value_id(loop.name, n)
-            loop.log("send", topic=s["topic"], partition=s.get("partition", 0), value_id=vid, txn=loop.txn or None)
-            producer.produce(s["topic"], vid.encode(), key=s.get("key"), partition=s.get("partition", 0),
-                             on_delivery=loop.on_delivery)
+            loop.send(producer, s["topic"], s.get("partition", 0), value_id(loop.name, n), s.get("key"))
         loop.flush(producer)
         loop.step("after_produce")
         if mode == "transactional":
             loop.commit(producer)
         time.sleep(s.get("interval_ms", 0) / 1000)
-    producer.flush(30)
+    loop.flush(producer)
 
 
 def _consumer(loop: Loop, group_id: str) -> Consumer:
@@ -211,9 +237,7 @@ def run_processor(loop: Loop) -> None:
             loop.step("after_poll")
             for m in msgs:
                 time.sleep(s.get("per_record_ms", 0) / 1000)  # "processing" the record
-                vid = derived_id(m.value().decode(), s.get("stage", "out"))
-                loop.log("send", topic=s["output_topic"], partition=m.partition(), value_id=vid, txn=loop.txn or None)
-                producer.produce(s["output_topic"], vid.encode(), partition=m.partition(), on_delivery=loop.on_delivery)
+                loop.send(producer, s["output_topic"], m.partition(), derived_id(m.value().decode(), s.get("stage", "out")))
             loop.flush(producer)
             loop.step("after_produce")
             offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
