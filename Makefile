@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab stop test jars bench setup
+.PHONY: lab stop test jars bench setup browser
 
 setup: $(STAMP)
 
@@ -28,7 +28,13 @@ lab: $(STAMP)
 stop:
 	@if [ -x $(PY) ]; then $(PY) -m labkit.lab down; fi
 
-test: jars
+# Debian's chromium, for the browser test (Playwright drives it; browser downloads do not work here).
+browser:
+	@command -v chromium >/dev/null || { if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: no chromium and not root: the browser test is skipped (sudo apt-get install chromium)"; fi; }
+
+test: jars browser
 	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks
 
 bench: jars

@@ -58,7 +58,7 @@ class ParticipantPanel:
     def refresh(self) -> None:
         """Show the current status and counters."""
         c = self.participant.counters()
-        self.status.value = (f"<code>{self.participant.status}</code> sent {c['sent']} · acked {c['acked']} · "
+        self.status.value = (f"<code>{self.participant.status}</code> · sent {c['sent']} · acked {c['acked']} · "
                              f"consumed {c['consumed']} · committed {c['committed']} · aborted {c['aborted']}")
 
 
