@@ -20,6 +20,7 @@ from pathlib import Path
 from labkit.broker import EmbeddedBroker, probe, runtime
 from labkit.broker.ports import free_port
 from labkit.broker.settings import lab_settings, render_log4j2, render_server_properties
+from labkit.waiting import wait_until
 
 
 def embedded_start() -> float:
@@ -45,7 +46,7 @@ def bare_start(java: str, cp: str) -> float:
         proc = subprocess.Popen(jvm + ["kafka.Kafka", str(props)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:
-            if not probe.wait_until(lambda: probe.is_ready(f"127.0.0.1:{port}"), 120):
+            if not wait_until(lambda: probe.is_ready(f"127.0.0.1:{port}"), 120):
                 raise RuntimeError("bare broker not ready in 120 s")
             return time.monotonic() - started
         finally:

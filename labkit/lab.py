@@ -20,7 +20,8 @@ import urllib.request
 from pathlib import Path
 
 from labkit.broker.ports import HOST, free_port
-from labkit.broker.probe import check_reachable, wait_until
+from labkit.broker.probe import check_reachable
+from labkit.waiting import wait_until
 from labkit.broker.runtime import labkit_home
 from labkit.errors import LabkitError
 from labkit.procs import process_state

@@ -11,7 +11,8 @@ import pandas as pd
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from labkit.broker.probe import KAFKA_LOG, admin, wait_until
+from labkit.broker.probe import KAFKA_LOG, admin
+from labkit.waiting import wait_until
 
 READ_COLUMNS = ["partition", "offset", "key", "value"]
 

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from labkit.broker import EmbeddedBroker
-from labkit.broker.probe import wait_until
+from labkit.waiting import wait_until
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, PortInUseError
 from labkit.records import create_topic, produce, read_topic
 

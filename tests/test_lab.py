@@ -10,7 +10,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from labkit.broker.probe import check_reachable, wait_until
+from labkit.broker.probe import check_reachable
+from labkit.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 

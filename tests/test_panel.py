@@ -2,7 +2,7 @@
 
 import pytest
 
-from labkit.broker.probe import wait_until
+from labkit.waiting import wait_until
 from labkit.crashlab.history import History
 from labkit.crashlab.panel import ControlPanel, ParticipantPanel
 from labkit.crashlab.participant import Participant

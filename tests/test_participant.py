@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from labkit.broker.probe import wait_until
+from labkit.waiting import wait_until
 from labkit.crashlab.check import check
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant, ParticipantStateError

@@ -23,8 +23,3 @@ def test_running_broker_is_reachable_and_ready(bootstrap):
 
 def test_nothing_listening_is_not_ready():
     assert not probe.is_ready(f"127.0.0.1:{free_port()}", timeout_s=0.5)
-
-
-def test_wait_until_returns_the_last_value():
-    assert probe.wait_until(lambda: True, 0.1)
-    assert not probe.wait_until(lambda: False, 0.2, 0.05)

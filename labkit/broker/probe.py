@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -64,15 +63,3 @@ def is_ready(bootstrap: str, timeout_s: float = 2.0) -> bool:
         return meta.error is None and all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
     except KafkaException:
         return False
-
-
-def wait_until(predicate, timeout_s: float, interval_s: float = 0.1) -> bool:
-    """Call ``predicate()`` every ``interval_s`` seconds until it is true or ``timeout_s`` passes.
-    Returns its last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval_s)

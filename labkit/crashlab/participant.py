@@ -20,7 +20,7 @@ from pathlib import Path
 from labkit.crashlab.history import History
 from labkit.crashlab.roles import EXIT_FENCED, STEPS
 from labkit.errors import LabkitError
-from labkit.broker.probe import wait_until
+from labkit.waiting import wait_until
 from labkit.procs import die_with_parent, process_state
 
 _LIVE: dict[str, "Participant"] = {}

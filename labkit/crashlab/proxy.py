@@ -15,7 +15,7 @@ import threading
 import time
 
 from labkit.broker.ports import HOST
-from labkit.broker.probe import wait_until
+from labkit.waiting import wait_until
 
 #: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).
 PRODUCE = 0

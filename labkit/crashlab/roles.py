@@ -42,7 +42,9 @@ class Loop:
     def __init__(self, spec: dict) -> None:
         self.spec, self.name = spec, spec["name"]
         self.history = History(spec["history"])
-        self.iteration, self.txn, self.stopping = 0, 0, False
+        self.iteration, self.stopping = 0, False
+        # transaction numbers go on across restarts, so each (participant, txn) names one transaction
+        self.txn = max((e.txn for e in self.history.events() if e.participant == self.name and e.txn), default=0)
         self.fatal: KafkaError | None = None
         self._topic: str | None = None
         self._sends: list[tuple] = []  # (mono_ns, value_id, partition), written per batch

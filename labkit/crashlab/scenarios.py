@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from labkit.broker.probe import wait_until
+from labkit.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.producers import describe_transaction
@@ -39,11 +39,11 @@ def lost_responses(exp: Experiment, proxy: FaultProxy, *, idempotent: bool, reco
     p = exp.participant("idempotent" if idempotent else "plain", "producer", bootstrap=proxy.bootstrap_servers,
                         topic=topic, mode="idempotent" if idempotent else "plain", iterations=records,
                         interval_ms=interval_ms, config=FAST_RETRY).start()
-    _wait(lambda: p.counters()["acked"] >= 2, f"{p.name} wrote nothing")
+    wait_for(lambda: p.counters()["acked"] >= 2, f"{p.name} wrote nothing")
     for _ in range(losses):
         acked = p.counters()["acked"]
         proxy.lose_responses(1)
-        _wait(lambda: p.counters()["acked"] >= acked + 2, f"{p.name} did not recover from a lost response")
+        wait_for(lambda: p.counters()["acked"] >= acked + 2, f"{p.name} did not recover from a lost response")
     p.wait(120)
     exp.final_reads(topic)
     return p, topic
@@ -100,12 +100,12 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000) -> dict:
                   config={"transaction.timeout.ms": 10000} if fencing != "none" else {})
     tids = [tid] * 2 if fencing == "transactional.id" else [f"{tid}-1", f"{tid}-2"]
     one = exp.participant("instance-1", "processor", transactional_id=tids[0], **common).start()
-    _wait(lambda: _did(exp, "instance-1", "consume", "source-2"), "instance-1 never took record 2")
+    wait_for(lambda: _did(exp, "instance-1", "consume", "source-2"), "instance-1 never took record 2")
     one.pause()
     epochs = {"before": describe_transaction(exp.bootstrap, tid)["producer_epoch"]} if fencing == "transactional.id" else None
     two = exp.participant("instance-2", "processor", transactional_id=tids[1], **common).start()
-    _wait(lambda: _did(exp, "instance-2", "ack"), "instance-2 never wrote its output", 90)
-    _wait(lambda: _did(exp, "instance-2", "txn_end" if fencing != "none" else "offsets_committed"),
+    wait_for(lambda: _did(exp, "instance-2", "ack"), "instance-2 never wrote its output", 90)
+    wait_for(lambda: _did(exp, "instance-2", "txn_end" if fencing != "none" else "offsets_committed"),
           "instance-2 never committed")
     if epochs is not None:
         epochs["after"] = describe_transaction(exp.bootstrap, tid)["producer_epoch"]
@@ -119,8 +119,3 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000) -> dict:
 def _did(exp: Experiment, participant: str, kind: str, value_id: str | None = None) -> bool:
     return any(e.participant == participant and e.kind == kind and (value_id is None or e.value_id == value_id)
                for e in exp.history.events())
-
-
-def _wait(predicate, what: str, timeout_s: float = 60.0) -> None:
-    if not wait_until(predicate, timeout_s, 0.05):
-        raise TimeoutError(f"{what} within {timeout_s:g} s (see the experiment's *.stderr.log files)")
