@@ -50,6 +50,14 @@ class GroupModel:
 
     members: dict[str, Member] = field(default_factory=dict)
 
+    @classmethod
+    def from_assignments(cls, assignments: dict[str, list[int]], epoch: int = 1) -> "GroupModel":
+        """A group built from a real group's description (member id to assigned partitions, e.g.
+        :func:`labkit.crashlab.unassigned.describe_assignments`). confluent-kafka does not show member
+        epochs, so every member gets ``epoch`` and every partition was assigned at that epoch: a
+        member whose request the real broker accepted was, by today's rule, at its current epoch."""
+        return cls({m: Member(m, epoch, dict.fromkeys(parts, epoch)) for m, parts in assignments.items()})
+
     def add(self, member_id: str, epoch: int, assignment: dict[int, int]) -> Member:
         """Add or replace a member; returns it."""
         self.members[member_id] = Member(member_id, epoch, dict(assignment))

@@ -49,3 +49,10 @@ def test_bad_choices_name_the_options():
         group().txn_offset_commit("A", 5, [0], rule="kip447")
     with pytest.raises(ValueError, match="UNASSIGNED_PARTITION or STALE_MEMBER_EPOCH"):
         group().txn_offset_commit("A", 5, [0], unassigned_error="NOT_ASSIGNED")
+
+
+def test_a_group_from_a_real_description_replays_the_attack():
+    g = GroupModel.from_assignments({"A": [0], "B": [1]}, epoch=4)
+    assert g.txn_offset_commit("B", 4, [0], rule="today") == {0: NONE}  # what Kafka 4.3 answered
+    assert g.txn_offset_commit("B", 4, [0]) == {0: UNASSIGNED_PARTITION}
+    assert g.txn_offset_commit("A", 4, [0]) == {0: NONE}
