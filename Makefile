@@ -40,3 +40,4 @@ test: jars browser
 bench: jars
 	$(PY) bench/broker_start.py
 	$(PY) bench/participants.py
+	$(PY) bench/txn_size.py

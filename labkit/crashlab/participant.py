@@ -53,7 +53,8 @@ class Participant:
             long without records), ``batch`` (records per poll); processor ``output_topic``,
             ``per_record_ms`` (processing time per record, before its output is produced),
             ``transactional`` (default True: KIP-447; False: at-least-once, outputs then offset
-            commit); ``config`` (dict of extra client configs).
+            commit); ``sleep_at`` ({step: ms}: wait at a step, e.g. to pause it there);
+            ``config`` (dict of extra client configs).
     Raises:
         ValueError: unknown role, or ``crash_at`` is not a step of the role (the message lists them).
     """

@@ -58,7 +58,11 @@ class Loop:
         self.history.append(kind, self.name, **fields)
 
     def step(self, name: str) -> None:
-        """Pass step ``name``: SIGKILL this process here if the spec's crash point says so."""
+        """Pass step ``name``: wait there ``sleep_at[name]`` ms if the spec says so (a window for the
+        lab to pause the process at that step), and SIGKILL this process here if its crash point says so."""
+        hold_ms = self.spec.get("sleep_at", {}).get(name)
+        if hold_ms:
+            time.sleep(hold_ms / 1000)
         at, nth = self.spec.get("crash_at"), self.spec.get("crash_iteration")
         if name == at and nth in (None, self.iteration):
             self.log("crash", step=name)
