@@ -150,3 +150,13 @@ def test_at_least_once_processor_commits_offsets_after_writing(bootstrap, histor
     assert kinds.count("offsets_committed") == 4 and "txn_begin" not in kinds
     exp.final_reads(src, out)
     assert exp.check(out, src).ok
+
+
+def test_a_restarted_transactional_producer_numbers_its_transactions_on(bootstrap, history):
+    topic = create_topic(bootstrap, "txn-numbers")
+    p = Participant("numbered", "producer", history=history, bootstrap=bootstrap, topic=topic, mode="transactional",
+                    transactional_id=f"n-{uuid.uuid4()}", iterations=2)
+    p.start().wait(60)
+    p.restart(first=3).wait(60)
+    ends = [e.txn for e in history.events() if e.participant == "numbered" and e.kind == "txn_end"]
+    assert ends == [1, 2, 3, 4]

@@ -81,6 +81,9 @@ class Participant:
         if old is not None and old is not self and old._alive():  # a re-run cell: the old process goes
             old._signal(signal.SIGKILL)
             old._proc.wait()
+        if self._proc is not None:  # a restart: its transactions are numbered on from the last run's
+            self.spec["last_txn"] = max((e.txn for e in self.history.events() if e.participant == self.name
+                                         and e.txn), default=0)
         self.history.append("start", self.name)
         with open(Path(self.history.path).with_name(f"{self.name}.stderr.log"), "ab") as err:
             self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.roles", json.dumps(self.spec)],

@@ -43,12 +43,13 @@ class Loop:
         self.spec, self.name = spec, spec["name"]
         self.history = History(spec["history"])
         self.iteration, self.stopping = 0, False
-        # transaction numbers go on across restarts, so each (participant, txn) names one transaction
-        self.txn = max((e.txn for e in self.history.events() if e.participant == self.name and e.txn), default=0)
+        # transaction numbers go on across restarts (the handle passes the last one), so each
+        # (participant, txn) names one transaction
+        self.txn = spec.get("last_txn", 0)
         self.fatal: KafkaError | None = None
         self._topic: str | None = None
-        self._sends: list[tuple] = []  # (mono_ns, value_id, partition), written per batch
-        self._acks: list[tuple] = []  # (mono_ns, value bytes, partition, offset)
+        self._sends: list[tuple] = []  # (mono_ns, [value ids], partition) per batch handed over
+        self._acks: list[tuple] = []  # (mono_ns, delivered Message): fields read when the batch is written
         signal.signal(signal.SIGTERM, self._on_term)
 
     def _on_term(self, *_: object) -> None:
@@ -96,13 +97,16 @@ class Loop:
             self.log("fenced", txn=self.txn or None, error=self.fatal.name())
             raise Fenced(self.fatal.name())
 
-    def send(self, producer: Producer, topic: str, partition: int, vid: str, key: str | None = None) -> None:
-        """Produce value ``vid``; its ``send`` event is buffered until :meth:`flush` writes the batch."""
+    def send(self, producer: Producer, topic: str, partition: int, vids: list[str], key: str | None = None) -> None:
+        """Produce values ``vids`` to ``topic``/``partition``. Their ``send`` events share the time the
+        batch was handed to the producer and are buffered until :meth:`flush` writes them."""
         if topic != self._topic:
             self.write_events()
             self._topic = topic
-        self._sends.append((monotonic_ns(), vid, partition))
-        producer.produce(topic, vid.encode(), key=key, partition=partition, on_delivery=self.on_delivery)
+        self._sends.append((monotonic_ns(), vids, partition))
+        produce, on_delivery = producer.produce, self.on_delivery
+        for vid in vids:
+            produce(topic, vid.encode(), key=key, partition=partition, on_delivery=on_delivery)
 
     def on_delivery(self, err, msg) -> None:
         if err:
@@ -110,19 +114,21 @@ class Loop:
             self.log("send_failed", topic=msg.topic(), partition=msg.partition(), value_id=msg.value().decode(),
                      txn=self.txn or None, error=err.name(), definite=err.name() not in _INDEFINITE)
         else:  # the hot path: one tuple per record, decoded when the batch is written
-            self._acks.append((monotonic_ns(), msg.value(), msg.partition(), msg.offset()))
+            self._acks.append((monotonic_ns(), msg))
 
     def write_events(self) -> None:
         """Write the buffered send and ack events, one history line each (a batch)."""
         txn = self.txn or None
         if self._sends:
-            mono, vids, parts = zip(*self._sends)
+            rows = [(mono, vid, part) for mono, vids, part in self._sends for vid in vids]
+            mono, vids, parts = zip(*rows)
             self.history.append_batch("send", self.name, {"mono_ns": mono, "value_id": vids, "partition": parts},
                                       topic=self._topic, txn=txn)
         if self._acks:
-            mono, values, parts, offsets = zip(*self._acks)
-            self.history.append_batch("ack", self.name, {"mono_ns": mono, "value_id": [v.decode() for v in values],
-                                                         "partition": parts, "offset": offsets},
+            self.history.append_batch("ack", self.name, {"mono_ns": [mono for mono, _ in self._acks],
+                                                         "value_id": [m.value().decode() for _, m in self._acks],
+                                                         "partition": [m.partition() for _, m in self._acks],
+                                                         "offset": [m.offset() for _, m in self._acks]},
                                       topic=self._topic, txn=txn, definite=True)
         self._sends.clear()
         self._acks.clear()
@@ -166,9 +172,10 @@ def run_producer(loop: Loop) -> None:
             loop.txn += 1
             loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
         loop.step("before_produce")
-        for _ in range(s.get("batch", 1)):
-            n += 1
-            loop.send(producer, s["topic"], s.get("partition", 0), value_id(loop.name, n), s.get("key"))
+        batch = s.get("batch", 1)
+        loop.send(producer, s["topic"], s.get("partition", 0), [value_id(loop.name, n + i) for i in range(1, batch + 1)],
+                  s.get("key"))
+        n += batch
         loop.flush(producer)
         loop.step("after_produce")
         if mode == "transactional":
@@ -243,7 +250,7 @@ def run_processor(loop: Loop) -> None:
             loop.step("after_poll")
             for m in msgs:
                 time.sleep(s.get("per_record_ms", 0) / 1000)  # "processing" the record
-                loop.send(producer, s["output_topic"], m.partition(), derived_id(m.value().decode(), s.get("stage", "out")))
+                loop.send(producer, s["output_topic"], m.partition(), [derived_id(m.value().decode(), s.get("stage", "out"))])
             loop.flush(producer)
             loop.step("after_produce")
             offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
