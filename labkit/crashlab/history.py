@@ -8,7 +8,8 @@ field               meaning
 kind                what happened, one of :data:`KINDS`
 participant         who: a participant name ("producer-1"), or "lab" for actions on it
 step                the named loop step it happened at (e.g. "after_produce"), if any
-mono_ns             ``time.monotonic_ns()``: one clock for every process on the machine, ns
+mono_ns             ``time.monotonic_ns()``: one clock for every process on the machine, ns (the
+                    send events of one produce batch share the time it was handed to the producer)
 wall_ms             wall clock, ms since the epoch (for people; order by ``mono_ns``)
 topic, partition    where
 offset              the record's offset, as acked (``ack``) or consumed (``consume``)
