@@ -85,7 +85,7 @@ class Participant:
             self.spec["last_txn"] = max((e.txn for e in self.history.events() if e.participant == self.name
                                          and e.txn), default=0)
         self.history.append("start", self.name)
-        with open(Path(self.history.path).with_name(f"{self.name}.stderr.log"), "ab") as err:
+        with open(self.stderr_log, "ab") as err:
             self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.roles", json.dumps(self.spec)],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                           preexec_fn=die_with_parent)
@@ -169,6 +169,11 @@ class Participant:
         if code == 0:
             return "stopped" if self._stopped else "finished"
         return "crashed"
+
+    @property
+    def stderr_log(self) -> Path:
+        """Where the process's stderr goes: ``<history stem>.<name>.stderr.log`` beside the history."""
+        return self.history.path.with_name(f"{self.history.path.stem}.{self.name}.stderr.log")
 
     @property
     def pid(self) -> int | None:

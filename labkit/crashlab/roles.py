@@ -32,6 +32,18 @@ _FENCED = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_
 _INDEFINITE = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
 
 
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError behind ``exc``. confluent-kafka 2.16 raises a fatal error (e.g. _FENCED) from
+    ``flush()`` as a KafkaException, as a SystemError caused by one inside a delivery callback, or as
+    the KafkaError object itself, which is not a BaseException (only a bare ``except:`` catches it)."""
+    for candidate in (exc, getattr(exc, "__cause__", None), getattr(exc, "__context__", None)):
+        if isinstance(candidate, KafkaError):
+            return candidate
+        if isinstance(candidate, KafkaException):
+            return candidate.args[0]
+    return None
+
+
 class Fenced(Exception):
     """The broker fenced this participant; carries the Kafka error name."""
 
@@ -83,16 +95,12 @@ class Loop:
         """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced."""
         try:
             producer.flush(30)
-            self.write_events()
-        except (KafkaException, SystemError) as exc:
-            self.write_events()
-            # confluent-kafka 2.16 can surface a fatal error inside a delivery callback as a
-            # SystemError whose cause is the KafkaException
-            cause = exc if isinstance(exc, KafkaException) else exc.__cause__
-            if isinstance(cause, KafkaException):
-                self.fatal = cause.args[0]
-            elif self.fatal is None:
+        except:  # noqa: E722: a fatal error surfaces in several shapes, one not even a BaseException (kafka_error)
+            err = kafka_error(sys.exc_info()[1])
+            if err is None:
                 raise
+            self.fatal = err
+        self.write_events()
         if self.fatal is not None:
             self.log("fenced", txn=self.txn or None, error=self.fatal.name())
             raise Fenced(self.fatal.name())
@@ -294,9 +302,9 @@ def main(spec: dict) -> int:
         ROLES[spec["role"]](loop)
     except Fenced:
         return EXIT_FENCED
-    except KafkaException as exc:
-        err: KafkaError = exc.args[0]
-        if err.name() in _FENCED:
+    except:  # noqa: E722: see Loop.flush
+        err = kafka_error(sys.exc_info()[1])
+        if err is not None and (err.name() in _FENCED or err.fatal()):
             loop.log("fenced", error=err.name())
             return EXIT_FENCED
         raise
