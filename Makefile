@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Kafka releases the suite checks: the full suite on the first (the default), notebooks 00 and 05 on the others.
+KAFKA_VERSIONS := 4.4.0 4.3.1
+OLDER_NOTEBOOKS := notebooks/00_tour.ipynb notebooks/05_unassigned_partition.ipynb
+PYTEST := $(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider
 
 .PHONY: lab stop test jars bench setup browser
 
@@ -16,17 +20,17 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-# The Kafka 4.3.1 jars, resolved once with Maven into ~/.cache/labkit (or $$LABKIT_HOME).
+# The Kafka jars (LABKIT_KAFKA_VERSION, default 4.4.0), resolved once with Maven into ~/.cache/labkit (or $$LABKIT_HOME).
 jars: $(STAMP)
-	$(PY) -m labkit.broker.runtime
+	$(PY) -m labkit jars
 
 # With LABKIT_BOOTSTRAP set (e.g. docker compose), the lab uses that cluster: no Java or Maven needed.
 lab: $(STAMP)
-	@if [ -z "$$LABKIT_BOOTSTRAP" ]; then $(PY) -m labkit.broker.runtime; fi
-	$(PY) -m labkit.lab up
+	@if [ -z "$$LABKIT_BOOTSTRAP" ]; then $(PY) -m labkit jars; fi
+	$(PY) -m labkit up
 
 stop:
-	@if [ -x $(PY) ]; then $(PY) -m labkit.lab down; fi
+	@if [ -x $(PY) ]; then $(PY) -m labkit down; fi
 
 # Debian's chromium, for the browser test (Playwright drives it; browser downloads do not work here).
 browser:
@@ -34,8 +38,11 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "note: no chromium and not root: the browser test is skipped (sudo apt-get install chromium)"; fi; }
 
-test: jars browser
-	$(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks
+test: $(STAMP) browser
+	$(PY) -m labkit jars $(KAFKA_VERSIONS)
+	env -u LABKIT_BOOTSTRAP -u LABKIT_PROXIED LABKIT_KAFKA_VERSION=$(firstword $(KAFKA_VERSIONS)) $(PYTEST) tests notebooks
+	for v in $(wordlist 2,9,$(KAFKA_VERSIONS)); do \
+	  env -u LABKIT_BOOTSTRAP -u LABKIT_PROXIED LABKIT_KAFKA_VERSION=$$v $(PYTEST) $(OLDER_NOTEBOOKS) || exit 1; done
 
 bench: jars
 	$(PY) bench/broker_start.py

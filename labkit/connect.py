@@ -21,8 +21,8 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
     1. ``LABKIT_BOOTSTRAP`` if set: an external cluster (``docker compose up -d``, or any Kafka >= 4.2);
        ``LABKIT_PROXIED="<listener port>:<proxy port>"`` names its PROXIED listener, if it has one;
     2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``);
-    3. else an :class:`~labkit.broker.EmbeddedBroker` started for this Python process (kernel), which
-       stops when the process exits. Later calls return the same one.
+    3. else an :class:`~labkit.broker.EmbeddedBroker` of :func:`~labkit.kafka_version` started for this
+       Python process (kernel), which stops when the process exits. Later calls return the same one.
 
     Args:
         timeout_s: how long to wait for an answer from cases 1 and 2, in seconds.
@@ -32,14 +32,14 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
         JavaError, MavenError, BrokerExitedError, BrokerNotReadyError: case 3 could not start a broker.
     """
     global _kernel_broker, _proxied
-    address, origin = os.environ.get("LABKIT_BOOTSTRAP"), "LABKIT_BOOTSTRAP"
+    address, origin, version = os.environ.get("LABKIT_BOOTSTRAP"), "LABKIT_BOOTSTRAP", None
     if address:
         check_reachable(address, timeout_s)
         spec = os.environ.get("LABKIT_PROXIED")
         _proxied = tuple(int(p) for p in spec.split(":")) if spec else None
     else:
-        state, origin = lab.running_broker_state(), "the lab broker (make lab)"
-        address = state and state["bootstrap"]
+        state, origin = lab.running_broker_state(), "the lab broker, make lab"
+        address, version = (state["bootstrap"], state.get("version")) if state else (None, None)
         if address:
             try:
                 check_reachable(address, timeout_s)
@@ -49,10 +49,11 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
         if not address:
             if _kernel_broker is None or not _kernel_broker.is_running:
                 _kernel_broker = EmbeddedBroker(proxy_listener=True).start()
-            address, origin = _kernel_broker.bootstrap_servers, "a broker started for this kernel"
+            address, version = _kernel_broker.bootstrap_servers, _kernel_broker.version
+            origin = "a broker started for this kernel"
             _proxied = (_kernel_broker.proxied_listener_port, _kernel_broker.proxy_port)
     if not quiet:
-        print(f"Kafka at {address} ({origin})")
+        print(f"Kafka{f' {version}' if version else ''} at {address} ({origin})")
     return address
 
 

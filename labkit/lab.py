@@ -1,8 +1,9 @@
 """``make lab`` / ``make stop``: the lab broker and JupyterLab, run in the background.
 
-Usage: ``python -m labkit.lab up|down|status``. ``up`` starts an :class:`EmbeddedBroker` in a
-detached process (data kept in ``$LABKIT_HOME/lab/broker-data``) and JupyterLab on 127.0.0.1 with a
-random token, then prints the URL. Their pids and addresses are kept in ``$LABKIT_HOME/lab/*.json``,
+Usage: ``python -m labkit up|down|status``. ``up`` starts an :class:`EmbeddedBroker` of the Kafka
+release :func:`~labkit.broker.settings.kafka_version` names in a detached process (data kept in
+``$LABKIT_HOME/lab/broker-data-<version>``) and JupyterLab on 127.0.0.1 with a random token, then
+prints the URL. Their pids and addresses are kept in ``$LABKIT_HOME/lab/*.json``,
 which is how :func:`labkit.connect` finds the lab broker.
 """
 
@@ -15,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from labkit.broker.ports import HOST, free_port
 from labkit.broker.probe import check_reachable
 from labkit.waiting import wait_until
 from labkit.broker.runtime import labkit_home
+from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
 from labkit.procs import process_state
 
@@ -46,8 +47,8 @@ def _read(name: str) -> dict | None:
 
 
 def running_broker_state() -> dict | None:
-    """``{"pid", "bootstrap", "proxied": [listener port, proxy port]}`` of the lab broker started by
-    ``make lab``, or ``None`` if none runs."""
+    """``{"pid", "bootstrap", "version", "proxied": [listener port, proxy port]}`` of the lab broker
+    started by ``make lab``, or ``None`` if none runs."""
     return _read("broker")
 
 
@@ -64,9 +65,10 @@ def serve_broker() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    broker = EmbeddedBroker(lab_dir() / "broker-data", proxy_listener=True).start()
+    version = kafka_version()
+    broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True).start()
     state = lab_dir() / "broker.json"
-    state.write_text(json.dumps({"pid": os.getpid(), "bootstrap": broker.bootstrap_servers,
+    state.write_text(json.dumps({"pid": os.getpid(), "bootstrap": broker.bootstrap_servers, "version": version,
                                  "proxied": [broker.proxied_listener_port, broker.proxy_port]}))
     try:
         while not stop.wait(1.0) and broker.is_running:
@@ -84,9 +86,13 @@ def _spawn(args: list[str], log_name: str) -> subprocess.Popen:
 
 
 def _start_broker(timeout_s: float) -> str:
-    if running_broker():
-        return running_broker()
-    proc = _spawn([sys.executable, "-m", "labkit.lab", "serve-broker"], "broker-daemon.log")
+    state = running_broker_state()
+    if state:
+        if state.get("version", kafka_version()) != kafka_version():
+            raise LabkitError(f"The lab broker already runs Kafka {state['version']}, not {kafka_version()}: "
+                              "`make stop` first, then start the lab again.")
+        return state["bootstrap"]
+    proc = _spawn([sys.executable, "-m", "labkit", "serve-broker"], "broker-daemon.log")
     if not wait_until(lambda: running_broker() or proc.poll() is not None, timeout_s, 0.2) or not running_broker():
         proc.kill()
         tail = (lab_dir() / "broker-daemon.log").read_text(errors="replace")[-3000:]
@@ -125,7 +131,8 @@ def up(timeout_s: float = 120.0) -> dict[str, str]:
 
     Raises:
         BrokerUnreachableError: ``LABKIT_BOOTSTRAP`` is set and nothing answers there.
-        LabkitError: the broker or JupyterLab did not start (the message names the log file).
+        LabkitError: the broker or JupyterLab did not start (the message names the log file), or the
+            lab broker already runs another Kafka release than ``LABKIT_KAFKA_VERSION`` asks for.
     """
     external = os.environ.get("LABKIT_BOOTSTRAP")
     if external:
@@ -155,17 +162,15 @@ def main(argv: list[str]) -> int:
         serve_broker()
     elif command == "up":
         where = up()
-        print(f"Kafka broker: {where['bootstrap']}\nJupyterLab:   {where['url']}\n(`make stop` ends both)")
+        kafka = "LABKIT_BOOTSTRAP" if os.environ.get("LABKIT_BOOTSTRAP") else f"Kafka {kafka_version()}"
+        print(f"Kafka broker: {where['bootstrap']} ({kafka})\nJupyterLab:   {where['url']}\n(`make stop` ends both)")
     elif command == "down":
         print("stopped: " + (", ".join(down()) or "nothing was running"))
     elif command == "status":
         print(f"broker: {running_broker() or 'not running'}\n"
               f"jupyter: {(_read('jupyter') or {}).get('url', 'not running')}")
     else:
-        print(__doc__, file=sys.stderr)
+        print(f"unknown command {command!r}: use python -m labkit jars|up|down|status|serve-broker", file=sys.stderr)
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
 @pytest.fixture
 def jupyter(tmp_path, bootstrap):
     env = {**os.environ, "LABKIT_HOME": str(tmp_path), "LABKIT_BOOTSTRAP": bootstrap}
-    lab = lambda cmd: subprocess.run([sys.executable, "-m", "labkit.lab", cmd], env=env, cwd=REPO,  # noqa: E731
+    lab = lambda cmd: subprocess.run([sys.executable, "-m", "labkit", cmd], env=env, cwd=REPO,  # noqa: E731
                                      capture_output=True, text=True, timeout=180)
     up = lab("up")
     assert up.returncode == 0, up.stderr

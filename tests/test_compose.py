@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from labkit.broker.settings import KAFKA_VERSION, LAB_SETTINGS
+from labkit.broker.settings import DEFAULT_KAFKA_VERSION, LAB_SETTINGS
 
 COMPOSE = yaml.safe_load((Path(__file__).resolve().parents[1] / "docker-compose.yml").read_text())
 KAFKA = COMPOSE["services"]["kafka"]
@@ -18,7 +18,7 @@ def env_to_config(name: str) -> str:
 
 
 def test_image_is_the_pinned_kafka():
-    assert KAFKA["image"] == f"apache/kafka:{KAFKA_VERSION}"
+    assert KAFKA["image"] == f"apache/kafka:{DEFAULT_KAFKA_VERSION}"
 
 
 def test_every_lab_setting_is_in_compose_with_the_same_value():

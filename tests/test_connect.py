@@ -34,9 +34,10 @@ def test_unreachable_labkit_bootstrap_fails_fast_naming_it(monkeypatch):
 
 
 def test_the_lab_broker_is_found_through_its_state_file(home, bootstrap, capsys):
-    (home / "lab" / "broker.json").write_text(json.dumps({"pid": os.getpid(), "bootstrap": bootstrap}))
+    (home / "lab" / "broker.json").write_text(json.dumps({"pid": os.getpid(), "bootstrap": bootstrap,
+                                                          "version": "4.3.1"}))
     assert labkit.connect() == bootstrap
-    assert "the lab broker (make lab)" in capsys.readouterr().out
+    assert f"Kafka 4.3.1 at {bootstrap} (the lab broker, make lab)" in capsys.readouterr().out
 
 
 def test_without_lab_or_env_a_kernel_broker_starts(home):
@@ -46,4 +47,5 @@ def test_without_lab_or_env_a_kernel_broker_starts(home):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "LABKIT_HOME": str(home)})
     assert done.returncode == 0, done.stderr
-    assert "a broker started for this kernel" in done.stdout
+    assert f"Kafka {labkit.kafka_version()} at 127.0.0.1:" in done.stdout
+    assert "(a broker started for this kernel)" in done.stdout

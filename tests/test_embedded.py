@@ -1,16 +1,15 @@
-"""The embedded broker, against the real Kafka 4.3.1 JVM."""
+"""The embedded broker, against the real Kafka JVM (``LABKIT_KAFKA_VERSION``, 4.4.0 by default)."""
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
 from labkit.broker import EmbeddedBroker
+from labkit.broker.settings import FEATURES_BY_VERSION
 from labkit.waiting import wait_until
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, PortInUseError
 from labkit.records import create_topic, produce, read_topic
@@ -51,6 +50,10 @@ def test_committed_survive_a_crash_and_aborted_stay_hidden(tmp_path):
         assert values(read_topic(bs, topic, "read_uncommitted")) == ["c1", "c2", "a1", "a2"]
         assert "Kafka Server started" in broker.log_tail(400)
     assert (tmp_path / "b" / "kraft-logs").exists()  # close() keeps a folder the caller gave
+    other = next(v for v in FEATURES_BY_VERSION if v != broker.version)
+    with pytest.raises(BrokerStateError, match=rf"formatted by Kafka {broker.version}, not {other}.*LABKIT_KAFKA_VERSION"):
+        EmbeddedBroker(tmp_path / "b", version=other).start()
+    assert (tmp_path / "b" / "kraft-logs" / "meta.properties").exists()  # the refused start touched nothing
 
 
 def test_two_brokers_side_by_side(broker, tmp_path):

@@ -16,8 +16,11 @@ from labkit.waiting import wait_until
 REPO = Path(__file__).resolve().parents[1]
 
 
+from labkit.broker.settings import FEATURES_BY_VERSION, kafka_version
+
+
 def lab(command, env):
-    return subprocess.run([sys.executable, "-m", "labkit.lab", command], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "labkit", command], capture_output=True, text=True,
                           timeout=180, env=env, cwd=REPO)
 
 
@@ -35,6 +38,10 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
     up = lab("up", env)
     try:
         assert up.returncode == 0, up.stderr + up.stdout
+        assert "Warning" not in up.stderr, up.stderr  # the first thing a newcomer reads is not a warning
+        version = kafka_version()
+        assert f"({'Kafka ' + version})" in up.stdout
+        assert (tmp_path / "lab" / f"broker-data-{version}" / "kafka-version").read_text().strip() == version
         state = {n: json.loads((tmp_path / "lab" / f"{n}.json").read_text()) for n in ("broker", "jupyter")}
         check_reachable(state["broker"]["bootstrap"])
         url = state["jupyter"]["url"]
@@ -45,6 +52,10 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
         again = lab("up", env)  # a second `up` finds both running and starts nothing new
         assert url in again.stdout and state["broker"]["bootstrap"] in again.stdout
         assert json.loads((tmp_path / "lab" / "jupyter.json").read_text())["pid"] == state["jupyter"]["pid"]
+        other = next(v for v in FEATURES_BY_VERSION if v != version)  # another release: refused, named
+        mixed = lab("up", {**env, "LABKIT_KAFKA_VERSION": other})
+        assert mixed.returncode != 0 and f"already runs Kafka {version}, not {other}" in mixed.stderr
+        assert "make stop" in mixed.stderr
 
         nb = nbformat.read(REPO / "notebooks" / "00_tour.ipynb", as_version=4)
         old_env = dict(os.environ)
@@ -56,7 +67,7 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
             os.environ.clear()
             os.environ.update(old_env)
         printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-        assert f"Kafka at {state['broker']['bootstrap']} (the lab broker (make lab))" in printed
+        assert f"Kafka {version} at {state['broker']['bootstrap']} (the lab broker, make lab)" in printed
     finally:
         down = lab("down", env)
     assert "broker" in down.stdout and "jupyter" in down.stdout

@@ -1,7 +1,5 @@
 """The fault proxy, in front of a real broker's PROXIED listener."""
 
-import socket
-import uuid
 
 import pytest
 from confluent_kafka import Producer

@@ -4,7 +4,7 @@ import stat
 import pytest
 
 from labkit.broker import runtime
-from labkit.errors import JavaError, MavenError
+from labkit.errors import JavaError, LabkitError, MavenError
 
 
 def fake_tool(folder, name, script):
@@ -21,7 +21,7 @@ def test_no_java_names_the_fix(tmp_path):
 
 def test_old_java_names_its_version_and_the_fix(tmp_path):
     fake_tool(tmp_path, "java", 'echo \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
-    with pytest.raises(JavaError, match="is Java 11; Kafka 4.3 needs Java 17"):
+    with pytest.raises(JavaError, match="is Java 11; Kafka 4.x needs Java 17"):
         runtime.find_java({"PATH": str(tmp_path)})
 
 
@@ -56,14 +56,23 @@ def test_failed_maven_run_leaves_no_half_cache(tmp_path):
     assert not runtime.jar_dir(env).exists()
 
 
-def test_cached_jars_are_the_kafka_closure_with_a_logging_backend():
-    names = {p.name for p in runtime.ensure_jars(progress=False)}
-    assert "kafka_2.13-4.3.1.jar" in names
-    assert "kafka-clients-4.3.1.jar" in names
+@pytest.mark.parametrize("version", ["4.4.0", "4.3.1"])
+def test_cached_jars_are_the_kafka_closure_with_a_logging_backend(version):
+    jars = runtime.ensure_jars(version=version, progress=False)
+    assert {p.parent for p in jars} == {runtime.jar_dir(version=version)}  # one cache folder per release
+    names = {p.name for p in jars}
+    assert f"kafka_2.13-{version}.jar" in names
+    assert f"kafka-clients-{version}.jar" in names
     assert any(n.startswith("log4j-slf4j2-impl-2.25") for n in names)
     assert any(n.startswith("log4j-core-2.25") for n in names)
     # slf4j 2 API: with 1.7 the log4j binding is not found and the broker logs nothing
     assert [n for n in names if n.startswith("slf4j-api-")] == ["slf4j-api-2.0.17.jar"]
+
+
+def test_unknown_release_is_refused_before_maven_runs(tmp_path):
+    env = {"PATH": str(tmp_path), "LABKIT_HOME": str(tmp_path / "home")}
+    with pytest.raises(LabkitError, match="Kafka 9.9.9 is not a release labkit runs"):
+        runtime.ensure_jars(env, version="9.9.9", progress=False)
 
 
 def test_cached_jars_are_reused_without_maven(tmp_path):

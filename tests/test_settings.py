@@ -1,8 +1,13 @@
 import re
+import subprocess
 from pathlib import Path
 
-from labkit.broker.settings import (FEATURES, KAFKA_VERSION, LAB_SETTINGS, config_key, lab_settings,
-                                    render_log4j2, render_server_properties)
+import pytest
+
+from labkit.broker import runtime
+from labkit.broker.settings import (DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION, LAB_SETTINGS, config_key,
+                                    kafka_version, lab_settings, render_log4j2, render_server_properties)
+from labkit.errors import LabkitError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +48,26 @@ def test_single_node_settings_are_all_there():
                 "share.coordinator.state.topic.min.isr"):
         assert LAB_SETTINGS[key] == "1"
     assert LAB_SETTINGS["group.initial.rebalance.delay.ms"] == "0"
-    assert FEATURES == {"share.version": "1"}
+
+
+def test_kafka_version_is_4_4_0_unless_the_variable_says_otherwise():
+    assert DEFAULT_KAFKA_VERSION == "4.4.0" == kafka_version(env={})
+    assert kafka_version(env={"LABKIT_KAFKA_VERSION": "4.3.1"}) == "4.3.1"
+    assert kafka_version("4.4.0", env={"LABKIT_KAFKA_VERSION": "4.3.1"}) == "4.4.0"  # explicit wins
+    with pytest.raises(LabkitError, match=r"Kafka 3\.9\.0 is not a release labkit runs.*4\.4\.0, 4\.3\.1"):
+        kafka_version(env={"LABKIT_KAFKA_VERSION": "3.9.0"})
+
+
+@pytest.mark.parametrize("version", sorted(FEATURES_BY_VERSION))
+def test_features_are_the_release_defaults(version):
+    """What labkit formats with is what the release's own StorageTool maps its newest metadata version to."""
+    jars = runtime.ensure_jars(version=version, progress=False)
+    out = subprocess.run([runtime.find_java(), "-cp", runtime.classpath(jars), "kafka.tools.StorageTool",
+                          "version-mapping"], capture_output=True, text=True, timeout=120).stdout
+    mapping = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    for feature, level in FEATURES_BY_VERSION[version].items():
+        assert mapping[feature] == level, (version, feature, out)
+    assert mapping["metadata.version"].split()[1].startswith(f"({version.rsplit('.', 1)[0]}-")
 
 
 def test_log4j2_writes_to_the_given_file(tmp_path):
@@ -54,7 +78,7 @@ def test_log4j2_writes_to_the_given_file(tmp_path):
 
 def test_pom_pins_the_same_kafka_version():
     pom = (REPO / "jvm" / "pom.xml").read_text()
-    assert re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1) == KAFKA_VERSION == "4.3.1"
+    assert re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1) == DEFAULT_KAFKA_VERSION
     for artifact in ("kafka_2.13", "log4j-slf4j2-impl", "log4j-core"):
         assert f"<artifactId>{artifact}</artifactId>" in pom
 

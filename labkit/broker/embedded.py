@@ -1,10 +1,9 @@
-"""A real Apache Kafka 4.3 broker, in KRaft combined mode, run by labkit as a JVM process."""
+"""A real Apache Kafka broker (4.4.0 by default, or 4.3.1), in KRaft combined mode, run by labkit as a JVM."""
 
 from __future__ import annotations
 
 import atexit
 import base64
-import os
 import shutil
 import subprocess
 import tempfile
@@ -16,7 +15,8 @@ from pathlib import Path
 
 from labkit.broker import probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
-from labkit.broker.settings import FEATURES, lab_settings, render_log4j2, render_server_properties
+from labkit.broker.settings import (FEATURES_BY_VERSION, kafka_version, lab_settings, render_log4j2,
+                                    render_server_properties)
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
 from labkit.procs import die_with_parent
 
@@ -30,16 +30,20 @@ def _kill_all() -> None:
 
 
 class EmbeddedBroker:
-    """One Kafka 4.3.1 node (``process.roles=broker,controller``, ``node.id=1``) on 127.0.0.1.
+    """One Kafka node (``process.roles=broker,controller``, ``node.id=1``) on 127.0.0.1.
 
-    The JVM is started from the jars resolved by :func:`labkit.broker.runtime.ensure_jars`; its
-    storage is formatted with ``kafka.tools.StorageTool format --standalone`` and the
-    ``share.version=1`` feature (share groups, KIP-932). Its log goes to ``<data_dir>/server.log``.
+    The JVM is started from the jars of ``version`` resolved by :func:`labkit.broker.runtime.ensure_jars`;
+    its storage is formatted with ``kafka.tools.StorageTool format --standalone`` and the release's
+    share-group feature level (:data:`~labkit.broker.settings.FEATURES_BY_VERSION`: KIP-932, and on 4.4
+    the DLQ of KIP-1191). Its log goes to ``<data_dir>/server.log``.
     No JVM outlives the Python process that started it (atexit, and Linux's parent-death signal).
 
     Args:
         data_dir: folder for the configs, the log and the topic data. ``None``: a temporary folder,
-            removed by :meth:`close`. A given folder is kept, and a formatted one is reused.
+            removed by :meth:`close`. A given folder is kept, and a formatted one is reused by the
+            same release (its release is noted in ``<data_dir>/kafka-version``).
+        version: Kafka release, e.g. "4.3.1"; default :func:`~labkit.broker.settings.kafka_version`
+            (``$LABKIT_KAFKA_VERSION``, else 4.4.0).
         port: client listener port; ``None`` picks a free one.
         controller_port: KRaft controller listener port; ``None`` picks a free one.
         heap_mb: JVM heap cap (``-Xmx``), in MiB.
@@ -49,16 +53,21 @@ class EmbeddedBroker:
         **overrides: broker configs over :data:`labkit.broker.settings.LAB_SETTINGS`, with dots or
             underscores (``transaction_max_timeout_ms=30000``); ``None`` restores Kafka's default.
 
+    Raises:
+        LabkitError: ``version`` is not a release labkit supports (at construction).
+
     Raises (from :meth:`start`):
         JavaError, MavenError: no Java 17+, or no jars and no Maven.
+        BrokerStateError: ``data_dir`` holds storage formatted by another Kafka release.
         PortInUseError: a given port is taken.
         BrokerExitedError: the JVM exited while starting (the message holds the last 40 log lines).
         BrokerNotReadyError: not ready within ``start_timeout_s``.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, *, port: int | None = None,
+    def __init__(self, data_dir: str | Path | None = None, *, version: str | None = None, port: int | None = None,
                  controller_port: int | None = None, heap_mb: int = 768,
                  start_timeout_s: float = 60.0, proxy_listener: bool = False, **overrides: object) -> None:
+        self.version = kafka_version(version)
         self._owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="labkit-broker-") if data_dir is None else data_dir)
         self._requested = (port, controller_port)
@@ -113,7 +122,8 @@ class EmbeddedBroker:
         if self.is_running:
             raise BrokerStateError(f"The broker at {self.bootstrap_servers} is already running.")
         java = runtime.find_java()
-        cp = runtime.classpath(runtime.ensure_jars())
+        self._check_storage_version()
+        cp = runtime.classpath(runtime.ensure_jars(version=self.version))
         self._pick_ports()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "server.properties"
@@ -176,7 +186,8 @@ class EmbeddedBroker:
 
     def __repr__(self) -> str:
         where = f"{HOST}:{self.port}" if self.port else "no address yet"
-        return f"EmbeddedBroker({where}, {'running' if self.is_running else 'stopped'}, data_dir={self.data_dir})"
+        state = "running" if self.is_running else "stopped"
+        return f"EmbeddedBroker(Kafka {self.version}, {where}, {state}, data_dir={self.data_dir})"
 
     # -- helpers ----------------------------------------------------------------------------
     def _pick_ports(self) -> None:
@@ -198,9 +209,20 @@ class EmbeddedBroker:
         if self.proxy_listener:
             ensure_free(self.proxied_listener_port, "PROXIED listener")
 
+    def _check_storage_version(self) -> None:
+        noted = self.data_dir / "kafka-version"
+        formatted = (self.data_dir / "kraft-logs" / "meta.properties").exists()
+        release = noted.read_text().strip() if noted.exists() else None
+        if formatted and release and release != self.version:
+            raise BrokerStateError(
+                f"{self.data_dir} holds storage formatted by Kafka {release}, not {self.version} (newer storage is not "
+                f"readable by older brokers). Use another data_dir, or LABKIT_KAFKA_VERSION={release}; its data is "
+                "left as it is.")
+
     def _format(self, jvm: list[str], props: Path) -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        features = [arg for name, level in FEATURES.items() for arg in ("--feature", f"{name}={level}")]
+        features = [arg for name, level in FEATURES_BY_VERSION[self.version].items()
+                    for arg in ("--feature", f"{name}={level}")]
         # --cluster-id=<id>, not -t <id>: a random id can start with "-", which argparse takes for an option
         done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone",
                                      f"--cluster-id={cluster_id}", "-c", str(props), *features],
@@ -209,6 +231,7 @@ class EmbeddedBroker:
             raise BrokerExitedError(
                 f"Formatting the broker's storage in {self.data_dir} failed (exit {done.returncode}): "
                 f"check the overrides you passed. Output:\n{done.stdout}{done.stderr}")
+        (self.data_dir / "kafka-version").write_text(self.version + "\n")
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s

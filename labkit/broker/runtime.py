@@ -1,9 +1,9 @@
 """What the broker JVM runs on: a Java 17+ and the Kafka jars, resolved once from Maven Central.
 
 The jars come from ``jvm/pom.xml`` (``org.apache.kafka:kafka_2.13`` plus the log4j2 backend that the
-Maven closure lacks) by ``mvn dependency:copy-dependencies`` into a per-user cache,
-``$LABKIT_HOME/kafka-<version>/`` (``LABKIT_HOME`` defaults to ``~/.cache/labkit``), and are reused
-afterwards.
+Maven closure lacks) by ``mvn -Dkafka.version=<version> dependency:copy-dependencies`` into a per-user
+cache, one folder per Kafka release, ``$LABKIT_HOME/kafka-<version>/`` (``LABKIT_HOME`` defaults to
+``~/.cache/labkit``), and are reused afterwards.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from labkit.broker.settings import KAFKA_VERSION
+from labkit.broker.settings import kafka_version
 from labkit.errors import JavaError, MavenError
 
 POM = Path(__file__).resolve().parents[2] / "jvm" / "pom.xml"
@@ -43,7 +43,7 @@ def find_java(env: dict[str, str] | None = None) -> str:
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java", path=env.get("PATH"))
     if not java or not os.access(java, os.X_OK):
         raise JavaError(
-            "No Java found (JAVA_HOME unset or wrong, and no `java` on PATH). Kafka 4.3 needs Java 17+: "
+            "No Java found (JAVA_HOME unset or wrong, and no `java` on PATH). Kafka 4.x needs Java 17+: "
             f"install it (Debian: `apt-get install openjdk-17-jre-headless`), {_DOCKER_HINT}."
         )
     out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, env=env)
@@ -53,57 +53,63 @@ def find_java(env: dict[str, str] | None = None) -> str:
         major = int(match.group(2))
     if major < 17:
         raise JavaError(
-            f"{java} is Java {major or 'of unknown version'}; Kafka 4.3 needs Java 17+. Install it "
+            f"{java} is Java {major or 'of unknown version'}; Kafka 4.x needs Java 17+. Install it "
             f"(Debian: `apt-get install openjdk-17-jre-headless`) and put it first on PATH or set JAVA_HOME, "
             f"{_DOCKER_HINT}."
         )
     return java
 
 
-def jar_dir(env: dict[str, str] | None = None) -> Path:
-    """Cache folder of the Kafka jars: ``$LABKIT_HOME/kafka-<KAFKA_VERSION>/``."""
-    return labkit_home(env) / f"kafka-{KAFKA_VERSION}"
+def jar_dir(env: dict[str, str] | None = None, version: str | None = None) -> Path:
+    """Cache folder of the Kafka ``version`` jars (default :func:`~labkit.broker.settings.kafka_version`):
+    ``$LABKIT_HOME/kafka-<version>/``."""
+    return labkit_home(env) / f"kafka-{kafka_version(version, env)}"
 
 
-def cached_jars(env: dict[str, str] | None = None) -> list[Path] | None:
-    """The cached jars, or ``None`` if the cache is missing or was left half-written."""
-    folder = jar_dir(env)
+def cached_jars(env: dict[str, str] | None = None, version: str | None = None) -> list[Path] | None:
+    """The cached jars of Kafka ``version``, or ``None`` if the cache is missing or was left half-written."""
+    folder = jar_dir(env, version)
     if not (folder / ".complete").exists():
         return None
     return sorted(folder.glob("*.jar"))
 
 
-def ensure_jars(env: dict[str, str] | None = None, *, progress: bool = True) -> list[Path]:
+def ensure_jars(env: dict[str, str] | None = None, *, version: str | None = None,
+                progress: bool = True) -> list[Path]:
     """The Kafka broker's jars, resolving them with Maven on first use (a progress bar shows the
     downloads; Maven's full output is kept in ``<cache>/maven.log``).
 
     Args:
-        env: environment to use (PATH, LABKIT_HOME); defaults to ``os.environ``.
+        env: environment to use (PATH, LABKIT_HOME, LABKIT_KAFKA_VERSION); defaults to ``os.environ``.
+        version: Kafka release, one of :data:`~labkit.broker.settings.FEATURES_BY_VERSION`; default
+            :func:`~labkit.broker.settings.kafka_version`.
         progress: show a tqdm progress bar while Maven runs.
     Returns:
         Paths of every jar on the broker's classpath.
     Raises:
+        LabkitError: ``version`` (or ``LABKIT_KAFKA_VERSION``) is not a supported release.
         MavenError: the jars are not cached and ``mvn`` is missing, or Maven failed (the message
             holds the end of Maven's output).
     """
     env = dict(os.environ if env is None else env)
-    jars = cached_jars(env)
+    version = kafka_version(version, env)
+    jars = cached_jars(env, version)
     if jars:
         return jars
     mvn = shutil.which("mvn", path=env.get("PATH"))
     if not mvn:
         raise MavenError(
-            f"The Kafka {KAFKA_VERSION} jars are not cached in {jar_dir(env)} and Maven is not installed. "
+            f"The Kafka {version} jars are not cached in {jar_dir(env, version)} and Maven is not installed. "
             f"Install Maven 3.8+ (Debian: `apt-get install maven`) so labkit can resolve them, {_DOCKER_HINT}."
         )
-    folder = jar_dir(env)
+    folder = jar_dir(env, version)
     staging = folder.with_name(folder.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     log_path = staging / "maven.log"
-    cmd = [mvn, "-B", "-f", str(POM), "dependency:copy-dependencies",
+    cmd = [mvn, "-B", "-f", str(POM), f"-Dkafka.version={version}", "dependency:copy-dependencies",
            "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
-    with open(log_path, "w") as log, tqdm(desc=f"Resolving Kafka {KAFKA_VERSION} jars (Maven)",
+    with open(log_path, "w") as log, tqdm(desc=f"Resolving Kafka {version} jars (Maven)",
                                           unit=" artifacts", disable=not progress) as bar:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         for line in proc.stdout:
@@ -115,13 +121,13 @@ def ensure_jars(env: dict[str, str] | None = None, *, progress: bool = True) -> 
     if code != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
         raise MavenError(
-            f"Maven could not resolve the Kafka {KAFKA_VERSION} jars (exit {code}); is Maven Central reachable? "
+            f"Maven could not resolve the Kafka {version} jars (exit {code}); is Maven Central reachable? "
             f"Full log: {log_path}. Last lines:\n{tail}"
         )
-    (staging / ".complete").write_text(KAFKA_VERSION + "\n")
+    (staging / ".complete").write_text(version + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
-    return cached_jars(env) or []
+    return cached_jars(env, version) or []
 
 
 def classpath(jars: list[Path]) -> str:
@@ -129,6 +135,10 @@ def classpath(jars: list[Path]) -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
-if __name__ == "__main__":  # `python -m labkit.broker.runtime`: what `make` runs before the lab
+def main(versions: list[str]) -> int:
+    """``python -m labkit jars [VERSION ...]`` (what ``make`` runs first): check Java, then resolve the
+    jars of each Kafka ``VERSION`` (default: :func:`~labkit.broker.settings.kafka_version`)."""
     print(f"Java: {find_java()}")
-    print(f"Kafka {KAFKA_VERSION} jars: {len(ensure_jars())} in {jar_dir()}")
+    for version in versions or [kafka_version()]:
+        print(f"Kafka {version} jars: {len(ensure_jars(version=version))} in {jar_dir(version=version)}")
+    return 0

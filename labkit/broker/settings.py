@@ -6,11 +6,39 @@ Everything here is read by both :class:`labkit.broker.EmbeddedBroker` and ``dock
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-#: Apache Kafka release the lab runs (share groups are GA since 4.2). ``jvm/pom.xml`` and
+from labkit.errors import LabkitError
+
+#: The Apache Kafka release the lab runs unless ``LABKIT_KAFKA_VERSION`` says otherwise (share groups
+#: are GA since 4.2; 4.4 adds the share-group dead-letter queue of KIP-1191). ``jvm/pom.xml`` and
 #: ``docker-compose.yml`` pin the same version; a test checks it.
-KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
+
+#: Feature levels passed to ``kafka-storage format --feature``, per supported release: each is the
+#: release's own default (``kafka.tools.StorageTool version-mapping``; a test checks them against the
+#: jars). ``share.version=2`` (4.4) adds the share-group DLQ and the ARCHIVING record state.
+#: Storage formatted by 4.4 is not readable by 4.3, so data folders and jar caches are per version.
+FEATURES_BY_VERSION: dict[str, dict[str, str]] = {
+    "4.4.0": {"share.version": "2"},
+    "4.3.1": {"share.version": "1"},
+}
+
+
+def kafka_version(version: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The Kafka release to run: ``version`` if given, else ``$LABKIT_KAFKA_VERSION``, else
+    :data:`DEFAULT_KAFKA_VERSION`.
+
+    Raises:
+        LabkitError: not a release labkit supports (the message lists them and names the variable).
+    """
+    env = os.environ if env is None else env
+    version = version or env.get("LABKIT_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+    if version not in FEATURES_BY_VERSION:
+        raise LabkitError(f"Kafka {version} is not a release labkit runs: set LABKIT_KAFKA_VERSION (or version=) to "
+                          f"one of {', '.join(FEATURES_BY_VERSION)}, or unset it for {DEFAULT_KAFKA_VERSION}.")
+    return version
 
 #: Broker settings for a one-node KRaft lab cluster. Keys are Kafka broker configs
 #: (``kafka.server.KafkaConfig`` and the group/share/transaction coordinator configs).
@@ -48,10 +76,6 @@ LAB_SETTINGS: dict[str, str] = {
     "transaction.max.timeout.ms": "60000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
-
-#: Feature levels passed to ``kafka-storage format --feature``.
-FEATURES = {"share.version": "1"}
-
 
 def config_key(name: str) -> str:
     """Turn a Python keyword (``transaction_max_timeout_ms``) into a Kafka config name
