@@ -6,7 +6,7 @@ Run: ``make bench`` (or ``.venv/bin/python bench/txn_size.py``).
 """
 
 from labkit.broker import EmbeddedBroker
-from labkit.isolation import txn_throughput
+from labkit.lessons.isolation import txn_throughput
 
 if __name__ == "__main__":
     with EmbeddedBroker() as broker:

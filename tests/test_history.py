@@ -18,6 +18,18 @@ def test_events_round_trip_with_their_fields(tmp_path):
     assert list(frame.columns) == COLUMNS and len(frame) == 2
 
 
+def test_first_finds_the_earliest_matching_event(tmp_path):
+    h = History(tmp_path / "h.jsonl")
+    h.append("consume", "c1", value_id="a")
+    second = h.append("consume", "c2", value_id="b")
+    h.append("consume", "c2", value_id="b")
+    assert h.first("consume", "c2", "b") == second
+    assert h.first("consume").value_id == "a"
+    assert h.first("ack") is None and h.first("consume", "c3") is None
+    with pytest.raises(ValueError, match="unknown event kind 'acked'"):
+        h.first("acked")
+
+
 def test_unknown_kind_and_field_are_refused(tmp_path):
     h = History(tmp_path / "h.jsonl")
     with pytest.raises(ValueError, match="unknown event kind 'sent'.*the kinds are send"):

@@ -1,28 +1,12 @@
-import time
+"""Notebook 03's experiments on the real broker with real participant processes."""
+
 import uuid
 
-from confluent_kafka import Producer
+import pytest
 
-from labkit.isolation import OffsetSampler, plot_offsets, read_with_client_defaults, txn_throughput
+from labkit.crashlab.experiment import Experiment
+from labkit.lessons.isolation import open_transaction_blocks, read_with_client_defaults, timeout_abort, txn_throughput
 from labkit.records import create_topic, produce
-
-
-def test_sampler_sees_the_lso_held_by_an_open_transaction(bootstrap):
-    topic = create_topic(bootstrap, "lso")
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"lso-{uuid.uuid4()}"})
-    producer.init_transactions(30)
-    with OffsetSampler(bootstrap, topic, interval_s=0.05) as sampler:
-        producer.begin_transaction()
-        producer.produce(topic, b"open", partition=0)
-        producer.flush(10)
-        time.sleep(0.5)
-        producer.commit_transaction(10)
-        time.sleep(0.5)
-    s = sampler.samples
-    assert ((s.high_watermark == 1) & (s.lso == 0)).any()  # written, not yet stable
-    assert s.iloc[-1].tolist()[1:] == [2, 2]  # record + COMMIT marker, stable
-    fig = plot_offsets(s, {"commit": int(s.mono_ns.iloc[-1])})
-    assert [t.name for t in fig.data] == ["high watermark", "last stable offset (LSO)"]
 
 
 def test_client_defaults_differ(bootstrap):
@@ -37,3 +21,31 @@ def test_bigger_transactions_cost_less_per_record(bootstrap):
     assert list(table.records_per_txn) == [1, 100] and list(table.records) == [100, 200]
     assert table.txn_rec_per_s.iloc[1] > 5 * table.txn_rec_per_s.iloc[0]
     assert (table.ratio < 1).all()
+
+
+def test_open_transaction_holds_back_a_later_plain_record(bootstrap, tmp_path):
+    exp = Experiment("block", bootstrap, folder=tmp_path)
+    r = open_transaction_blocks(exp, open_s=2.0)
+    # read_uncommitted (the control) got plain-1 while the transaction was open; read_committed only
+    # once its commit had started, although plain-1 is not in the transaction.
+    assert r["write_ns"] < r["seen_ns"]["read_uncommitted"] < r["commit_start_ns"] <= r["seen_ns"]["read_committed"]
+    s = r["samples"]
+    assert ((s.lso < s.high_watermark) & (s.mono_ns > r["write_ns"]) & (s.mono_ns < r["commit_start_ns"])).any()
+    assert exp.check(r["topic"]).ok
+
+
+def test_open_transaction_must_stay_open_long_enough(bootstrap, tmp_path):
+    with pytest.raises(ValueError, match="at least 1 s"):
+        open_transaction_blocks(Experiment("block", bootstrap, folder=tmp_path), open_s=0.2)
+
+
+def test_coordinator_aborts_a_stalled_transaction(bootstrap, tmp_path):
+    exp = Experiment("timeout", bootstrap, folder=tmp_path)
+    r = timeout_abort(exp, timeout_ms=2000)
+    assert r["producer"].status == "fenced" and r["error"] == "_FENCED"
+    # aborted while the producer was paused, and not before transaction.timeout.ms had passed
+    assert r["marks"]["paused"] < r["aborted_ns"] < r["marks"]["resumed"]
+    assert r["aborted_ns"] - r["begin_ns"] >= 2000 * 1_000_000
+    final = r["samples"].iloc[-1]
+    assert final.lso == final.high_watermark == 3  # 2 records and the coordinator's ABORT marker
+    assert exp.check(r["topic"]).ok

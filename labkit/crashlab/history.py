@@ -148,6 +148,17 @@ class History:
                     events.append(Event(**record, **dict(zip(names, values))))
         return sorted(events, key=lambda e: e.mono_ns)
 
+    def first(self, kind: str, participant: str | None = None, value_id: str | None = None) -> Event | None:
+        """The earliest event of ``kind`` (from ``participant``, about ``value_id``, when given), or ``None``.
+
+        Raises:
+            ValueError: ``kind`` is not one of :data:`KINDS`.
+        """
+        if kind not in KINDS:
+            raise ValueError(f"unknown event kind {kind!r}; the kinds are {', '.join(KINDS)}")
+        return next((e for e in self.events() if e.kind == kind and participant in (None, e.participant)
+                     and value_id in (None, e.value_id)), None)
+
     def frame(self) -> pd.DataFrame:
         """The history as a pandas DataFrame with one column per schema field, ordered by time."""
         return to_frame(self.events())

@@ -1,6 +1,8 @@
-"""The unassigned-partition bug (KAFKA-20191) on the real broker: a group member with a valid epoch
-commits, inside its transaction, an offset for a partition assigned to another member, and the
-broker (Kafka 4.3) accepts it. The other member, once it restarts, resumes from that offset."""
+"""Notebook 05, the unassigned-partition bug (KAFKA-20191) on the real broker: a group member with a
+valid epoch commits, inside its transaction, an offset for a partition assigned to another member,
+and the broker (Kafka 4.3.1 and 4.4.0) accepts it. The other member, once it restarts, resumes from
+that offset. Also the client-side guard an application can use today, before any broker validates
+the commit (KIP-1287, modelled in :mod:`labkit.models.kip1287`)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,40 @@ import uuid
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG, admin
-from labkit.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
-from labkit.offset_guard import UnassignedPartitionError, check_assigned
+from labkit.errors import LabkitError
+from labkit.waiting import wait_for
+
+
+class UnassignedPartitionError(LabkitError):
+    """Offsets were about to be committed for partitions outside the consumer's assignment."""
+
+
+def check_assigned(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Raise unless every partition in ``offsets`` is in ``consumer.assignment()``.
+
+    Raises:
+        UnassignedPartitionError: names the partitions outside the assignment; nothing is sent.
+    """
+    assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+    outside = sorted(f"{tp.topic}[{tp.partition}]" for tp in offsets if (tp.topic, tp.partition) not in assigned)
+    if outside:
+        raise UnassignedPartitionError(
+            f"refusing to commit offsets for {', '.join(outside)}: not assigned to this consumer (its assignment: "
+            f"{sorted(f'{t}[{p}]' for t, p in assigned) or 'none'}). Commit only partitions you consumed from.")
+
+
+def send_offsets_guarded(producer: Producer, consumer: Consumer, offsets: list[TopicPartition],
+                         timeout_s: float = 30.0) -> None:
+    """``producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata())``, after
+    :func:`check_assigned`.
+
+    Raises:
+        UnassignedPartitionError: a partition is outside the consumer's assignment (nothing sent).
+        confluent_kafka.KafkaException: the transaction coordinator or group coordinator refused.
+    """
+    check_assigned(consumer, offsets)
+    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout_s)
 
 
 class GroupMember:
@@ -73,7 +106,7 @@ class GroupMember:
 
         Args:
             guard: check first that every partition is assigned to this member
-                (:func:`labkit.offset_guard.check_assigned`).
+                (:func:`check_assigned`).
         Returns:
             Partition to the broker's answer: "NONE" if the commit went through, else the error name.
         Raises:

@@ -3,7 +3,7 @@ table (seed 001), plus the version gate and today's behaviour."""
 
 import pytest
 
-from labkit.txn_offset_model import (NONE, STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION, UNKNOWN_MEMBER_ID,
+from labkit.models.kip1287 import (NONE, STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION, UNKNOWN_MEMBER_ID,
                                      GroupModel)
 
 
@@ -53,6 +53,6 @@ def test_bad_choices_name_the_options():
 
 def test_a_group_from_a_real_description_replays_the_attack():
     g = GroupModel.from_assignments({"A": [0], "B": [1]}, epoch=4)
-    assert g.txn_offset_commit("B", 4, [0], rule="today") == {0: NONE}  # what Kafka 4.3 answered
+    assert g.txn_offset_commit("B", 4, [0], rule="today") == {0: NONE}  # what Kafka 4.3.1 and 4.4.0 answered
     assert g.txn_offset_commit("B", 4, [0]) == {0: UNASSIGNED_PARTITION}
     assert g.txn_offset_commit("A", 4, [0]) == {0: NONE}

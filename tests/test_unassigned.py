@@ -4,8 +4,8 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.unassigned import GroupMember, classic_session, describe_assignments
-from labkit.offset_guard import UnassignedPartitionError, check_assigned
+from labkit.lessons.unassigned import (GroupMember, UnassignedPartitionError, check_assigned, classic_session,
+                                      describe_assignments)
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])

@@ -1,8 +1,10 @@
-"""MODELLED, not Kafka: the group coordinator's validation of TxnOffsetCommit, as Kafka 4.3 does it
-today and as KIP-1287 (KAFKA-20191) proposes. No Kafka release has KIP-1287, so it cannot run on
-a broker; this model lets a notebook replay a request recorded on the real broker through both rules.
+"""MODELLED, KIP-1287 (KAFKA-20191), not in any Kafka release: TxnOffsetCommit validation.
 
-Today (Kafka 4.3, consumer protocol, KIP-848): the coordinator checks that the member exists and
+The group coordinator's validation of TxnOffsetCommit as Kafka 4.3/4.4 does it today and as KIP-1287
+proposes. No Kafka release has KIP-1287, so it cannot run on a broker; this model lets a notebook
+replay a request recorded on the real broker through both rules.
+
+Today (Kafka 4.3.1 and 4.4.0, consumer protocol, KIP-848): the coordinator checks that the member exists and
 that the request's member epoch is the member's current epoch; it does **not** check that the
 committed partitions are assigned to the member. (Classic protocol: member id and generation.)
 
@@ -53,7 +55,7 @@ class GroupModel:
     @classmethod
     def from_assignments(cls, assignments: dict[str, list[int]], epoch: int = 1) -> "GroupModel":
         """A group built from a real group's description (member id to assigned partitions, e.g.
-        :func:`labkit.crashlab.unassigned.describe_assignments`). confluent-kafka does not show member
+        :func:`labkit.lessons.unassigned.describe_assignments`). confluent-kafka does not show member
         epochs, so every member gets ``epoch`` and every partition was assigned at that epoch: a
         member whose request the real broker accepted was, by today's rule, at its current epoch."""
         return cls({m: Member(m, epoch, dict.fromkeys(parts, epoch)) for m, parts in assignments.items()})
@@ -70,7 +72,7 @@ class GroupModel:
         Args:
             partitions: partition numbers whose offsets the request commits.
             version: TxnOffsetCommit request version; KIP-1287's rule applies from v6.
-            rule: "today" (Kafka 4.3) or "kip1287" (proposed).
+            rule: "today" (Kafka 4.3/4.4) or "kip1287" (proposed).
             unassigned_error: the error KIP-1287 returns for a partition that fails the rule:
                 UNASSIGNED_PARTITION or STALE_MEMBER_EPOCH (the seed names both).
         Returns:

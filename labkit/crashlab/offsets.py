@@ -1,0 +1,78 @@
+"""Sampling a partition's offsets over time: the high watermark and the last stable offset (LSO),
+and a plot of both (KIP-98: read_committed consumers read only below the LSO)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pandas as pd
+import plotly.graph_objects as go
+from confluent_kafka import Consumer, TopicPartition
+
+from labkit.broker.probe import KAFKA_LOG
+
+
+class OffsetSampler:
+    """Samples a partition's high watermark and last stable offset every ``interval_s`` seconds in a
+    background thread (ListOffsets at read_uncommitted, and at read_committed, which answers with the LSO).
+
+    Args:
+        bootstrap, topic, partition: where.
+        interval_s: seconds between samples.
+    Use as a context manager, or :meth:`start` / :meth:`stop`; :attr:`samples` is a DataFrame of
+    ``mono_ns, high_watermark, lso`` (offsets).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partition: int = 0, interval_s: float = 0.1) -> None:
+        self.tp, self.interval_s = TopicPartition(topic, partition), interval_s
+        self._consumers = {level: Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{uuid.uuid4().hex[:6]}",
+                                            "isolation.level": level, "logger": KAFKA_LOG})
+                           for level in ("read_uncommitted", "read_committed")}
+        self._rows: list[tuple[int, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-offset-sampler")
+
+    def start(self) -> "OffsetSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> pd.DataFrame:
+        """Stop sampling; returns :attr:`samples`."""
+        self._stop.set()
+        self._thread.join()
+        for c in self._consumers.values():
+            c.close()
+        return self.samples
+
+    def __enter__(self) -> "OffsetSampler":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        return pd.DataFrame(self._rows, columns=["mono_ns", "high_watermark", "lso"])
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            hw = self._consumers["read_uncommitted"].get_watermark_offsets(self.tp, timeout=5)[1]
+            lso = self._consumers["read_committed"].get_watermark_offsets(self.tp, timeout=5)[1]
+            self._rows.append((time.monotonic_ns(), hw, lso))
+            self._stop.wait(self.interval_s)
+
+
+def plot_offsets(samples: pd.DataFrame, marks: dict[str, int] | None = None, title: str = "") -> go.Figure:
+    """High watermark and LSO over time (seconds since the first sample), with vertical lines at
+    ``marks`` (label to ``mono_ns``)."""
+    t0 = samples.mono_ns.iloc[0]
+    x = (samples.mono_ns - t0) / 1e9
+    fig = go.Figure([go.Scatter(x=x, y=samples.high_watermark, name="high watermark", line_shape="hv"),
+                     go.Scatter(x=x, y=samples.lso, name="last stable offset (LSO)", line_shape="hv",
+                                line=dict(dash="dash"))])
+    for label, ns in (marks or {}).items():
+        fig.add_vline(x=(ns - t0) / 1e9, line_dash="dot", annotation_text=label, annotation_textangle=-30)
+    fig.update_layout(title=title, xaxis_title="seconds", yaxis_title="offset", height=380)
+    return fig

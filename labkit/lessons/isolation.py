@@ -1,0 +1,220 @@
+"""Notebook 03, isolation levels on the real broker: client defaults, how an open transaction holds
+every read_committed consumer back (the LSO against the high watermark), how ``transaction.timeout.ms``
+lets the coordinator abort a transaction whose producer stopped, and what transactions cost per record
+as they grow (KIP-98)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pandas as pd
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from labkit.broker.probe import KAFKA_LOG
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.offsets import OffsetSampler
+from labkit.records import create_topic
+from labkit.waiting import wait_for
+
+
+def txn_throughput(bootstrap: str, sizes: tuple[int, ...] = (1, 10, 100, 1000, 10000), *,
+                   min_records: int = 300, min_txns: int = 3) -> pd.DataFrame:
+    """Records/s of a transactional producer writing ``size`` records per transaction, for each size,
+    next to a non-transactional idempotent producer writing as many records in the same run.
+
+    Each size writes ``max(min_records, min_txns * size)`` records of 100 bytes to a fresh topic; the
+    non-transactional side writes at least 30 000, so its rate is a steady state, not a start-up.
+
+    Returns:
+        One row per size: records_per_txn, records, txn_rec_per_s, plain_rec_per_s, ratio (txn/plain).
+    """
+    rows = []
+    for size in sizes:
+        n = max(min_records, min_txns * size)
+        plain = _rate(bootstrap, max(n, 30_000), None)  # steady state: enough records to fill batches
+        txn = _rate(bootstrap, n, size)
+        rows.append((size, n, txn, plain, txn / plain))
+    return pd.DataFrame(rows, columns=["records_per_txn", "records", "txn_rec_per_s", "plain_rec_per_s", "ratio"])
+
+
+def _rate(bootstrap: str, n: int, per_txn: int | None) -> float:
+    topic = create_topic(bootstrap, "throughput")
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "logger": KAFKA_LOG, "linger.ms": 5}
+    if per_txn:
+        conf["transactional.id"] = f"throughput-{uuid.uuid4().hex[:8]}"
+    producer = Producer(conf)
+    producer.list_topics(topic, timeout=10)
+    value = b"x" * 100
+    if per_txn:
+        producer.init_transactions(30)
+    else:  # get the producer id before the clock starts, as init_transactions does for the other side
+        producer.produce(topic, value, partition=0)
+        producer.flush(30)
+    started = time.monotonic()
+    for first in range(0, n, per_txn or n):
+        if per_txn:
+            producer.begin_transaction()
+        for _ in range(min(per_txn or n, n - first)):
+            producer.produce(topic, value, partition=0)
+            producer.poll(0)
+        if per_txn:
+            producer.commit_transaction(30)
+    producer.flush(30)
+    return n / (time.monotonic() - started)
+
+
+def read_with_client_defaults(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[str, list[str]]:
+    """Values of partition 0 of ``topic``, read from the start by two clients left at their default
+    ``isolation.level``: confluent-kafka (librdkafka: read_committed) and kafka-python (like the Java
+    client: read_uncommitted).
+
+    Returns:
+        ``{"confluent-kafka": [...], "kafka-python": [...]}``.
+    """
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+
+    from labkit.records import high_watermarks
+
+    end = high_watermarks(bootstrap, topic)[0]
+    values = {}
+    ck = Consumer({"bootstrap.servers": bootstrap, "group.id": f"defaults-{uuid.uuid4().hex[:6]}",
+                   "enable.partition.eof": True, "logger": KAFKA_LOG})
+    ck.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        msg = ck.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.offset() >= end:
+                break
+            continue
+        got.append(msg.value().decode())
+    ck.close()
+    values["confluent-kafka"] = got
+    kp = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000))
+    ktp = KTopicPartition(topic, 0)
+    kp.assign([ktp])
+    kp.seek_to_beginning(ktp)
+    got = []
+    for record in kp:
+        got.append(record.value.decode())
+        if record.offset + 1 >= end or kp.position(ktp) >= end:
+            break
+    kp.close()
+    values["kafka-python"] = got
+    return values
+
+
+def _write(exp: Experiment, producer: Producer, name: str, topic: str, vid: str, txn: int | None = None) -> None:
+    exp.history.append("send", name, topic=topic, partition=0, value_id=vid, txn=txn)
+    producer.produce(topic, vid.encode(), partition=0, on_delivery=lambda err, msg: exp.history.append(
+        "ack", name, topic=topic, partition=0, offset=msg.offset(), value_id=vid, txn=txn, definite=True))
+    producer.flush(30)
+
+
+def _seen_ns(exp: Experiment, participant: str, kind: str, value_id: str | None = None) -> int | None:
+    """``mono_ns`` of the first ``kind`` event of ``participant`` (about ``value_id``), or ``None``."""
+    event = exp.history.first(kind, participant, value_id)
+    return event.mono_ns if event else None
+
+
+def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
+    """A transaction stays open ``open_s`` seconds. Half a second after it opened, a
+    non-transactional producer writes record ``plain-1`` to the same partition. A read_committed and
+    a read_uncommitted consumer (participants) read the partition all along (KIP-98: read_committed
+    reads only below the LSO, which the open transaction holds at its first offset).
+
+    Args:
+        open_s: how long the transaction stays open, in seconds (at least 1).
+    Returns:
+        ``{"topic", "samples", "marks", "write_ns", "commit_start_ns", "commit_ns", "seen_ns": {level: ns}}``:
+        offset samples (high watermark, LSO), and (``time.monotonic_ns()``) when plain-1 was written,
+        when ``commit_transaction`` was called and returned, and when each consumer got plain-1.
+        Final reads are recorded.
+    Raises:
+        ValueError: ``open_s`` below 1.
+        TimeoutError: a consumer never read a record within 60 s (names which).
+    """
+    if open_s < 1:
+        raise ValueError(f"open_s={open_s:g}: keep the transaction open at least 1 s, so plain-1 is written inside it")
+    topic = exp.topic("blocked")
+    consumers = {level: exp.participant(f"consumer-{level}", "consumer", topic=topic, isolation_level=level,
+                                        group_id=f"{topic}-{level}", idle_ms=int(open_s * 1000) + 8000).start()
+                 for level in ("read_committed", "read_uncommitted")}
+    plain = Producer({"bootstrap.servers": exp.bootstrap, "logger": KAFKA_LOG, "enable.idempotence": True})
+    _write(exp, plain, "plain-producer", topic, "warm-up-1")
+    for c in consumers.values():
+        wait_for(lambda c=c: _seen_ns(exp, c.name, "consume", "warm-up-1"), f"{c.name} never read the first record")
+    txn = Producer({"bootstrap.servers": exp.bootstrap, "logger": KAFKA_LOG,
+                    "transactional.id": f"{topic}-{uuid.uuid4().hex[:6]}"})
+    txn.init_transactions(30)
+    with OffsetSampler(exp.bootstrap, topic) as sampler:
+        txn.begin_transaction()
+        exp.history.append("txn_begin", "txn-producer", txn=1)
+        _write(exp, txn, "txn-producer", topic, "txn-1", txn=1)
+        opened = time.monotonic()
+        time.sleep(0.5)
+        _write(exp, plain, "plain-producer", topic, "plain-1")
+        time.sleep(max(0.0, open_s - (time.monotonic() - opened)))
+        exp.history.append("txn_commit_start", "txn-producer", txn=1)
+        txn.commit_transaction(30)
+        exp.history.append("txn_end", "txn-producer", txn=1, outcome="committed", definite=True)
+        for c in consumers.values():
+            wait_for(lambda c=c: _seen_ns(exp, c.name, "consume", "plain-1"), f"{c.name} never read plain-1")
+        time.sleep(0.3)
+    for c in consumers.values():
+        c.stop()
+    exp.final_reads(topic)
+    marks = {"transaction opens": _seen_ns(exp, "txn-producer", "txn_begin"),
+             "plain-1 written": _seen_ns(exp, "plain-producer", "ack", "plain-1"),
+             "commit": _seen_ns(exp, "txn-producer", "txn_end")}
+    return {"topic": topic, "samples": sampler.samples, "marks": marks, "write_ns": marks["plain-1 written"],
+            "commit_start_ns": _seen_ns(exp, "txn-producer", "txn_commit_start"), "commit_ns": marks["commit"],
+            "seen_ns": {level: _seen_ns(exp, c.name, "consume", "plain-1") for level, c in consumers.items()}}
+
+
+def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float = 60.0) -> dict:
+    """A transactional producer participant (``transaction.timeout.ms=timeout_ms``) writes two
+    records, then is paused (SIGSTOP) before it commits. It stays paused until the transaction
+    coordinator has aborted the transaction (its ABORT marker makes the LSO catch up with the high
+    watermark), and half a second more; then it resumes and tries to commit (KIP-98; the coordinator
+    looks for expired transactions every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
+
+    Args:
+        timeout_ms: the producer's ``transaction.timeout.ms``, in ms (the lab broker allows up to 60 000).
+        abort_within_s: how long to wait for the coordinator's abort, in seconds.
+    Returns:
+        ``{"topic", "producer", "samples", "marks", "begin_ns", "aborted_ns", "error"}``: the participant,
+        offset samples, marks (label to mono_ns), when the transaction began and when the first sample
+        showed it aborted (``time.monotonic_ns()``), and the error its commit got. Final reads are recorded.
+    Raises:
+        TimeoutError: the producer wrote nothing, or no abort within ``abort_within_s`` (the producer
+            is resumed first).
+    """
+    topic = exp.topic("timeout")
+    p = exp.participant("stalled-producer", "producer", topic=topic, mode="transactional",
+                        transactional_id=f"{topic}-{uuid.uuid4().hex[:6]}", iterations=1, batch=2,
+                        sleep_at={"before_commit": 2000}, config={"transaction.timeout.ms": timeout_ms})
+    with OffsetSampler(exp.bootstrap, topic) as sampler:
+        p.start()
+        wait_for(lambda: p.counters()["acked"] == 2, "the producer wrote nothing")
+        p.pause()
+        try:  # two records and the ABORT marker: high watermark 3, and the LSO caught up with it
+            wait_for(lambda: ((sampler.samples.lso == 3) & (sampler.samples.high_watermark == 3)).any(),
+                     f"the coordinator did not abort the stalled transaction (transaction.timeout.ms={timeout_ms})",
+                     abort_within_s)
+            time.sleep(0.5)
+        finally:
+            p.resume()
+        p.wait(60)
+        time.sleep(0.5)
+    exp.final_reads(topic)
+    samples = sampler.samples
+    error = next((e.error for e in exp.history.events() if e.participant == p.name and e.error), None)
+    marks = {"paused": _seen_ns(exp, p.name, "pause"), "resumed": _seen_ns(exp, p.name, "resume")}
+    aborted = samples[(samples.lso == 3) & (samples.high_watermark == 3)].mono_ns
+    return {"topic": topic, "producer": p, "samples": samples, "marks": marks,
+            "begin_ns": _seen_ns(exp, p.name, "txn_begin"), "aborted_ns": int(aborted.iloc[0]), "error": error}
