@@ -17,10 +17,11 @@ from labkit.waiting import wait_until
 READ_COLUMNS = ["partition", "offset", "key", "value"]
 
 
-def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, timeout_s: float = 10.0) -> str:
+def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, timeout_s: float = 10.0,
+                 config: dict[str, str] | None = None) -> str:
     """Create a topic named ``<prefix>-<8 hex chars>`` (unique per run, so re-running a notebook
     never reads an earlier run's records) with ``partitions`` partitions and one replica, and return
-    once every partition has a leader.
+    once every partition has a leader. ``config``: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
 
     Returns:
         The topic name.
@@ -29,7 +30,7 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     """
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
-    client.create_topics([NewTopic(name, partitions, 1)], request_timeout=timeout_s)[name].result(timeout_s)
+    client.create_topics([NewTopic(name, partitions, 1, config=config or {})], request_timeout=timeout_s)[name].result(timeout_s)
 
     def led() -> bool:  # the controller answered; the partition leaders may not be known yet
         meta = client.list_topics(name, timeout=timeout_s).topics[name]
@@ -100,13 +101,14 @@ def high_watermarks(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict
 
 
 def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committed",
-               timeout_s: float = 15.0) -> pd.DataFrame:
+               timeout_s: float = 15.0, *, headers: bool = False) -> pd.DataFrame:
     """Read every record of ``topic`` from the beginning to the end as a consumer with
     ``isolation.level=isolation_level`` sees it (``read_committed`` stops at the LSO and skips
     aborted records; both skip control records). No consumer group offsets are committed.
 
     Returns:
-        One row per record seen, ordered by partition and offset: partition, offset, key, value.
+        One row per record seen, ordered by partition and offset: partition, offset, key, value
+        (``None`` for a null key or value), and with ``headers`` a ``headers`` column ({name: text}).
     Raises:
         TimeoutError: the end was not reached within ``timeout_s`` (an open transaction holds
             the LSO of a read_committed read back).
@@ -130,7 +132,9 @@ def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committe
                 if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= ends[msg.partition()]:
                     at_end.add(msg.partition())
                 continue
-            rows.append((msg.partition(), msg.offset(), msg.key() and msg.key().decode(), msg.value().decode()))
+            row = (msg.partition(), msg.offset(), msg.key() and msg.key().decode(), msg.value() and msg.value().decode())
+            rows.append(row + ({k: v and v.decode(errors="replace") for k, v in msg.headers() or []},) if headers else row)
     finally:
         consumer.close()
-    return pd.DataFrame(rows, columns=READ_COLUMNS).sort_values(["partition", "offset"], ignore_index=True)
+    columns = READ_COLUMNS + ["headers"] if headers else READ_COLUMNS
+    return pd.DataFrame(rows, columns=columns).sort_values(["partition", "offset"], ignore_index=True)

@@ -33,3 +33,37 @@ class H:
     def finals(self, records, topic=OUT, uncommitted=None):
         self.final(topic, "read_committed", records)
         return self.final(topic, "read_uncommitted", uncommitted if uncommitted is not None else records)
+
+
+SHARE = "work"
+
+
+class S(H):
+    """A hand-written share-group history (KIP-932): writer "w" wrote ``s-<offset + 1>`` at each offset."""
+
+    def written(self, n):
+        for offset in range(n):
+            self.write("w", f"s-{offset + 1}", offset, topic=SHARE)
+        return self
+
+    def later(self, ms):
+        self.t += ms * 1_000_000
+        return self
+
+    def delivered(self, c, offset, count=1):
+        return self.add("delivered", c, topic=SHARE, partition=0, offset=offset, value_id=f"s-{offset + 1}",
+                        delivery_count=count)
+
+    def acked(self, c, offset, ack_type="ACCEPT", error=None):
+        f = dict(topic=SHARE, partition=0, offset=offset, value_id=f"s-{offset + 1}", ack_type=ack_type)
+        return self.add("acknowledged", c, **f).add("ack_committed", c, **f, error=error, definite=True)
+
+    def state(self, first, last, state, count=1):
+        return self.add("share_state", "broker", topic=SHARE, partition=0, offset=first, last_offset=last,
+                        state=state, delivery_count=count)
+
+    def spso(self, offset):
+        return self.add("share_offsets", "broker", topic=SHARE, partition=0, offset=offset, lag=0)
+
+    def effect(self, c, offset):
+        return self.add("effect", c, topic=SHARE, partition=0, offset=offset, value_id=f"s-{offset + 1}")

@@ -61,9 +61,11 @@ class Anomaly:
 
 @dataclass
 class CheckResult:
-    """What :func:`check` found. Falsy-free: use :attr:`ok`."""
+    """What a checker found. Falsy-free: use :attr:`ok`. ``names`` are the anomalies that checker
+    looks for (:data:`ANOMALIES` here; :data:`labkit.crashlab.share_check.SHARE_ANOMALIES` for share groups)."""
 
     anomalies: list[Anomaly] = field(default_factory=list)
+    names: tuple[str, ...] = ANOMALIES
 
     @property
     def ok(self) -> bool:
@@ -71,18 +73,18 @@ class CheckResult:
         return not self.anomalies
 
     def count(self, name: str) -> int:
-        """How many anomalies named ``name`` (one of :data:`ANOMALIES`) were found.
+        """How many anomalies named ``name`` (one of :attr:`names`) were found.
 
         Raises:
             ValueError: ``name`` is not an anomaly name.
         """
-        if name not in ANOMALIES:
-            raise ValueError(f"unknown anomaly {name!r}; the anomalies are {', '.join(ANOMALIES)}")
+        if name not in self.names:
+            raise ValueError(f"unknown anomaly {name!r}; the anomalies are {', '.join(self.names)}")
         return sum(a.name == name for a in self.anomalies)
 
     def counts(self) -> dict[str, int]:
         """Anomaly name to count, for every name (zeros included)."""
-        return {name: self.count(name) for name in ANOMALIES}
+        return {name: self.count(name) for name in self.names}
 
     def table(self) -> pd.DataFrame:
         """One row per anomaly: anomaly, value_id, participant, topic, partition, offset, detail."""
@@ -91,7 +93,7 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         if self.ok:
-            return "<b>No anomalies</b>: no duplicate, lost write, aborted read, precommitted read, gap or out-of-order."
+            return f"<b>No anomalies</b>: no {', '.join(self.names[:-1])} or {self.names[-1]}."
         return self.table().to_html(index=False)
 
 

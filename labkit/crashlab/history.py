@@ -23,6 +23,13 @@ isolation_level     "read_committed" / "read_uncommitted" on consume and final_r
 error               Kafka error name (e.g. "PRODUCER_FENCED") when something failed
 definite            True: the outcome is known (ok, or failed for sure); False: indefinite (a
                     timeout: it may or may not have happened)
+delivery_count      share groups (KIP-932): how many times the record has been delivered
+ack_type            share groups: "ACCEPT", "RELEASE" or "REJECT"
+state               share groups: a persisted record state (AVAILABLE, ACKNOWLEDGED, ARCHIVING,
+                    ARCHIVED), as read from ``__share_group_state``
+last_offset         share groups: last offset (inclusive) of a state batch starting at ``offset``
+lag                 share groups: the share-partition lag (records), from DescribeShareGroupOffsets
+member_id           share groups: the member id the group coordinator gave a consumer
 ==================  ======================================================================
 
 Kinds: ``send`` (produce called), ``ack`` (delivery confirmed, with offset), ``send_failed``,
@@ -30,6 +37,15 @@ Kinds: ``send`` (produce called), ``ack`` (delivery confirmed, with offset), ``s
 ``offsets_sent`` (``send_offsets_to_transaction``), ``offsets_committed``, ``consume``,
 ``final_read`` (what a consumer at ``isolation_level`` sees at the end), and the lab's actions:
 ``start``, ``crash``, ``pause``, ``resume``, ``stop``, ``fenced``, ``finished``.
+
+Share groups (KIP-932), from the share consumers: ``delivered`` (a record acquired by this consumer,
+with its ``delivery_count``), ``acknowledged`` (``acknowledge()`` called, with ``ack_type``),
+``ack_committed`` (``commit_sync()``'s result for that record: ``error`` None, or e.g.
+INVALID_RECORD_STATE when its acquisition lock had expired), ``effect`` (a sink committed the
+record's effect); from the broker, through the observer: ``share_state`` (a persisted state batch
+of ``__share_group_state``: ``offset``..``last_offset``, ``state``, ``delivery_count``),
+``share_offsets`` (SPSO in ``offset``, ``lag``), ``share_assignment`` (``member_id`` holds
+``partition``; ``participant`` is the member's client id).
 """
 
 from __future__ import annotations
@@ -44,7 +60,8 @@ import pandas as pd
 
 KINDS = ("send", "ack", "send_failed", "txn_begin", "txn_commit_start", "txn_end", "offsets_sent",
          "offsets_committed", "consume", "final_read", "start", "crash", "pause", "resume", "stop",
-         "fenced", "finished")
+         "fenced", "finished", "delivered", "acknowledged", "ack_committed", "effect", "share_state",
+         "share_offsets", "share_assignment")
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,12 @@ class Event:
     isolation_level: str | None = None
     error: str | None = None
     definite: bool | None = None
+    delivery_count: int | None = None
+    ack_type: str | None = None
+    state: str | None = None
+    last_offset: int | None = None
+    lag: int | None = None
+    member_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

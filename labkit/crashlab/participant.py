@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from labkit.crashlab.history import History
+from labkit.crashlab import share_role
 from labkit.crashlab.roles import EXIT_FENCED, STEPS
 from labkit.errors import LabkitError
 from labkit.waiting import wait_until
@@ -41,7 +42,8 @@ class Participant:
 
     Args:
         name: unique name in the experiment, e.g. "producer-1"; it writes ``"<name>-<n>"`` value ids.
-        role: "producer", "consumer" or "processor".
+        role: "producer", "consumer", "processor" or "share_consumer" (KIP-932; its options are in
+            :mod:`labkit.crashlab.share_role`).
         history: the experiment's :class:`~labkit.crashlab.history.History`.
         bootstrap: broker address, "host:port".
         crash_at: a step of the role's loop where the process SIGKILLs itself, or ``None``.
@@ -56,7 +58,8 @@ class Participant:
             commit); ``sleep_at`` ({step: ms}: wait at a step, e.g. to pause it there);
             ``config`` (dict of extra client configs).
     Raises:
-        ValueError: unknown role, or ``crash_at`` is not a step of the role (the message lists them).
+        ValueError: unknown role, ``crash_at`` is not a step of the role, or a share consumer's
+            option is unknown (the message lists the choices).
     """
 
     def __init__(self, name: str, role: str, *, history: History, bootstrap: str, crash_at: str | None = None,
@@ -65,6 +68,8 @@ class Participant:
             raise ValueError(f"unknown role {role!r}; the roles are {', '.join(STEPS)}")
         if crash_at is not None and crash_at not in STEPS[role]:
             raise ValueError(f"{crash_at!r} is not a step of a {role}; its steps are {', '.join(STEPS[role])}")
+        if role == "share_consumer":
+            share_role.validate(options)
         self.name, self.role, self.history = name, role, history
         self.spec = {"name": name, "role": role, "history": str(history.path), "bootstrap": bootstrap,
                      "crash_at": crash_at, "crash_iteration": crash_iteration, **options}
@@ -86,7 +91,7 @@ class Participant:
                                          and e.txn), default=0)
         self.history.append("start", self.name)
         with open(self.stderr_log, "ab") as err:
-            self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.roles", json.dumps(self.spec)],
+            self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.run", json.dumps(self.spec)],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                           preexec_fn=die_with_parent)
         self._paused = self._stopped = False
@@ -181,7 +186,8 @@ class Participant:
         return self._proc.pid if self._alive() else None
 
     def counters(self) -> dict[str, int]:
-        """Live counts from the history: sent, acked, failed, consumed, committed, aborted (transactions)."""
+        """Live counts from the history: sent, acked, failed, consumed, committed, aborted (transactions);
+        for share consumers delivered, ack_committed (acknowledgements whose commit returned) and effects."""
         c = Counter()
         for e in self.history.events():
             if e.participant != self.name:
@@ -190,7 +196,8 @@ class Participant:
             if e.kind == "txn_end" and e.outcome:
                 c[e.outcome] += 1
         return {"sent": c["send"], "acked": c["ack"], "failed": c["send_failed"], "consumed": c["consume"],
-                "committed": c["committed"], "aborted": c["aborted"]}
+                "committed": c["committed"], "aborted": c["aborted"], "delivered": c["delivered"],
+                "ack_committed": c["ack_committed"], "effects": c["effect"]}
 
     def __repr__(self) -> str:
         return f"Participant({self.name!r}, {self.role}, {self.status})"

@@ -1,4 +1,4 @@
-"""The loops participants run, each in its own OS process: ``python -m labkit.crashlab.roles <spec>``.
+"""The loops participants run, each in its own OS process (``python -m labkit.crashlab.run <spec>``).
 
 Every loop appends what it does to the experiment's history and passes named steps where a learner
 can crash it (:data:`STEPS`). A crash is a real SIGKILL of this process at that step. SIGTERM asks
@@ -7,7 +7,6 @@ the loop to finish its iteration and close its clients (a graceful stop).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -24,10 +23,12 @@ STEPS = {
     "producer": ("before_produce", "after_produce", "before_commit", "after_commit"),
     "consumer": ("after_poll", "after_commit"),
     "processor": ("after_poll", "after_produce", "after_send_offsets", "before_commit", "after_commit"),
+    "share_consumer": ("after_poll", "before_sink", "after_sink", "after_acknowledge", "before_commit",
+                       "after_commit"),
 }
 #: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
 EXIT_FENCED = 3
-_FENCED = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_FENCED",
+FENCED_ERRORS = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_FENCED",
            "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
 _INDEFINITE = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
 
@@ -150,7 +151,7 @@ class Loop:
             self.log("txn_end", txn=self.txn, outcome="committed", definite=True)
         except KafkaException as exc:
             err = exc.args[0]
-            if err.name() in _FENCED or err.fatal():
+            if err.name() in FENCED_ERRORS or err.fatal():
                 self.log("fenced", txn=self.txn, error=err.name())
                 raise Fenced(err.name()) from exc
             self.log("txn_end", txn=self.txn, outcome=None, error=err.name(), definite=False)
@@ -290,27 +291,3 @@ def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: l
         raise Fenced(err.name()) from exc
     loop.log("offsets_sent", topic=loop.spec["topic"], txn=loop.txn)
     loop.step("after_send_offsets")
-
-
-ROLES = {"producer": run_producer, "consumer": run_consumer, "processor": run_processor}
-
-
-def main(spec: dict) -> int:
-    """Run the role named in ``spec["role"]``; exit 0 when finished, :data:`EXIT_FENCED` if fenced."""
-    loop = Loop(spec)
-    try:
-        ROLES[spec["role"]](loop)
-    except Fenced:
-        return EXIT_FENCED
-    except:  # noqa: E722: see Loop.flush
-        err = kafka_error(sys.exc_info()[1])
-        if err is not None and (err.name() in _FENCED or err.fatal()):
-            loop.log("fenced", error=err.name())
-            return EXIT_FENCED
-        raise
-    loop.log("stop" if loop.stopping else "finished")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(json.loads(sys.argv[1])))

@@ -1,0 +1,161 @@
+"""Share-group timelines (KIP-932): one lane per offset, time on x, each record's state over time.
+
+Two sources, drawn differently:
+
+* **broker** (thick, pale bars): the states the share coordinator persisted in ``__share_group_state``
+  (``share_state`` events: AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED) and the SPSO
+  (``share_offsets``), as the observer read them;
+* **client** (thin lines): ACQUIRED by which consumer and which delivery (from its ``delivered``
+  event until it acknowledged, committed, crashed or the record went to someone else), and the
+  consumer's acknowledgements (markers: ACCEPT, RELEASE, REJECT; a cross where the broker refused
+  the commit), plus the SPEO as the clients saw it (one past the highest offset delivered).
+
+Crash, pause and resume show as vertical dotted lines.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import plotly.graph_objects as go
+
+from labkit.crashlab.history import Event
+from labkit.crashlab.timeline import ACTION_COLOURS
+
+BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#f58518", "ARCHIVED": "#7f7f7f"}
+CONSUMER_COLOURS = ("#e45756", "#4c78a8", "#b279a2", "#eeca3b", "#72b7b2", "#ff9da6")
+ACK_SYMBOLS = {"ACCEPT": "circle", "RELEASE": "triangle-up", "REJECT": "x-thin-open"}
+
+
+def broker_segments(events: list[Event], t0: int, t_end: int) -> list[tuple[int, str, float, float]]:
+    """``(offset, state, start_s, end_s)`` of each persisted state, from ``share_state`` events."""
+    current: dict[int, tuple[str, int]] = {}
+    out = []
+    for e in events:
+        if e.kind != "share_state":
+            continue
+        for offset in range(e.offset, e.last_offset + 1):
+            if offset in current and current[offset][0] != e.state:
+                state, since = current[offset]
+                out.append((offset, state, (since - t0) / 1e9, (e.mono_ns - t0) / 1e9))
+            if offset not in current or current[offset][0] != e.state:
+                current[offset] = (e.state, e.mono_ns)
+    out += [(offset, state, (since - t0) / 1e9, (t_end - t0) / 1e9) for offset, (state, since) in current.items()]
+    return out
+
+
+def acquisitions(events: list[Event], t0: int, t_end: int) -> list[tuple[int, str, int, float, float]]:
+    """``(offset, consumer, delivery_count, start_s, end_s)``: while a consumer held a record, as the
+    client saw it (until its acknowledgement was committed, it crashed or stopped, or another got it)."""
+    open_: dict[int, tuple[str, int, int]] = {}
+    out = []
+
+    def close(offset: int, at: int) -> None:
+        who, count, since = open_.pop(offset)
+        out.append((offset, who, count, (since - t0) / 1e9, (at - t0) / 1e9))
+
+    for e in events:
+        if e.kind == "delivered":
+            if e.offset in open_:
+                close(e.offset, e.mono_ns)
+            open_[e.offset] = (e.participant, e.delivery_count or 1, e.mono_ns)
+        elif e.kind == "ack_committed" and e.offset in open_ and open_[e.offset][0] == e.participant:
+            close(e.offset, e.mono_ns)
+        elif e.kind in ("crash", "stop", "finished"):
+            for offset in [o for o, (who, _, _) in open_.items() if who == e.participant]:
+                close(offset, e.mono_ns)
+    for offset in list(open_):
+        close(offset, t_end)
+    return out
+
+
+def share_timeline_figure(events: list[Event], topic: str, title: str = "", partition: int = 0,
+                          modelled: bool = False, figure: go.Figure | None = None) -> go.Figure:
+    """Draw one share partition's records (``topic``/``partition``) into ``figure`` (a new
+    ``go.Figure`` by default, or a ``go.FigureWidget`` to update live). ``modelled`` labels the
+    figure MODELLED (a history written by :mod:`labkit.models`, not by a broker). Returns the figure."""
+    mine = [e for e in events if e.topic == topic and e.partition in (partition, None)]
+    who = {e.participant for e in mine}  # lab actions (crash, pause...) only of this partition's consumers
+    events = sorted(mine + [e for e in events if e.topic is None and e.participant in who], key=lambda e: e.mono_ns)
+    fig = figure if figure is not None else go.Figure()
+    if not events:
+        return fig
+    t0, t_end = events[0].mono_ns, events[-1].mono_ns
+    sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
+    traces = []
+    by_state = defaultdict(lambda: ([], []))
+    for offset, state, a, b in broker_segments(events, t0, t_end):
+        xs, ys = by_state[state]
+        xs += [a, b, None]
+        ys += [offset, offset, None]
+    traces += [go.Scatter(x=xs, y=ys, mode="lines", name=f"{state} (broker)", opacity=0.45,
+                          line=dict(width=16, color=BROKER_COLOURS.get(state, "#bbbbbb")))
+               for state, (xs, ys) in by_state.items()]
+    consumers = sorted({e.participant for e in events if e.kind == "delivered"})
+    colour = {c: CONSUMER_COLOURS[i % len(CONSUMER_COLOURS)] for i, c in enumerate(consumers)}
+    held = defaultdict(lambda: ([], [], []))
+    for offset, who, count, a, b in acquisitions(events, t0, t_end):
+        xs, ys, text = held[who]
+        xs += [a, b, None]
+        ys += [offset, offset, None]
+        text += [f"ACQUIRED by {who}, delivery {count}"] * 2 + [None]
+    traces += [go.Scatter(x=xs, y=ys, mode="lines", name=f"ACQUIRED by {who} (client)", hovertext=text,
+                          hoverinfo="text+x", line=dict(width=4, color=colour[who])) for who, (xs, ys, text) in held.items()]
+    for e in events:  # delivery counts, where a record is delivered again
+        if e.kind == "delivered" and (e.delivery_count or 1) > 1:
+            traces.append(go.Scatter(x=[sec(e.mono_ns)], y=[e.offset], mode="text", text=[f"×{e.delivery_count}"],
+                                     textposition="top center", showlegend=False, hoverinfo="skip"))
+    acks = defaultdict(lambda: ([], [], []))
+    for e in events:
+        if e.kind == "ack_committed":
+            key = (e.ack_type, e.error is not None)
+            xs, ys, text = acks[key]
+            xs.append(sec(e.mono_ns))
+            ys.append(e.offset)
+            text.append(f"{e.participant}: {e.ack_type}" + (f" refused: {e.error}" if e.error else " committed"))
+    for (ack_type, refused), (xs, ys, text) in acks.items():
+        traces.append(go.Scatter(x=xs, y=ys, mode="markers", hovertext=text, hoverinfo="text+x",
+                                 name=f"{ack_type} {'refused' if refused else 'committed'} (client)",
+                                 marker=dict(symbol="x" if refused else ACK_SYMBOLS.get(ack_type, "circle"), size=10,
+                                             color="#d62728" if refused else "#222",
+                                             line=dict(width=1, color="#222"))))
+    traces += _offset_lines(events, sec, t_end)
+    shapes = [dict(type="line", x0=sec(e.mono_ns), x1=sec(e.mono_ns), yref="paper", y0=0, y1=1,
+                   line=dict(color=ACTION_COLOURS[e.kind], dash="dot", width=2))
+              for e in events if e.kind in ("crash", "pause", "resume")]
+    notes = [dict(x=sec(e.mono_ns), yref="paper", y=1.0, yanchor="bottom", text=f"{e.kind} {e.participant}",
+                  showarrow=False, font=dict(size=10, color=ACTION_COLOURS[e.kind]), textangle=-90, xanchor="right")
+             for e in events if e.kind in ("crash", "pause", "resume")]
+    offsets = sorted({e.offset for e in events if e.kind in ("delivered", "ack") and e.offset is not None})
+    heading = ("MODELLED: " if modelled else "") + (title or f"share partition {topic}[{partition}]")
+    fig.data = ()
+    fig.add_traces(traces)
+    fig.update_layout(title=dict(text=heading, y=0.98), shapes=shapes, annotations=notes,
+                      height=max(440, 220 + 36 * len(offsets)), margin=dict(t=110),
+                      xaxis=dict(title="seconds since the experiment started"),
+                      yaxis=dict(title="offset", autorange="reversed", dtick=1),
+                      legend=dict(orientation="v", x=1.02, y=1, font=dict(size=10)))
+    return fig
+
+
+def _offset_lines(events: list[Event], sec, t_end: int) -> list[go.Scatter]:
+    """SPSO as the broker reported it, and the SPEO the clients saw, as step lines between the lanes."""
+    spso_x, spso_y = [], []
+    for e in events:
+        if e.kind == "share_offsets" and e.offset >= 0:  # -1: the share partition is not initialised yet
+            spso_x.append(sec(e.mono_ns))
+            spso_y.append(e.offset - 0.5)
+    speo_x, speo_y, top = [], [], -1
+    for e in events:
+        if e.kind == "delivered" and e.offset > top:
+            top = e.offset
+            speo_x.append(sec(e.mono_ns))
+            speo_y.append(top + 0.5)
+    out = []
+    if spso_x:
+        out.append(go.Scatter(x=spso_x + [sec(t_end)], y=spso_y + spso_y[-1:], mode="lines", line_shape="hv",
+                              name="SPSO (broker)", line=dict(color="#111", width=2)))
+    if speo_x:
+        out.append(go.Scatter(x=speo_x + [sec(t_end)], y=speo_y + speo_y[-1:], mode="lines", line_shape="hv",
+                              name="SPEO (client view)", line=dict(color="#111", width=2, dash="dash")))
+    return out

@@ -1,0 +1,212 @@
+"""Notebook 06, share groups (KIP-932) on the real broker: several consumers on one partition, the
+acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter queue of KIP-1191,
+the acquisition lock under a pause and a crash, implicit acknowledgement, and a framework's sink that
+is either lossy or duplicating whichever order it acknowledges in.
+
+Every function runs real share consumer participants (:mod:`labkit.crashlab.share_role`) while a
+:class:`~labkit.crashlab.share_observer.ShareObserver` records what the broker persisted, and returns
+the handles it made; the history holds what happened (``exp.history``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from labkit.broker.probe import admin
+from labkit.broker.settings import kafka_version
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.share_observer import ShareObserver
+from labkit.errors import LabkitError
+from labkit.records import read_topic
+from labkit.waiting import wait_for
+
+#: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms.
+LOCK_MS = 5000
+
+
+def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None = None,
+                    dlq_topic: str | None = None, timeout_s: float = 10.0) -> None:
+    """Set a share group's configs (IncrementalAlterConfigs on a GROUP resource, KIP-932 / KIP-1191):
+    ``share.auto.offset.reset=earliest`` (so members that join late still get the first records),
+    ``share.delivery.count.limit`` and, on Kafka 4.4, ``errors.deadletterqueue.topic.name``.
+
+    Raises:
+        LabkitError: ``dlq_topic`` on a Kafka release without share-group DLQs (before 4.4).
+        confluent_kafka.KafkaException: the broker refused a value (e.g. a limit below 2).
+    """
+    entries = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    if delivery_limit is not None:
+        entries.append(ConfigEntry("share.delivery.count.limit", str(delivery_limit),
+                                   incremental_operation=AlterConfigOpType.SET))
+    if dlq_topic is not None:
+        if not dlq_supported():
+            raise LabkitError(f"Kafka {kafka_version()} has no share-group dead-letter queue (KIP-1191 is in 4.4): "
+                              "leave dlq_topic out, or run with LABKIT_KAFKA_VERSION=4.4.0.")
+        entries.append(ConfigEntry("errors.deadletterqueue.topic.name", dlq_topic,
+                                   incremental_operation=AlterConfigOpType.SET))
+    resource = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=entries)
+    client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
+    for future in client.incremental_alter_configs([resource]).values():
+        future.result(timeout_s)
+
+
+def dlq_supported() -> bool:
+    """Whether the Kafka release the lab runs has share-group dead-letter queues (KIP-1191, 4.4+)."""
+    return tuple(int(x) for x in kafka_version().split(".")[:2]) >= (4, 4)
+
+
+def share_group(exp: Experiment, label: str, records: int, **config: object) -> tuple[str, str]:
+    """A fresh one-partition topic holding ``records`` records (``source-1``..), and a fresh share
+    group configured by :func:`configure_group` (``config``). Returns ``(topic, group_id)``."""
+    topic = exp.topic(label)
+    exp.participant(f"source-{label}", "producer", topic=topic, iterations=1, batch=records).start().wait(60)
+    group = f"{exp.name}-{label}-{uuid.uuid4().hex[:6]}"
+    configure_group(exp.bootstrap, group, **config)
+    return topic, group
+
+
+def _observed(exp: Experiment, topic: str, group: str) -> ShareObserver:
+    return ShareObserver(exp.bootstrap, exp.history, group, topic, interval_s=0.3).start()
+
+
+def _settle(observer: ShareObserver, seconds: float = 1.5) -> None:
+    """Let the observer catch the last persisted states, then stop it."""
+    time.sleep(seconds)
+    observer.stop()
+
+
+def many_consumers(exp: Experiment, consumers: int = 3, records: int = 30, per_record_ms: int = 100) -> dict:
+    """``consumers`` share consumers join one share group on a one-partition topic; once the group
+    coordinator has given the partition to all of them, ``records`` records are written, one per
+    produce batch (the broker acquires records a whole batch at a time). Each
+    consumer takes at most 5 records a poll (``max.poll.records``) and ``per_record_ms`` to process
+    one: the broker hands each record to one of them.
+
+    Returns:
+        ``{"topic", "group", "consumers": [participants], "observer"}``.
+    Raises:
+        TimeoutError: the members did not all get the partition within 60 s.
+    """
+    topic = exp.topic("many")
+    group = f"{exp.name}-many-{uuid.uuid4().hex[:6]}"
+    configure_group(exp.bootstrap, group)
+    observer = _observed(exp, topic, group)
+    members = [exp.participant(f"share-{i}", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
+                               per_record_ms=per_record_ms, config={"max.poll.records": 5}).start()
+               for i in range(1, consumers + 1)]
+    names = {m.name for m in members}
+    wait_for(lambda: names <= {e.participant for e in exp.history.events() if e.kind == "share_assignment"
+                               and e.topic == topic}, f"the {consumers} members never all held {topic}", 60)
+    # one record per produce batch: the broker acquires whole batches, so one big batch would go to one consumer
+    exp.participant("source-many", "producer", topic=topic, iterations=records, batch=1).start().wait(60)
+    for m in members:
+        m.wait(120)
+    _settle(observer)
+    return {"topic": topic, "group": group, "consumers": members, "observer": observer}
+
+
+def acknowledgement_types(exp: Experiment, delivery_limit: int = 3, dlq: bool | None = None,
+                          per_record_ms: int = 400) -> dict:
+    """One consumer, six records, ``per_record_ms`` to process each (so the timeline shows the order
+    of events): ``source-2`` is released once, then accepted (delivered twice);
+    ``source-3`` is rejected; ``source-4`` is released every time, until the delivery count limit
+    archives it; the rest are accepted. With ``dlq`` (default: on Kafka 4.4+) the group has a
+    dead-letter queue topic (``dlq.`` prefix, ``errors.deadletterqueue.group.enable=true``).
+
+    Returns:
+        ``{"topic", "group", "consumer", "dlq_topic", "dlq"}``: ``dlq`` is the DLQ's records as a
+        DataFrame (its headers name the source offset and why), or ``None`` without a DLQ.
+    """
+    dlq = dlq_supported() if dlq is None else dlq
+    dlq_topic = exp.topic("acks", prefix="dlq.", config={"errors.deadletterqueue.group.enable": "true"}) if dlq else None
+    topic, group = share_group(exp, "acks", 6, delivery_limit=delivery_limit, dlq_topic=dlq_topic)
+    observer = _observed(exp, topic, group)
+    consumer = exp.participant("share-acks", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
+                               per_record_ms=per_record_ms, decisions={"source-acks-2": ["release", "accept"], "source-acks-3": "reject",
+                                          "source-acks-4": "release"}).start()
+    consumer.wait(120)
+    _settle(observer)
+    return {"topic": topic, "group": group, "consumer": consumer, "dlq_topic": dlq_topic,
+            "dlq": read_topic(exp.bootstrap, dlq_topic, "read_uncommitted", headers=True) if dlq_topic else None}
+
+
+def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
+    """Consumer A takes every record, then is paused (SIGSTOP) or crashed (SIGKILL) before it
+    acknowledges. Consumer B, started afterwards, gets the records (delivery count 2) once the broker
+    lets them go: a paused A's acquisition locks expire (``group.share.record.lock.duration.ms``); a
+    crashed A's connection closes. With "pause", A is resumed while B still holds the records, and
+    acknowledges them late; then B commits.
+
+    Args:
+        how: "pause" or "crash".
+    Returns:
+        ``{"topic", "group", "a", "b", "how"}``.
+    Raises:
+        ValueError: ``how`` is neither.
+    """
+    if how not in ("pause", "crash"):
+        raise ValueError(f"how must be 'pause' or 'crash', not {how!r}")
+    topic, group = share_group(exp, f"lock-{how}", records)
+    observer = _observed(exp, topic, group)
+    hold = {"after_poll": 4000}  # a window to pause A, and to resume it while B holds the records
+    a = exp.participant(f"A-{how}", "share_consumer", topic=topic, group_id=group, idle_ms=6000, sleep_at=hold).start()
+    wait_for(lambda: a.counters()["delivered"] >= records, f"A-{how} never got the {records} records")
+    a.pause() if how == "pause" else a.crash()
+    b = exp.participant(f"B-{how}", "share_consumer", topic=topic, group_id=group, idle_ms=4000, sleep_at=hold).start()
+    wait_for(lambda: b.counters()["delivered"] >= records, f"B-{how} never got the records", 60)
+    if how == "pause":
+        a.resume()
+        wait_for(lambda: a.counters()["ack_committed"] >= records, f"A-{how} never acknowledged after its resume")
+    wait_for(lambda: b.counters()["ack_committed"] >= records, f"B-{how} never committed the records", 60)
+    if how == "pause":
+        a.wait(60)
+    b.wait(60)
+    _settle(observer)
+    return {"topic": topic, "group": group, "a": a, "b": b, "how": how}
+
+
+def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:
+    """A consumer in ``share.acknowledgement.mode=implicit``: it never calls ``acknowledge``; each
+    poll accepts the records of the one before, and ``close()`` the last ones.
+
+    Returns:
+        ``{"topic", "group", "consumer"}``.
+    """
+    topic, group = share_group(exp, "implicit", records)
+    observer = _observed(exp, topic, group)
+    consumer = exp.participant("share-implicit", "share_consumer", topic=topic, group_id=group, idle_ms=3000,
+                               ack_mode="implicit", config={"max.poll.records": 2}).start()
+    consumer.wait(60)
+    _settle(observer)
+    return {"topic": topic, "group": group, "consumer": consumer}
+
+
+def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
+    """A framework-style worker writes each record's effect to its own SQLite sink and acknowledges,
+    in ``order``; it crashes (SIGKILL) between the two on its first batch, then restarts.
+
+    * ``ack_first``: acknowledged and committed, crash before the sink write: the records are gone.
+    * ``sink_first``: written to the sink, crash before the acknowledgement: the records come back
+      (after the acquisition lock expires) and are written again.
+
+    Returns:
+        ``{"topic", "group", "worker", "sink"}``: ``sink`` is the SQLite file's path.
+    Raises:
+        ValueError: unknown ``order``.
+    """
+    crash_at = {"ack_first": "before_sink", "sink_first": "after_sink"}
+    if order not in crash_at:
+        raise ValueError(f"unknown order {order!r}; the orders are {', '.join(crash_at)}")
+    topic, group = share_group(exp, order.replace("_", "-"), records)
+    sink = exp.history.path.with_name(f"{exp.history.path.stem}.{order}.sqlite")
+    observer = _observed(exp, topic, group)
+    worker = exp.participant(f"worker-{order}", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
+                             sink=str(sink), order=order, crash_at=crash_at[order], crash_iteration=1).start()
+    wait_for(lambda: worker.status == "crashed", f"worker-{order} never reached its crash point")
+    worker.restart(crash_at=None, idle_ms=LOCK_MS + 5000)
+    worker.wait(120)
+    _settle(observer)
+    return {"topic": topic, "group": group, "worker": worker, "sink": sink}

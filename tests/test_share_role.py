@@ -1,0 +1,57 @@
+"""The share consumer participant: its settings are checked up front; on the real broker it releases,
+accepts, crashes at a named step, and writes a sink."""
+
+import pytest
+
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.share_role import Sink, decision
+from labkit.lessons.share_groups import configure_group
+from labkit.waiting import wait_until
+
+
+def test_bad_settings_name_the_choices(tmp_path):
+    exp = Experiment("role", "127.0.0.1:1", folder=tmp_path)  # nothing is contacted
+    with pytest.raises(ValueError, match="unknown decision 'keep'; the decisions are accept, release, reject, hold"):
+        exp.participant("s", "share_consumer", topic="t", group_id="g", decisions={"x": ["release", "keep"]})
+    with pytest.raises(ValueError, match="unknown order 'later'; the orders are sink_first, ack_first"):
+        exp.participant("s", "share_consumer", topic="t", group_id="g", sink="x.db", order="later")
+    with pytest.raises(ValueError, match="order= needs sink="):
+        exp.participant("s", "share_consumer", topic="t", group_id="g", order="ack_first")
+    with pytest.raises(ValueError, match="'before_poll' is not a step of a share_consumer; its steps are after_poll"):
+        exp.participant("s", "share_consumer", topic="t", group_id="g", crash_at="before_poll")
+
+
+def test_a_list_of_decisions_is_one_per_delivery():
+    spec = {"decisions": {"a": ["release", "accept"], "b": "reject"}, "default": "hold"}
+    assert [decision(spec, "a", n) for n in (1, 2, 3)] == ["release", "accept", "accept"]
+    assert decision(spec, "b", 4) == "reject" and decision(spec, "c", 1) == "hold"
+
+
+def test_sink_keeps_every_write_in_order(tmp_path):
+    sink = Sink(tmp_path / "s.sqlite")
+    sink.write(["a", "b"])
+    sink.write(["a"])
+    assert Sink(tmp_path / "s.sqlite").effects() == ["a", "b", "a"]
+
+
+def test_release_then_accept_and_a_crash_at_a_step(bootstrap, tmp_path):
+    exp = Experiment("role", bootstrap, folder=tmp_path)
+    topic, group = exp.topic("in"), f"role-{exp.run_id}"
+    configure_group(bootstrap, group)
+    exp.participant("src", "producer", topic=topic, iterations=1, batch=2).start().wait(60)
+    c = exp.participant("sc", "share_consumer", topic=topic, group_id=group, idle_ms=2000,
+                        decisions={"src-1": ["release", "accept"]}).start()
+    assert c.wait(90) == "finished"
+    got = [(e.value_id, e.delivery_count) for e in exp.history.events() if e.kind == "delivered"]
+    assert got == [("src-1", 1), ("src-2", 1), ("src-1", 2)]
+    committed = [(e.value_id, e.ack_type, e.error) for e in exp.history.events() if e.kind == "ack_committed"]
+    assert committed == [("src-1", "RELEASE", None), ("src-2", "ACCEPT", None), ("src-1", "ACCEPT", None)]
+    assert c.counters()["delivered"] == 3 and c.counters()["ack_committed"] == 3
+
+    topic2 = exp.topic("crash")
+    exp.participant("src2", "producer", topic=topic2, iterations=1, batch=2).start().wait(60)
+    w = exp.participant("w", "share_consumer", topic=topic2, group_id=group, sink=str(tmp_path / "w.sqlite"),
+                        order="ack_first", crash_at="before_sink").start()
+    assert wait_until(lambda: w.status == "crashed", 60)
+    assert exp.history.first("crash", "w").step == "before_sink"
+    assert w.counters()["ack_committed"] == 2 and Sink(tmp_path / "w.sqlite").effects() == []

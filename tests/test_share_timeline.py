@@ -1,0 +1,60 @@
+"""The share-group timeline on hand-written histories: it draws what the history says, and tells broker from client."""
+
+from labkit.crashlab.share_timeline import acquisitions, broker_segments, share_timeline_figure
+from tests.histories import SHARE, S
+
+
+def history():
+    h = S().written(3).delivered("c1", 0).delivered("c1", 1).acked("c1", 0).acked("c1", 1, "RELEASE")
+    h.state(0, 0, "ACKNOWLEDGED").state(1, 1, "AVAILABLE").later(1000).delivered("c2", 1, count=2)
+    h.add("pause", "c2").add("resume", "c2").delivered("c2", 2).acked("c2", 1)
+    h.acked("c2", 2, error="INVALID_RECORD_STATE")
+    return h.state(1, 2, "ACKNOWLEDGED", 2).spso(3).events
+
+
+def segments_of(fig, name):
+    """(offset, start, end) of each segment in the trace called ``name``."""
+    trace = next(t for t in fig.data if t.name == name)
+    xs, ys = list(trace.x), list(trace.y)
+    return {(ys[i], xs[i], xs[i + 1]) for i in range(0, len(xs), 3)}
+
+
+def test_broker_states_change_where_the_persisted_records_say():
+    events = history()
+    t0, t_end = events[0].mono_ns, events[-1].mono_ns
+    segs = broker_segments(events, t0, t_end)
+    states = {(offset, state) for offset, state, _, _ in segs}
+    assert states == {(0, "ACKNOWLEDGED"), (1, "AVAILABLE"), (1, "ACKNOWLEDGED"), (2, "ACKNOWLEDGED")}
+    available = next(s for s in segs if s[:2] == (1, "AVAILABLE"))
+    acknowledged = next(s for s in segs if s[:2] == (1, "ACKNOWLEDGED"))
+    assert available[3] == acknowledged[2]  # one state ends where the next begins
+
+
+def test_acquisitions_name_the_consumer_and_the_delivery():
+    events = history()
+    held = acquisitions(events, events[0].mono_ns, events[-1].mono_ns)
+    assert sorted((o, who, n) for o, who, n, _, _ in held) == [(0, "c1", 1), (1, "c1", 1), (1, "c2", 2), (2, "c2", 1)]
+    assert all(a < b for *_, a, b in held)
+
+
+def test_the_figure_draws_every_persisted_state_where_and_when_it_was_written():
+    events = history()
+    fig = share_timeline_figure(events, SHARE)
+    t0 = events[0].mono_ns
+    for e in events:
+        if e.kind == "share_state":
+            starts = {(o, a) for o, a, _ in segments_of(fig, f"{e.state} (broker)")}
+            for offset in range(e.offset, e.last_offset + 1):
+                assert (offset, (e.mono_ns - t0) / 1e9) in starts, (e, starts)
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert {"ACKNOWLEDGED (broker)", "AVAILABLE (broker)", "ACQUIRED by c1 (client)", "ACQUIRED by c2 (client)",
+            "SPSO (broker)", "SPEO (client view)", "ACCEPT refused (client)"} <= set(names)
+    assert all(n.endswith(("(broker)", "(client)", "(client view)")) for n in names)
+    refused = next(t for t in fig.data if t.name == "ACCEPT refused (client)")
+    assert list(refused.y) == [2] and "INVALID_RECORD_STATE" in refused.hovertext[0]
+    assert [a.text for a in fig.layout.annotations] == ["pause c2", "resume c2"]
+
+
+def test_modelled_histories_say_so_and_an_empty_one_draws_nothing():
+    assert share_timeline_figure(history(), SHARE, "x", modelled=True).layout.title.text == "MODELLED: x"
+    assert share_timeline_figure([], SHARE).data == ()
