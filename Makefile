@@ -48,3 +48,4 @@ bench: jars
 	$(PY) bench/broker_start.py
 	$(PY) bench/participants.py
 	$(PY) bench/txn_size.py
+	$(PY) bench/share_observer.py

@@ -49,12 +49,33 @@ def test_the_figure_draws_every_persisted_state_where_and_when_it_was_written():
     names = [t.name for t in fig.data if t.showlegend is not False]
     assert {"ACKNOWLEDGED (broker)", "AVAILABLE (broker)", "ACQUIRED by c1 (client)", "ACQUIRED by c2 (client)",
             "SPSO (broker)", "SPEO (client view)", "ACCEPT refused (client)"} <= set(names)
-    assert all(n.endswith(("(broker)", "(client)", "(client view)")) for n in names)
+    assert all(n.endswith(("(broker)", "(client)", "(client view)", "(sink)")) for n in names)
     refused = next(t for t in fig.data if t.name == "ACCEPT refused (client)")
     assert list(refused.y) == [2] and "INVALID_RECORD_STATE" in refused.hovertext[0]
-    assert [a.text for a in fig.layout.annotations] == ["pause c2", "resume c2"]
+    assert [a.text for a in fig.layout.annotations] == ["pause → resume c2"]
 
 
 def test_modelled_histories_say_so_and_an_empty_one_draws_nothing():
     assert share_timeline_figure(history(), SHARE, "x", modelled=True).layout.title.text == "MODELLED: x"
     assert share_timeline_figure([], SHARE).data == ()
+
+
+def test_the_live_timeline_draws_share_groups_too():
+    from functools import partial
+    from types import SimpleNamespace
+
+    from labkit.crashlab.timeline import LiveTimeline
+
+    live = LiveTimeline(SimpleNamespace(events=history), title="live", draw=partial(share_timeline_figure, topic=SHARE))
+    live.refresh()
+    assert live.widget.layout.title.text == "live" and "ACKNOWLEDGED (broker)" in {t.name for t in live.widget.data}
+
+
+def test_a_duplicate_effect_and_the_restart_are_drawn():
+    h = S().written(1).delivered("w", 0).effect("w", 0).add("crash", "w").add("start", "w").later(5000)
+    h.delivered("w", 0, 2).effect("w", 0).acked("w", 0).state(0, 0, "ACKNOWLEDGED", 2)
+    fig = share_timeline_figure(h.events, SHARE)
+    again = next(t for t in fig.data if t.name == "effect written again: duplicate (sink)")
+    assert list(again.y) == [0] and list(next(t for t in fig.data if t.name == "effect written (sink)").y) == [0]
+    assert [a.text for a in fig.layout.annotations] == ["crash → restart w"]  # 1 ns apart: one label
+    assert len(fig.layout.shapes) == 2

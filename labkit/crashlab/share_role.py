@@ -136,19 +136,22 @@ def _write_effects(loop: Loop, sink: Sink, msgs: list) -> None:
 
 def _acknowledge(loop: Loop, consumer: ShareConsumer, decided: list) -> None:
     """Acknowledge each record as decided, then ``commit_sync`` and log each record's result (the
-    result is per partition; a partition missing from it is logged as error "NO_RESULT")."""
+    result is per partition; a partition missing from it is logged as error "NO_RESULT"). Each kind
+    of event is written as one history line for the whole poll."""
     topic = loop.spec["topic"]
+    columns = {"partition": [m.partition() for m, _ in decided], "offset": [m.offset() for m, _ in decided],
+               "value_id": [m.value().decode() for m, _ in decided], "ack_type": [_ACK[d].name for _, d in decided]}
     for m, d in decided:
         consumer.acknowledge(m, _ACK[d])
-        loop.log("acknowledged", topic=topic, partition=m.partition(), offset=m.offset(), value_id=m.value().decode(),
-                 ack_type=_ACK[d].name)
+    loop.history.append_batch("acknowledged", loop.name, {"mono_ns": [time.monotonic_ns()] * len(decided), **columns},
+                              topic=topic)
     loop.step("after_acknowledge")
     loop.step("before_commit")
     try:
         results = {tp.partition: (exc.args[0].name() if exc else None) for tp, exc in consumer.commit_sync(30).items()}
     except KafkaException as exc:
         results = {m.partition(): exc.args[0].name() for m, _ in decided}
-    for m, d in decided:
-        loop.log("ack_committed", topic=topic, partition=m.partition(), offset=m.offset(), value_id=m.value().decode(),
-                 ack_type=_ACK[d].name, error=results.get(m.partition(), "NO_RESULT"), definite=True)
+    loop.history.append_batch("ack_committed", loop.name, {
+        "mono_ns": [time.monotonic_ns()] * len(decided), **columns,
+        "error": [results.get(m.partition(), "NO_RESULT") for m, _ in decided]}, topic=topic, definite=True)
     loop.step("after_commit")

@@ -8,14 +8,16 @@ Two sources, drawn differently:
 * **client** (thin lines): ACQUIRED by which consumer and which delivery (from its ``delivered``
   event until it acknowledged, committed, crashed or the record went to someone else), and the
   consumer's acknowledgements (markers: ACCEPT, RELEASE, REJECT; a cross where the broker refused
-  the commit), plus the SPEO as the clients saw it (one past the highest offset delivered).
+  the commit), the effects a sink wrote (diamonds; red where the record's effect was already
+  written: a duplicate), plus the SPEO as the clients saw it (one past the highest offset delivered).
 
-Crash, pause and resume show as vertical dotted lines.
+Crash, pause, resume and restart (a start after a crash) show as vertical dotted lines.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
@@ -119,23 +121,55 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
                                  marker=dict(symbol="x" if refused else ACK_SYMBOLS.get(ack_type, "circle"), size=10,
                                              color="#d62728" if refused else "#222",
                                              line=dict(width=1, color="#222"))))
-    traces += _offset_lines(events, sec, t_end)
-    shapes = [dict(type="line", x0=sec(e.mono_ns), x1=sec(e.mono_ns), yref="paper", y0=0, y1=1,
-                   line=dict(color=ACTION_COLOURS[e.kind], dash="dot", width=2))
-              for e in events if e.kind in ("crash", "pause", "resume")]
-    notes = [dict(x=sec(e.mono_ns), yref="paper", y=1.0, yanchor="bottom", text=f"{e.kind} {e.participant}",
-                  showarrow=False, font=dict(size=10, color=ACTION_COLOURS[e.kind]), textangle=-90, xanchor="right")
-             for e in events if e.kind in ("crash", "pause", "resume")]
+    traces += _effects(events, sec) + _offset_lines(events, sec, t_end)
+    actions, crashed = [], set()
+    for e in events:
+        if e.kind in ("crash", "pause", "resume") or (e.kind == "start" and e.participant in crashed):
+            actions.append((sec(e.mono_ns), "restart" if e.kind == "start" else e.kind, e.participant))
+        if e.kind == "crash":
+            crashed.add(e.participant)
+    colours = {**ACTION_COLOURS, "restart": "#2ca02c"}
+    shapes = [dict(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1, line=dict(color=colours[k], dash="dot", width=2))
+              for x, k, _ in actions]
+    labels: list[list] = []  # one participant's actions within half a second share a label (no overlap)
+    for x, k, who in actions:
+        if labels and labels[-1][2] == who and x - labels[-1][0] < 0.5:
+            labels[-1][1] += f" → {k}"
+        else:
+            labels.append([x, k, who])
+    notes = [dict(x=x, yref="paper", y=1.0, yanchor="bottom", text=f"{k} {who}", showarrow=False,
+                  font=dict(size=10, color=colours[k.split(" ")[0]]), textangle=-90, xanchor="right")
+             for x, k, who in labels]
     offsets = sorted({e.offset for e in events if e.kind in ("delivered", "ack") and e.offset is not None})
     heading = ("MODELLED: " if modelled else "") + (title or f"share partition {topic}[{partition}]")
-    fig.data = ()
-    fig.add_traces(traces)
+    with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
+        fig.data = ()
+        fig.add_traces(traces)
+        _layout(fig, heading, shapes, notes, len(offsets))
+    return fig
+
+
+def _layout(fig: go.Figure, heading: str, shapes: list, notes: list, lanes: int) -> None:
     fig.update_layout(title=dict(text=heading, y=0.98), shapes=shapes, annotations=notes,
-                      height=max(440, 220 + 36 * len(offsets)), margin=dict(t=110),
+                      height=max(440, 220 + 36 * lanes), margin=dict(t=110),
                       xaxis=dict(title="seconds since the experiment started"),
                       yaxis=dict(title="offset", autorange="reversed", dtick=1),
                       legend=dict(orientation="v", x=1.02, y=1, font=dict(size=10)))
-    return fig
+
+
+def _effects(events: list[Event], sec) -> list[go.Scatter]:
+    """A diamond per effect a sink wrote; the second and later of one record's effects in red."""
+    seen, first, again = set(), ([], []), ([], [])
+    for e in events:
+        if e.kind == "effect":
+            xs, ys = again if e.value_id in seen else first
+            xs.append(sec(e.mono_ns))
+            ys.append(e.offset)
+            seen.add(e.value_id)
+    return [go.Scatter(x=xs, y=ys, mode="markers", name=name, marker=dict(symbol="diamond", size=11, color=colour,
+                                                                           line=dict(width=1, color="#222")))
+            for (xs, ys), name, colour in ((first, "effect written (sink)", "#f2b447"),
+                                           (again, "effect written again: duplicate (sink)", "#d62728")) if xs]
 
 
 def _offset_lines(events: list[Event], sec, t_end: int) -> list[go.Scatter]:

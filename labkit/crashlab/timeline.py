@@ -9,8 +9,9 @@ and the lab's actions (crash, pause, resume, fenced) as vertical lines. Lines ar
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
 from collections import defaultdict
+from collections.abc import Callable
+from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
@@ -105,17 +106,22 @@ class LiveTimeline:
     Args:
         history: the experiment's :class:`~labkit.crashlab.history.History`.
         interval_s: seconds between redraws.
+        title: the figure's title.
+        draw: ``draw(events, title=..., figure=...)`` draws the events into the widget; default
+            :func:`timeline_figure` (e.g. ``functools.partial(share_timeline_figure, topic=t)`` for
+            a share group, :mod:`labkit.crashlab.share_timeline`).
     """
 
-    def __init__(self, history: History, interval_s: float = 1.0, title: str = "") -> None:
-        self.history, self.interval_s, self.title = history, interval_s, title
+    def __init__(self, history: History, interval_s: float = 1.0, title: str = "",
+                 draw: Callable[..., go.Figure] = timeline_figure) -> None:
+        self.history, self.interval_s, self.title, self.draw = history, interval_s, title, draw
         self.widget = go.FigureWidget()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def refresh(self) -> None:
         """Redraw now from the history."""
-        timeline_figure(self.history.events(), self.title, figure=self.widget)
+        self.draw(self.history.events(), title=self.title, figure=self.widget)
 
     def start(self) -> go.FigureWidget:
         """Start redrawing in the background; returns the widget to display."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import pandas as pd
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from labkit.broker.probe import admin
@@ -66,6 +67,26 @@ def share_group(exp: Experiment, label: str, records: int, **config: object) -> 
     group = f"{exp.name}-{label}-{uuid.uuid4().hex[:6]}"
     configure_group(exp.bootstrap, group, **config)
     return topic, group
+
+
+def deliveries(exp: Experiment, topic: str) -> pd.DataFrame:
+    """Every delivery of ``topic``'s records, in time order: consumer, offset, value_id, delivery_count."""
+    rows = [(e.participant, e.offset, e.value_id, e.delivery_count) for e in exp.history.events()
+            if e.kind == "delivered" and e.topic == topic]
+    return pd.DataFrame(rows, columns=["consumer", "offset", "value_id", "delivery_count"])
+
+
+def persisted(exp: Experiment, topic: str) -> pd.DataFrame:
+    """The last state the broker persisted for each offset of ``topic`` (partition 0), as the observer
+    read ``__share_group_state``: offset, state, delivery_count, and every state it went through."""
+    last, seen = {}, {}
+    for e in exp.history.events():
+        if e.kind == "share_state" and e.topic == topic:
+            for offset in range(e.offset, e.last_offset + 1):
+                last[offset] = (e.state, e.delivery_count)
+                seen.setdefault(offset, []).append(e.state)
+    return pd.DataFrame([(o, *last[o], " → ".join(seen[o])) for o in sorted(last)],
+                        columns=["offset", "state", "delivery_count", "history"])
 
 
 def _observed(exp: Experiment, topic: str, group: str) -> ShareObserver:
