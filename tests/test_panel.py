@@ -43,3 +43,10 @@ def test_control_panel_refreshes_counters_in_the_background(producer):
             panel.press("panel-p", "freeze")
     finally:
         panel.close()
+
+
+def test_a_share_consumer_panel_counts_deliveries_not_sends(tmp_path):
+    share = Participant("sc", "share_consumer", history=History(tmp_path / "h.jsonl"), bootstrap="127.0.0.1:1",
+                        topic="t", group_id="g")
+    panel = ParticipantPanel(share)
+    assert panel.status.value == "<code>not started</code> · delivered 0 · acknowledged 0 · effects 0"

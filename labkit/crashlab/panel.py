@@ -58,8 +58,14 @@ class ParticipantPanel:
     def refresh(self) -> None:
         """Show the current status and counters."""
         c = self.participant.counters()
-        self.status.value = (f"<code>{self.participant.status}</code> · sent {c['sent']} · acked {c['acked']} · "
-                             f"consumed {c['consumed']} · committed {c['committed']} · aborted {c['aborted']}")
+        shown = _SHARE_COUNTERS if self.participant.role == "share_consumer" else _COUNTERS
+        self.status.value = f"<code>{self.participant.status}</code> · " + " · ".join(
+            f"{label} {c[key]}" for key, label in shown)
+
+
+_COUNTERS = [("sent", "sent"), ("acked", "acked"), ("consumed", "consumed"), ("committed", "committed"),
+             ("aborted", "aborted")]
+_SHARE_COUNTERS = [("delivered", "delivered"), ("ack_committed", "acknowledged"), ("effects", "effects")]
 
 
 class ControlPanel:
