@@ -17,7 +17,9 @@ def test_sampler_sees_the_lso_held_by_an_open_transaction(bootstrap):
         producer.begin_transaction()
         producer.produce(topic, b"open", partition=0)
         producer.flush(10)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 15
+        while not (sampler.samples.high_watermark == 1).any() and time.monotonic() < deadline:
+            time.sleep(0.05)
         producer.commit_transaction(10)
         time.sleep(0.5)
     s = sampler.samples

@@ -22,7 +22,12 @@ class OffsetSampler:
         bootstrap, topic, partition: where.
         interval_s: seconds between samples.
     Use as a context manager, or :meth:`start` / :meth:`stop`; :attr:`samples` is a DataFrame of
-    ``mono_ns, high_watermark, lso`` (offsets).
+    ``mono_ns, high_watermark, lso`` (offsets). :meth:`start` returns once the first sample is taken, so
+    what happens after it is sampled.
+
+    Raises:
+        TimeoutError: from :meth:`start` when no sample could be taken within ``first_sample_s`` seconds
+            (broker unreachable or overloaded).
     """
 
     def __init__(self, bootstrap: str, topic: str, partition: int = 0, interval_s: float = 0.1) -> None:
@@ -31,11 +36,16 @@ class OffsetSampler:
                                             "isolation.level": level, "logger": KAFKA_LOG})
                            for level in ("read_uncommitted", "read_committed")}
         self._rows: list[tuple[int, int, int]] = []
+        self._first = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-offset-sampler")
 
-    def start(self) -> "OffsetSampler":
+    def start(self, first_sample_s: float = 15.0) -> "OffsetSampler":
         self._thread.start()
+        if not self._first.wait(first_sample_s):
+            self.stop()
+            raise TimeoutError(f"no offsets of {self.tp.topic}[{self.tp.partition}] within {first_sample_s:g} s: "
+                               "is the broker up (python -m labkit status)?")
         return self
 
     def stop(self) -> pd.DataFrame:
@@ -61,6 +71,7 @@ class OffsetSampler:
             hw = self._consumers["read_uncommitted"].get_watermark_offsets(self.tp, timeout=5)[1]
             lso = self._consumers["read_committed"].get_watermark_offsets(self.tp, timeout=5)[1]
             self._rows.append((time.monotonic_ns(), hw, lso))
+            self._first.set()
             self._stop.wait(self.interval_s)
 
 
