@@ -1,0 +1,183 @@
+"""Notebook 07, transactional share acknowledgements (KIP-1289), MODELLED: the seed's corner cases as
+scenarios on :mod:`labkit.models.kip1289`, notebook 06's loss and duplicate replayed with the proposal,
+the open questions of the draft as options, the seed's metrics, and the source-only two-phase commit
+with an external SQLite database.
+
+Nothing here runs on a broker: no Kafka release has KIP-1289. The model's share partition is checked
+against the real broker in ``tests/test_share_partition.py``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+
+from labkit.crashlab.history import Event
+from labkit.crashlab.share_check import check_share
+from labkit.models.explore import Exploration, explore, replay
+from labkit.models.kip1289 import INPUT, World
+
+FLOW = [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1")]
+#: The seed's scenarios (§2.1 and §6): the steps up to the interesting point; :func:`finish` runs the rest.
+SCENARIOS = {
+    "commit": FLOW + [("commit", "c1"), ("markers", "tx-c1")],
+    "abort": FLOW + [("abort", "c1"), ("markers", "tx-c1")],
+    "crash before send_share_acks": FLOW[:2] + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")],
+    "crash after send_share_acks (critical case)": FLOW + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")],
+    "zombie fenced": FLOW + [("zombie", "c1"), ("markers", "tx-c1"), ("commit", "c1")],
+    "transaction timeout": FLOW + [("timeout", "tx-c1"), ("markers", "tx-c1"), ("commit", "c1")],
+    "coordinator crash after PREPARE_COMMIT": FLOW + [("commit", "c1"), ("tc_crash",), ("tc_recover",),
+                                                      ("markers", "tx-c1")],
+    "share coordinator crash while pending": FLOW + [("sc_crash",), ("commit", "c1"), ("markers", "tx-c1")],
+}
+#: Notebook 06's two crash points of a framework sink, in the proposal's loop (records + acks in one transaction).
+NOTEBOOK_06 = {"ack_first (06: acknowledged, then crashed before the sink: lost)":
+               FLOW + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")],
+               "sink_first (06: written, then crashed before acknowledging: duplicated)":
+               FLOW[:2] + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")]}
+
+
+def finish(world: World, max_steps: int = 200) -> list[str]:
+    """Run the consumers' loops, with no more faults, until nothing is left to do: always the first
+    possible step (deterministic). Returns what each step did.
+
+    Raises:
+        RuntimeError: still not done after ``max_steps`` steps (a loop: say which state it is in).
+    """
+    said = []
+    for _ in range(max_steps):
+        actions = world.actions(faults=False)
+        if not actions:
+            return said
+        said.append(world.step(actions[0]))
+    raise RuntimeError(f"the model did not settle in {max_steps} steps: {world.sp.offsets}")
+
+
+def run(steps: list[tuple], records: int = 2, **options: object) -> tuple[World, list[str]]:
+    """A world of ``records`` input records and two consumers: ``steps``, then :func:`finish`.
+    Returns the world (its ``events`` are the history) and what each step did."""
+    world, said = replay(steps, records=records, **options)
+    return world, said + finish(world)
+
+
+def outcome(world: World) -> dict:
+    """What a scenario left: each input offset's final state and delivery count, how many times its
+    output was committed, what read_committed returns, the invariants broken, and the share checker's
+    counts (:func:`~labkit.crashlab.share_check.check_share`, as for the real runs of notebook 06)."""
+    committed = [r.source for r in world.out.records if r.outcome == "committed"]
+    check = check_share(world.events, topic=INPUT, delivery_limit=world.sp.limit, lock_ms=world.lock_ms,
+                        slack_ms=0, sink=True)
+    return {"states": [r.state for r in world.sp.offsets], "delivery_counts": [r.count for r in world.sp.offsets],
+            "outputs": [committed.count(o) for o in range(world.sp.records)],
+            "read_committed": world.out.read_committed(), "violations": world.violations(final=True),
+            "check": check.counts()}
+
+
+def scenario_table(scenarios: dict[str, list[tuple]] = SCENARIOS, **options: object) -> pd.DataFrame:
+    """One row per scenario: its :func:`outcome` after :func:`run`."""
+    return pd.DataFrame([{"scenario": name, **outcome(run(steps, **options)[0])} for name, steps in scenarios.items()])
+
+
+def lock_question(**world: object) -> dict[str, Exploration]:
+    """Open question (a): explore every interleaving (:func:`~labkit.models.explore.explore`) with each
+    answer to "the acquisition lock expires while the acknowledgement is pending": freeze, abort, release."""
+    return {option: explore(lock_while_pending=option, **world) for option in ("freeze", "abort", "release")}
+
+
+def poison_pill(count_on_abort: str, limit: int = 3, rounds: int = 10) -> World:
+    """Open question (b): one record whose transaction always aborts (the application fails on it),
+    ``rounds`` times or until it cannot be polled any more. "keep": archived at the delivery limit;
+    "revert": it comes back for ever."""
+    world = World(records=1, consumers=1, limit=limit, count_on_abort=count_on_abort, faults={})
+    for _ in range(rounds):
+        if ("poll", "c1") not in world.actions():
+            break
+        for step in [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1"), ("abort", "c1"), ("markers", "tx-c1")]:
+            world.step(step)
+    return world
+
+
+def release_question(allow: bool) -> World:
+    """Open question (c): the application RELEASEs offset 0 inside its transaction, after writing its
+    output. Forbidden (the draft): TxnShareAcknowledge fails, the transaction aborts. Allowed: the
+    commit makes the output visible *and* the record AVAILABLE: it is processed again."""
+    steps = FLOW + ([("commit", "c1")] if allow else []) + [("markers", "tx-c1")]  # refused: the client aborted
+    return run(steps, records=1, release_in_txn=allow, decisions={0: "RELEASE"}, limit=2)[0]
+
+
+def metrics(events: list[Event]) -> dict:
+    """The seed's metrics (§3.5), from a history: ``share-transaction-active`` (most transactions with
+    share acknowledgements open at once), ``share-transaction-prepare-time-ms`` (our reading: first
+    TxnShareAcknowledge to ``commit_transaction``), ``share-transaction-commit-time-ms``
+    (``commit_transaction`` to the COMMIT markers), ``share-transaction-abort-total``,
+    ``share-transaction-timeout-total``. Times are lists (one per transaction), ms."""
+    acked, start, open_, active, out = {}, {}, set(), 0, {"prepare": [], "commit": [], "aborts": 0, "timeouts": 0}
+    for e in events:
+        key = (e.participant.split(".")[0], e.txn)
+        if e.kind == "acknowledged":
+            acked.setdefault(key, e.mono_ns)
+            open_.add(key)
+            active = max(active, len(open_))
+        elif e.kind == "txn_commit_start" and key in acked:
+            start[key] = e.mono_ns
+            out["prepare"].append((e.mono_ns - acked[key]) / 1e6)
+        elif e.kind == "txn_end" and key in acked:
+            open_.discard(key)
+            if e.outcome == "committed":
+                out["commit"].append((e.mono_ns - start[key]) / 1e6)
+            else:
+                out["aborts"] += 1
+                out["timeouts"] += e.step == "transaction.timeout.ms"
+    return {"share-transaction-active": active, "share-transaction-prepare-time-ms": out["prepare"],
+            "share-transaction-commit-time-ms": out["commit"], "share-transaction-abort-total": out["aborts"],
+            "share-transaction-timeout-total": out["timeouts"]}
+
+
+def two_phase_commit(db: str | Path, crash: str | None = None) -> dict:
+    """The seed's source-only case (§2.2, and the KIP-1310 sketch of §3): a consumer writes a record's
+    effect to an external SQLite database, and Kafka decides. Phase 1: the effect goes into SQLite as
+    *prepared* (a table keyed by the transaction), the acknowledgement into the Kafka transaction
+    (MODELLED), then ``commit_transaction`` writes PREPARE_COMMIT: the decision. Phase 2: SQLite moves
+    the prepared row to ``effects``. Recovery after a crash asks the coordinator's log for the decision
+    and finishes phase 2, or rolls back (and the record, back to AVAILABLE, is processed again).
+
+    Args:
+        db: the SQLite file.
+        crash: None, "after_prepare" (dies before ``commit_transaction``) or "between" (dies after
+            it, before SQLite's commit); only in the first round.
+    Returns:
+        ``{"effects": [offsets in SQLite's effects], "states": [final record states], "rounds": int}``.
+    Raises:
+        ValueError: an unknown ``crash``.
+    """
+    if crash not in (None, "after_prepare", "between"):
+        raise ValueError(f"crash must be None, 'after_prepare' or 'between', not {crash!r}")
+    con = sqlite3.connect(db)
+    con.executescript("CREATE TABLE IF NOT EXISTS prepared (txn TEXT, source INTEGER);"
+                      "CREATE TABLE IF NOT EXISTS effects (source INTEGER PRIMARY KEY);")
+    world, rounds = World(records=1, consumers=1, faults={"crash": 1}), 0
+    while ("poll", "c1") in world.actions():
+        rounds += 1
+        world.step(("poll", "c1"))
+        txn = f"tx-c1:{world.clients['c1'].epoch}"
+        with con:
+            con.executemany("INSERT INTO prepared VALUES (?, ?)", [(txn, o) for o in world.clients["c1"].held])
+        for step in [("produce", "c1"), ("send_acks", "c1")] + ([] if crash == "after_prepare" and rounds == 1
+                                                                  else [("commit", "c1")]):
+            world.step(step)
+        if crash and rounds == 1:
+            world.step(("crash", "c1"))
+            while recovery := [a for a in world.actions(faults=False) if a[0] in ("restart", "markers")]:
+                world.step(recovery[0])  # InitProducerId aborts an open transaction; markers
+        else:
+            world.step(("markers", "tx-c1"))
+        decided = any(t.state == "PREPARE_COMMIT" and f"{t.tid}:{t.epoch}" == txn for t in world.tc.log)
+        with con:  # phase 2, or recovery: the coordinator's log decides
+            if decided:
+                con.execute("INSERT OR IGNORE INTO effects SELECT source FROM prepared WHERE txn = ?", (txn,))
+            con.execute("DELETE FROM prepared WHERE txn = ?", (txn,))
+    effects = [o for (o,) in con.execute("SELECT source FROM effects ORDER BY source")]
+    con.close()
+    return {"effects": effects, "states": [r.state for r in world.sp.offsets], "rounds": rounds}

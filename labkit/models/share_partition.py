@@ -1,0 +1,192 @@
+"""MODELLED, KIP-932 share partition as Kafka 4.4 implements it, plus KIP-1289's pending acknowledgements.
+
+One share partition's records as the share-partition leader holds them, and the part of the share
+coordinator that persists them in ``__share_group_state``. No threads, no clock of its own: the caller
+says when a lock expires. Sources (each rule names one):
+
+* [KIP-932] / Kafka 4.4 ``SharePartition``: acquiring a record makes it ACQUIRED and adds one to its
+  delivery count; ACCEPT makes it ACKNOWLEDGED, REJECT ARCHIVED, RELEASE AVAILABLE again; a lock
+  expiry or the member leaving is a RELEASE; a released record whose delivery count reached
+  ``share.delivery.count.limit`` is ARCHIVED instead (4.4 passes through ARCHIVING when the group has a
+  dead-letter queue: the model does not, it has none). ACKNOWLEDGED and ARCHIVED are terminal. An
+  acknowledgement of a record the member does not hold fails with INVALID_RECORD_STATE.
+  ACQUIRED is never persisted: a reload from ``__share_group_state`` makes an acquired record AVAILABLE
+  again with its last persisted delivery count (KIP-932: delivery counts are inexact after failures).
+* [KIP-932] SPSO: the lowest offset that is not terminal (the broker moves it lazily; the model at once).
+  SPEO: one past the highest offset ever acquired.
+* [KIP-1289 seed §4.2-4.4] a transactional acknowledgement is written to ``__share_group_state`` as
+  pending for its producer id; ``complete(pid, commit)`` (the seed's ``completeTransaction``) makes it
+  real on COMMIT and discards it on ABORT; a reload replays the log, markers included.
+* [draft PR 22357] a record acknowledged in a transaction is in the state :data:`PENDING` until the
+  transaction ends; only ACCEPT and REJECT are allowed in a transaction.
+* [our choice, the open questions of notebook 07] what a lock expiry does to a pending record
+  (``lock_while_pending``) and whether an abort keeps the delivery count (``count_on_abort``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "AVAILABLE", "ACQUIRED", "ACKNOWLEDGED", "ARCHIVED"
+PENDING = "ACKNOWLEDGE_PENDING"
+TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+ACK_TYPES = ("ACCEPT", "RELEASE", "REJECT")
+TXN_ACK_TYPES = ("ACCEPT", "REJECT")  # [draft PR 22357]
+LOCK_WHILE_PENDING = ("freeze", "abort", "release")
+COUNT_ON_ABORT = ("keep", "revert")
+INVALID_RECORD_STATE = "INVALID_RECORD_STATE"
+INVALID_REQUEST = "INVALID_REQUEST"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One offset: ``state``, ``count`` (delivery count), ``holder`` (the member that ACQUIRED it, or
+    whose transaction holds it PENDING), ``pid`` (producer id of the pending transaction)."""
+
+    state: str = AVAILABLE
+    count: int = 0
+    holder: str | None = None
+    pid: int | None = None
+
+
+@dataclass
+class SharePartition:
+    """A share partition of ``records`` offsets (0..records-1), already written to the topic.
+
+    Args:
+        records: how many records the partition holds (offsets).
+        limit: ``share.delivery.count.limit`` (Kafka's default 5; the broker's minimum 2).
+        lock_while_pending: what a lock expiry does to a PENDING record: "freeze" (nothing: the lock
+            does not run while the transaction is open), "abort" (the caller aborts the transaction),
+            "release" (the record is released as if it were ACQUIRED; the pending acknowledgement stays).
+        count_on_abort: "keep" (an aborted delivery counts, so a record that keeps aborting is archived
+            at the limit) or "revert" (the abort takes the delivery back).
+        release_in_txn: allow RELEASE inside a transaction (the draft forbids it; open question (c)).
+    Raises:
+        ValueError: an option outside :data:`LOCK_WHILE_PENDING` / :data:`COUNT_ON_ABORT`, or limit < 1.
+    """
+
+    records: int
+    limit: int = 5
+    lock_while_pending: str = "freeze"
+    count_on_abort: str = "keep"
+    release_in_txn: bool = False
+    offsets: list[Record] = field(default_factory=list)
+    pending: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> offset -> ACCEPT/REJECT
+    log: list[tuple] = field(default_factory=list)  # __share_group_state, see reload()
+    speo: int = 0
+
+    def __post_init__(self) -> None:
+        if self.lock_while_pending not in LOCK_WHILE_PENDING or self.count_on_abort not in COUNT_ON_ABORT:
+            raise ValueError(f"lock_while_pending must be one of {LOCK_WHILE_PENDING} and count_on_abort one of "
+                             f"{COUNT_ON_ABORT}, not {self.lock_while_pending!r} / {self.count_on_abort!r}")
+        if self.limit < 1:
+            raise ValueError(f"limit must be at least 1 delivery, not {self.limit}")
+        self.offsets = self.offsets or [Record() for _ in range(self.records)]
+
+    def clone(self) -> "SharePartition":
+        return replace(self, offsets=list(self.offsets), pending={p: dict(a) for p, a in self.pending.items()},
+                       log=list(self.log))
+
+    def key(self) -> tuple:
+        """Everything that decides what happens next (the log's past excluded), hashable."""
+        return tuple(self.offsets), tuple(sorted((p, tuple(sorted(a.items()))) for p, a in self.pending.items()))
+
+    @property
+    def spso(self) -> int:
+        return next((o for o, r in enumerate(self.offsets) if r.state not in TERMINAL), self.records)
+
+    def _set(self, offset: int, record: Record) -> None:
+        self.offsets[offset] = record
+        self.log.append(("state", offset, record.state, record.count))
+
+    def acquire(self, member: str, max_records: int) -> list[int]:
+        """[KIP-932] Up to ``max_records`` AVAILABLE offsets, lowest first, become ACQUIRED by ``member``
+        (delivery count + 1, not persisted). Returns them."""
+        got = [o for o, r in enumerate(self.offsets) if r.state == AVAILABLE][:max_records]
+        for o in got:
+            self.offsets[o] = Record(ACQUIRED, self.offsets[o].count + 1, member)
+            self.speo = max(self.speo, o + 1)
+        return got
+
+    def _released(self, r: Record) -> Record:
+        return Record(ARCHIVED if r.count >= self.limit else AVAILABLE, r.count)
+
+    def acknowledge(self, member: str, offset: int, ack_type: str) -> str | None:
+        """[KIP-932] ShareAcknowledge of one offset. Returns None, or INVALID_RECORD_STATE when
+        ``member`` does not hold it. Raises ValueError for an unknown ``ack_type``."""
+        if ack_type not in ACK_TYPES:
+            raise ValueError(f"ack_type must be one of {ACK_TYPES}, not {ack_type!r}")
+        r = self.offsets[offset]
+        if r.state != ACQUIRED or r.holder != member:
+            return INVALID_RECORD_STATE
+        new = {"ACCEPT": Record(ACKNOWLEDGED, r.count), "REJECT": Record(ARCHIVED, r.count)}.get(ack_type)
+        self._set(offset, new or self._released(r))
+        return None
+
+    def release(self, offset: int) -> bool:
+        """[KIP-932] The acquisition lock of ``offset`` expired: an ACQUIRED record is released (ARCHIVED
+        at the limit). A PENDING one: "release" releases it too, "freeze" and "abort" leave it (the
+        caller aborts the transaction for "abort"). Returns whether the record changed."""
+        r = self.offsets[offset]
+        if r.state == ACQUIRED or (r.state == PENDING and self.lock_while_pending == "release"):
+            self._set(offset, self._released(r))
+            return True
+        return False
+
+    def member_left(self, member: str) -> list[int]:
+        """[KIP-932] ``member`` left or crashed (its share session closed): its ACQUIRED records are
+        released. PENDING ones stay with their transaction. Returns the released offsets."""
+        return [o for o, r in enumerate(self.offsets) if r.state == ACQUIRED and r.holder == member and self.release(o)]
+
+    def acknowledge_in_txn(self, member: str, offset: int, ack_type: str, pid: int) -> str | None:
+        """[KIP-1289] TxnShareAcknowledge of one offset for producer ``pid``: the record becomes PENDING
+        and the acknowledgement is persisted as pending. Returns None, INVALID_REQUEST for RELEASE
+        [draft PR 22357], or INVALID_RECORD_STATE when ``member`` does not hold the record."""
+        if ack_type not in TXN_ACK_TYPES + (("RELEASE",) if self.release_in_txn else ()):
+            return INVALID_REQUEST
+        r = self.offsets[offset]
+        if r.state != ACQUIRED or r.holder != member:
+            return INVALID_RECORD_STATE
+        self.pending.setdefault(pid, {})[offset] = ack_type
+        self.offsets[offset] = Record(PENDING, r.count, member, pid)
+        self.log.append(("pending", offset, r.count, pid, ack_type, member))
+        return None
+
+    def complete(self, pid: int, commit: bool) -> dict[int, str]:
+        """[KIP-1289 seed §4.3] ``completeTransaction``: the WriteTxnMarkers of producer ``pid``'s
+        transaction reached ``__share_group_state``. COMMIT applies its pending acknowledgements (ACCEPT:
+        ACKNOWLEDGED; REJECT: ARCHIVED), whatever state the record is in by then; ABORT discards them and
+        the records still PENDING for ``pid`` go back to AVAILABLE (count kept or reverted, ARCHIVED at
+        the limit). Returns offset to the acknowledgement type it applied or discarded."""
+        acks = self.pending.pop(pid, {})
+        self.log.append(("marker", pid, commit))
+        for o, ack_type in sorted(acks.items()):
+            r = self.offsets[o]
+            if commit:
+                done = {"ACCEPT": Record(ACKNOWLEDGED, r.count), "REJECT": Record(ARCHIVED, r.count)}
+                self.offsets[o] = done.get(ack_type) or self._released(r)
+            elif r.state == PENDING and r.pid == pid:
+                self.offsets[o] = self._released(Record(PENDING, r.count - (self.count_on_abort == "revert")))
+        return acks
+
+    def reload(self) -> None:
+        """The share coordinator (and so the share-partition leader) restarted: the state is rebuilt from
+        the ``__share_group_state`` log alone, whose entries are ``("state", offset, state, count)``,
+        ``("pending", offset, count, pid, ack_type, member)`` (a transactional write) and
+        ``("marker", pid, commit)`` (WriteTxnMarkers). ACQUIRED is not in it: those records are AVAILABLE
+        again with their last persisted delivery count; acknowledgements whose marker is not in the log
+        stay pending."""
+        log, self.log = self.log, []
+        self.offsets, self.pending = [Record() for _ in range(self.records)], {}
+        for entry in log:
+            if entry[0] == "marker":
+                self.complete(entry[1], entry[2])
+                continue
+            self.log.append(entry)
+            if entry[0] == "state":
+                self.offsets[entry[1]] = Record(entry[2], entry[3])
+            else:
+                _, o, count, pid, ack_type, member = entry
+                self.pending.setdefault(pid, {})[o] = ack_type
+                self.offsets[o] = Record(PENDING, count, member, pid)
