@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from labkit.crashlab.history import Event
+
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "AVAILABLE", "ACQUIRED", "ACKNOWLEDGED", "ARCHIVED"
 PENDING = "ACKNOWLEDGE_PENDING"
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
@@ -100,10 +102,11 @@ class SharePartition:
         self.offsets[offset] = record
         self.log.append(("state", offset, record.state, record.count))
 
-    def acquire(self, member: str, max_records: int) -> list[int]:
-        """[KIP-932] Up to ``max_records`` AVAILABLE offsets, lowest first, become ACQUIRED by ``member``
-        (delivery count + 1, not persisted). Returns them."""
-        got = [o for o, r in enumerate(self.offsets) if r.state == AVAILABLE][:max_records]
+    def acquire(self, member: str, max_records: int, only: list[int] | None = None) -> list[int]:
+        """[KIP-932] Up to ``max_records`` AVAILABLE offsets (of ``only``, when given), lowest first, become
+        ACQUIRED by ``member`` (delivery count + 1, not persisted). Returns them."""
+        got = [o for o, r in enumerate(self.offsets) if r.state == AVAILABLE and (only is None or o in only)]
+        got = got[:max_records]
         for o in got:
             self.offsets[o] = Record(ACQUIRED, self.offsets[o].count + 1, member)
             self.speo = max(self.speo, o + 1)
@@ -190,3 +193,45 @@ class SharePartition:
                 _, o, count, pid, ack_type, member = entry
                 self.pending.setdefault(pid, {})[o] = ack_type
                 self.offsets[o] = Record(PENDING, count, member, pid)
+
+
+def replay_client_events(events: list[Event], topic: str, records: int, limit: int, lock_ms: int,
+                         slack_ms: int = 1000) -> tuple[SharePartition, list[str]]:
+    """Run what real share consumers did (a history of notebook 06's role, ``topic`` partition 0) through
+    the model, and say where the model disagrees with the broker's answers.
+
+    ``delivered`` acquires that offset for that consumer (the model must have it AVAILABLE, with the same
+    delivery count); ``ack_committed`` acknowledges (the model's error must be the broker's); ``crash``,
+    ``stop``, ``finished`` and ``fenced`` make the member leave. Timing is where they cannot agree
+    exactly: the client sees an acquisition up to ``slack_ms`` after the broker made it, so a lock
+    expires in the model ``lock_ms`` after the client's delivery, or already ``lock_ms - slack_ms`` after
+    it when the next event is another consumer getting the record, or the holder's acknowledgement
+    that the broker refused (inside that window, the broker's clock decided).
+
+    Returns:
+        ``(model, disagreements)``: compare ``model.offsets`` with the broker's persisted states.
+    """
+    sp, since, found = SharePartition(records, limit), {}, []
+    for e in sorted(events, key=lambda e: e.mono_ns):
+        for o, at in list(since.items()):
+            early = e.offset == o and (e.kind == "delivered" or e.error == INVALID_RECORD_STATE)
+            if e.mono_ns - at >= (lock_ms - slack_ms * early) * 1_000_000 and sp.offsets[o].state == ACQUIRED:
+                sp.release(o)
+                del since[o]
+        if e.topic not in (topic, None):
+            continue
+        if e.kind == "delivered":
+            if sp.acquire(e.participant, 1, only=[e.offset]) != [e.offset]:
+                found.append(f"{e.participant} got offset {e.offset}, which the model has {sp.offsets[e.offset].state}")
+                continue
+            since[e.offset] = e.mono_ns
+            if sp.offsets[e.offset].count != e.delivery_count:
+                found.append(f"offset {e.offset}: delivery count {e.delivery_count}, model {sp.offsets[e.offset].count}")
+        elif e.kind == "ack_committed":
+            error = sp.acknowledge(e.participant, e.offset, e.ack_type)
+            since.pop(e.offset, None) if error is None else None
+            if error != e.error:
+                found.append(f"{e.participant}'s {e.ack_type} of offset {e.offset}: broker {e.error}, model {error}")
+        elif e.kind in ("crash", "stop", "finished", "fenced"):
+            sp.member_left(e.participant)
+    return sp, found
