@@ -49,3 +49,4 @@ bench: jars
 	$(PY) bench/participants.py
 	$(PY) bench/txn_size.py
 	$(PY) bench/share_observer.py
+	$(PY) bench/explore.py
