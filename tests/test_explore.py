@@ -25,3 +25,15 @@ def test_releasing_a_pending_record_on_lock_expiry_breaks_exactly_once_and_the_t
 def test_a_state_limit_stops_it_and_says_so():
     result = explore(max_states=50, **SMALL)
     assert not result.complete and "stopped at the state limit" in str(result)
+
+
+def test_the_counterexample_figure_shows_the_duplicate_in_virtual_time():
+    from labkit.crashlab.share_timeline import share_timeline_figure
+    from labkit.models.kip1289 import INPUT
+
+    options = {**SMALL, "lock_while_pending": "release"}
+    world, _ = replay(explore(**options).trace, **options)
+    fig = share_timeline_figure(world.events, INPUT, "counterexample", modelled=True)
+    duplicate = [t for t in fig.data if t.name == "effect written again: duplicate (sink)"]
+    assert len(duplicate) == 1 and list(duplicate[0].y) == [0]
+    assert fig.layout.title.text.startswith("MODELLED") and "virtual" in fig.layout.xaxis.title.text

@@ -147,14 +147,14 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
     with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
         fig.data = ()
         fig.add_traces(traces)
-        _layout(fig, heading, shapes, notes, len(offsets))
+        _layout(fig, heading, shapes, notes, len(offsets), modelled)
     return fig
 
 
-def _layout(fig: go.Figure, heading: str, shapes: list, notes: list, lanes: int) -> None:
+def _layout(fig: go.Figure, heading: str, shapes: list, notes: list, lanes: int, modelled: bool) -> None:
     fig.update_layout(title=dict(text=heading, y=0.98), shapes=shapes, annotations=notes,
                       height=max(440, 220 + 36 * lanes), margin=dict(t=110),
-                      xaxis=dict(title="seconds since the experiment started"),
+                      xaxis=dict(title="virtual seconds (MODELLED)" if modelled else "seconds since the experiment started"),
                       yaxis=dict(title="offset", autorange="reversed", dtick=1),
                       legend=dict(orientation="v", x=1.02, y=1, font=dict(size=10)))
 

@@ -50,6 +50,7 @@ def finish(world: World, max_steps: int = 200) -> list[str]:
     for _ in range(max_steps):
         actions = world.actions(faults=False)
         if not actions:
+            world.observe()
             return said
         said.append(world.step(actions[0]))
     raise RuntimeError(f"the model did not settle in {max_steps} steps: {world.sp.offsets}")

@@ -351,6 +351,12 @@ class World:
         self.sp.release(offset)
         return f"offset {offset}'s acquisition lock expired: {self.sp.offsets[offset].state}"
 
+    def observe(self) -> None:
+        """The observer's last sample, one step later: the SPSO now (so a timeline shows the final states
+        for a moment, as the real runs' observer does)."""
+        self.clock_ms += self.step_ms
+        self._emit("share_offsets", "broker", topic=INPUT, partition=0, offset=self.sp.spso)
+
     # -- what it means -------------------------------------------------------------------------------
     def violations(self, final: bool = False) -> list[str]:
         """Exactly-once and KIP-932 invariants broken in this state: an input with more than one

@@ -67,7 +67,6 @@ class Stepper:
 
     def refresh(self) -> None:
         share_timeline_figure(self.world.events, INPUT, title=self.title, modelled=True, figure=self.figure)
-        self.figure.update_layout(xaxis_title="virtual seconds (MODELLED)")
         buttons = []
         for action in self.world.actions():
             b = widgets.Button(description=label(action), button_style=FAULT_STYLE.get(action[0], ""),
