@@ -14,7 +14,7 @@ def test_observer_sees_persisted_states_offsets_and_members(bootstrap, tmp_path)
     observer.sample()  # before any member joined: said, not raised
     assert "GROUP_ID_NOT_FOUND" in observer.last_error, observer.last_error
     with observer:
-        exp.participant("sc", "share_consumer", topic=topic, group_id=group, idle_ms=2000,
+        exp.participant("sc", "share_consumer", topic=topic, group_id=group, idle_ms=5000,  # long enough to be seen
                         decisions={"src-2": "reject"}).start().wait(90)
     events = exp.history.events()
     persisted = {(o, e.state) for e in events if e.kind == "share_state" for o in range(e.offset, e.last_offset + 1)}
