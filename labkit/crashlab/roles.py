@@ -98,9 +98,9 @@ class Loop:
             producer.flush(30)
         except:  # noqa: E722: a fatal error surfaces in several shapes, one not even a BaseException (kafka_error)
             err = kafka_error(sys.exc_info()[1])
-            if err is None:
+            if err is None and self.fatal is None:
                 raise
-            self.fatal = err
+            self.fatal = err or self.fatal  # fenced, flush may even raise SystemError (NULL without an exception)
         self.write_events()
         if self.fatal is not None:
             self.log("fenced", txn=self.txn or None, error=self.fatal.name())
