@@ -56,7 +56,7 @@ def test_the_stepper_redraws_what_the_model_did():
     assert transactions(stepper.world).loc[0, "state"] == "COMPLETE_COMMIT"
     assert stepper.figure.layout.title.text.startswith("MODELLED")
     names = {t.name for t in stepper.figure.data}
-    assert {"ACKNOWLEDGE_PENDING (broker)", "ACKNOWLEDGED (broker)", "effect written (sink)"} <= names
+    assert {"TX_PENDING (broker)", "ACKNOWLEDGED (broker)", "effect written (sink)"} <= names
     assert label(("lock_expiry", 2)) == "lock expiry of offset 2"
     with pytest.raises(ValueError, match="not possible now"):
         stepper.press(("commit", "c1"))

@@ -4,7 +4,7 @@ Two sources, drawn differently:
 
 * **broker** (thick, pale bars): the states the share coordinator persisted in ``__share_group_state``
   (``share_state`` events: AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED; in a MODELLED run also
-  KIP-1289's ACKNOWLEDGE_PENDING) and the SPSO
+  KIP-1289's TX_PENDING) and the SPSO
   (``share_offsets``), as the observer read them;
 * **client** (thin lines): ACQUIRED by which consumer and which delivery (from its ``delivered``
   event until it acknowledged, committed, crashed or the record went to someone else), and the
@@ -26,7 +26,7 @@ from labkit.crashlab.history import Event
 from labkit.crashlab.timeline import ACTION_COLOURS
 
 BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#f58518", "ARCHIVED": "#7f7f7f",
-                  "ACKNOWLEDGE_PENDING": "#b279a2"}  # the last: KIP-1289's pending state, only in modelled runs
+                  "TX_PENDING": "#b279a2"}  # the last: KIP-1289's pending state, only in modelled runs
 CONSUMER_COLOURS = ("#e45756", "#4c78a8", "#b279a2", "#eeca3b", "#72b7b2", "#ff9da6")
 ACK_SYMBOLS = {"ACCEPT": "circle", "RELEASE": "triangle-up", "REJECT": "x-thin-open"}
 

@@ -17,9 +17,10 @@ says when a lock expires. Sources (each rule names one):
 * [KIP-1289 seed §4.2-4.4] a transactional acknowledgement is written to ``__share_group_state`` as
   pending for its producer id; ``complete(pid, commit)`` (the seed's ``completeTransaction``) makes it
   real on COMMIT and discards it on ABORT; a reload replays the log, markers included.
-* [draft PR 22357, as the issue summarises it] a record acknowledged in a transaction is in a pending
-  state until the transaction ends (labkit's name for it: :data:`PENDING`, ACKNOWLEDGE_PENDING; the
-  PR's own name was not checked); only ACCEPT and REJECT are allowed in a transaction.
+* [draft PR 22357] a record acknowledged in a transaction is TX_PENDING (:data:`PENDING`) until the
+  transaction's marker; it cannot be acquired meanwhile, and staging cancels its acquisition lock (the
+  transaction timeout bounds the hold: the model's "freeze", its default); an abort keeps the delivery
+  count (the model's "keep", its default); only ACCEPT and REJECT are allowed in a transaction.
 * [our choice, the open questions of notebook 07] what a lock expiry does to a pending record
   (``lock_while_pending``) and whether an abort keeps the delivery count (``count_on_abort``).
 """
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from labkit.crashlab.history import Event
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "AVAILABLE", "ACQUIRED", "ACKNOWLEDGED", "ARCHIVED"
-PENDING = "ACKNOWLEDGE_PENDING"
+PENDING = "TX_PENDING"
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 ACK_TYPES = ("ACCEPT", "RELEASE", "REJECT")
 TXN_ACK_TYPES = ("ACCEPT", "REJECT")  # [draft PR 22357]
