@@ -30,7 +30,7 @@ lab: $(STAMP)
 	$(PY) -m labkit up
 
 stop:
-	@if [ -x $(PY) ]; then $(PY) -m labkit down; fi
+	@if [ -x $(PY) ]; then $(PY) -m labkit down; $(PY) -m labkit spark-cluster down; fi
 
 # Debian's chromium, for the browser test (Playwright drives it; browser downloads do not work here).
 browser:
@@ -50,3 +50,4 @@ bench: jars
 	$(PY) bench/txn_size.py
 	$(PY) bench/share_observer.py
 	$(PY) bench/explore.py
+	$(PY) bench/spark_pipeline.py

@@ -1,7 +1,8 @@
 """labkit's command line, what ``make`` runs: ``python -m labkit COMMAND``.
 
-Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars), ``up``, ``down``, ``status``
-(the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts).
+Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars),
+``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
+``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`).
 A :class:`~labkit.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
 """
 
@@ -14,7 +15,17 @@ from labkit.errors import LabkitError
 if __name__ == "__main__":
     args = sys.argv[1:]
     try:
-        sys.exit(runtime.main(args[1:]) if args[:1] == ["jars"] else lab.main(args))
+        if args[:1] == ["spark-cluster"]:
+            from labkit.spark import cluster
+
+            sys.exit(cluster.main(args[1:]))
+        if args[:1] == ["jars"]:
+            from labkit.spark.session import connector_jars, SPARK_VERSION
+
+            code = runtime.main(args[1:])
+            print(f"Spark {SPARK_VERSION} Kafka connector jars: {len(connector_jars())}")
+            sys.exit(code)
+        sys.exit(lab.main(args))
     except LabkitError as exc:
         print(f"labkit: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -62,20 +62,33 @@ def serve_broker() -> None:
     """Run the lab broker in this process until SIGTERM or SIGINT, then stop it cleanly."""
     from labkit.broker import EmbeddedBroker
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = stop_on_signal()
     version = kafka_version()
     broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True).start()
-    state = lab_dir() / "broker.json"
-    state.write_text(json.dumps({"pid": os.getpid(), "bootstrap": broker.bootstrap_servers, "version": version,
-                                 "proxied": [broker.proxied_listener_port, broker.proxy_port]}))
+    serve_until(stop, broker, lab_dir() / "broker.json", {
+        "pid": os.getpid(), "bootstrap": broker.bootstrap_servers, "version": version,
+        "proxied": [broker.proxied_listener_port, broker.proxy_port]})
+
+
+def stop_on_signal() -> threading.Event:
+    """An event that SIGTERM or SIGINT sets (a daemon's way to be asked to stop)."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def serve_until(stop: threading.Event, service, state_file: Path, state: dict) -> None:
+    """Publish ``state`` (JSON) in ``state_file`` while ``service`` (anything with ``is_running`` and ``stop()``:
+    the lab broker, a Spark cluster) runs and ``stop`` is not set; then remove the file and stop the service."""
+    state_file.with_suffix(".partial").write_text(json.dumps(state))
+    state_file.with_suffix(".partial").rename(state_file)
     try:
-        while not stop.wait(1.0) and broker.is_running:
+        while not stop.wait(1.0) and service.is_running:
             pass
     finally:
-        state.unlink(missing_ok=True)
-        broker.stop()
+        state_file.unlink(missing_ok=True)
+        service.stop()
 
 
 def _spawn(args: list[str], log_name: str) -> subprocess.Popen:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
 from labkit.broker.probe import KAFKA_LOG, admin
@@ -89,10 +90,25 @@ def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | Non
 
 def high_watermarks(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """High watermark (the offset after the last written record or control record) of every
-    partition of ``topic``: ``{partition: offset}``. (Asked as read_uncommitted: librdkafka's own
-    default, read_committed, would answer with the last stable offset instead.)"""
+    partition of ``topic``: ``{partition: offset}``."""
+    return end_offsets(bootstrap, topic, "read_uncommitted", timeout_s)
+
+
+def last_stable_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """Last stable offset (LSO: the first offset of the oldest transaction still open, else the high
+    watermark; what a read_committed consumer can read up to) of every partition of ``topic``."""
+    return end_offsets(bootstrap, topic, "read_committed", timeout_s)
+
+
+def end_offsets(bootstrap: str, topic: str, isolation_level: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """``{partition: end offset}`` of ``topic`` as a consumer at ``isolation_level`` sees it: the high
+    watermark at read_uncommitted, the last stable offset at read_committed (ListOffsets, KIP-98).
+
+    Raises:
+        KafkaException: the topic does not exist or the broker did not answer within ``timeout_s``.
+    """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG,
-                         "isolation.level": "read_uncommitted"})
+                         "isolation.level": isolation_level})
     try:
         parts = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in parts}
@@ -138,3 +154,18 @@ def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committe
         consumer.close()
     columns = READ_COLUMNS + ["headers"] if headers else READ_COLUMNS
     return pd.DataFrame(rows, columns=columns).sort_values(["partition", "offset"], ignore_index=True)
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """The offsets consumer group ``group`` has committed for each partition of ``topic`` (OffsetFetch:
+    offsets committed in a transaction count once it committed): ``{partition: offset}``, negative where the
+    group has none (librdkafka's OFFSET_INVALID, -1001).
+
+    Raises:
+        KafkaException: the group coordinator did not answer within ``timeout_s`` (e.g. the broker is down).
+    """
+    parts = high_watermarks(bootstrap, topic, timeout_s)
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
+    client = admin(bootstrap)  # held while the future runs: a collected AdminClient never completes it
+    done = client.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 1)
+    return {tp.partition: tp.offset for tp in done.topic_partitions}

@@ -53,11 +53,21 @@ def test_lost_write_committed_but_not_visible():
     assert result.count("lost write") == 1 and "transaction committed" in result.anomalies[0].detail
 
 
-def test_lost_input_with_no_output():
+def test_unprocessed_input_with_no_output():
+    """An input without output is a liveness failure (the pipeline stopped), not a lost write: nothing acked vanished."""
     h = H().write("src", "in-1", 0, topic=IN).write("src", "in-2", 1, topic=IN).write("p", "in-1>out", 0)
     h.finals([(0, "in-1"), (1, "in-2")], topic=IN).finals([(0, "in-1>out")])
     result = check(h.events, output_topic=OUT, input_topic=IN)
-    assert [a.value_id for a in result.anomalies if a.name == "lost write"] == ["in-2"]
+    assert [a.value_id for a in result.anomalies if a.name == "unprocessed"] == ["in-2"]
+    assert result.count("lost write") == 0 and result.counts()["unprocessed"] == 1
+
+
+def test_lost_output_of_a_processed_input_is_a_lost_write_not_unprocessed():
+    """The processor's committed output vanished: a lost write, and its input is unprocessed too."""
+    h = H().write("src", "in-1", 0, topic=IN).add("txn_begin", "p", txn=1).write("p", "in-1>out", 0, txn=1)
+    h.txn("p", 1, "committed").finals([(0, "in-1")], topic=IN).finals([])
+    result = check(h.events, output_topic=OUT, input_topic=IN)
+    assert (result.count("lost write"), result.count("unprocessed")) == (1, 1)
 
 
 def test_aborted_read():

@@ -160,3 +160,27 @@ def test_a_restarted_transactional_producer_numbers_its_transactions_on(bootstra
     p.restart(first=3).wait(60)
     ends = [e.txn for e in history.events() if e.participant == "numbered" and e.kind == "txn_end"]
     assert ends == [1, 2, 3, 4]
+
+
+def test_a_call_stuck_past_the_deadline_is_reported_stalled(broker, history):
+    """The broker stops answering (a black-holed proxy): the producer's flush(30) blocks, and after the lab's
+    deadline (here 3 s) the participant says it is stalled, and in which call, in its status, its panel
+    and the history."""
+    from labkit.crashlab.panel import ParticipantPanel
+    from labkit.crashlab.proxy import FaultProxy
+
+    with FaultProxy.for_broker(broker) as proxy:
+        topic = create_topic(broker.bootstrap_servers, "stall")
+        p = Participant("stuck", "producer", history=history, bootstrap=proxy.bootstrap_servers, topic=topic,
+                        iterations=10_000, interval_ms=50, call_deadline_ms=3000,
+                        config={"message.timeout.ms": 60_000}).start()
+        assert wait_until(lambda: p.counters()["acked"] > 0, 30)
+        proxy.black_hole()
+        assert wait_until(lambda: p.status == "stalled", 20, 0.2), p.status
+        assert p.stalled_in == "flush"
+        stalled = [e for e in history.events() if e.kind == "stalled"]
+        assert stalled[0].step == "flush" and "deadline of 3 s" in stalled[0].error
+        panel = ParticipantPanel(p)
+        assert "stalled in flush" in panel.status.value
+        p.crash()
+        assert p.status == "crashed" and p.stalled_in is None

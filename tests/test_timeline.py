@@ -42,10 +42,9 @@ def test_figure_has_a_trace_per_state_markers_and_action_lines():
 def test_100k_events_render_as_a_few_webgl_traces():
     events = [Event("send", "p", mono_ns=i * 1000, value_id=f"p-{i}") for i in range(50_000)]
     events += [Event("ack", "p", mono_ns=50_000_000 + i, value_id=f"p-{i}", offset=i) for i in range(50_000)]
-    started = time.monotonic()
     fig = timeline_figure(events)
     assert len(fig.data) == 1 and len(fig.data[0].x) == 150_000
-    assert time.monotonic() - started < 60
+    assert len(fig.layout.yaxis.categoryarray) == 50_000
 
 
 def test_live_timeline_redraws_from_the_history(tmp_path):
@@ -57,3 +56,24 @@ def test_live_timeline_redraws_from_the_history(tmp_path):
     time.sleep(0.3)
     live.stop()
     assert isinstance(widget, go.FigureWidget) and [t.name for t in widget.data] == ["written"]
+
+
+def test_each_write_of_a_record_has_its_own_row():
+    # a restart's replay: the crashed instance's write (its transaction aborted by the new instance's
+    # init_transactions) must not be hidden by the committed rewrite, nor drawn uncommitted
+    h = H().add("txn_begin", "p", txn=3).write("p", "s-3>out", 2, txn=3).add("crash", "p").add("start", "p")
+    h.add("txn_end", "p", txn=3, outcome="aborted", step="init_transactions", definite=True)
+    h.add("txn_begin", "p", txn=4).write("p", "s-3>out", 3, txn=4).txn("p", 4, "committed")
+    h.write("q", "q-1", 0).write("q", "q-1", 1)  # an at-least-once duplicate: two written rows
+    segs = [(row, state) for row, state, *_ in segments(h.events)]
+    assert segs == [("s-3>out", "uncommitted"), ("s-3>out", "aborted"), ("s-3>out #2", "uncommitted"),
+                    ("s-3>out #2", "committed"), ("q-1", "written"), ("q-1 #2", "written")]
+    fig = timeline_figure(h.events)
+    assert list(fig.layout.yaxis.categoryarray) == ["q-1 #2", "q-1", "s-3>out #2", "s-3>out"]
+
+
+def test_a_fenced_zombies_write_is_aborted_not_uncommitted_forever():
+    h = H().add("txn_begin", "z", txn=2).add("send", "z", topic=OUT, partition=0, value_id="s-2>out", txn=2)
+    h.add("fenced", "z", txn=2, error="_FENCED").add("crash", "other")
+    assert [(row, state) for row, state, *_ in segments(h.events)] == [("s-2>out", "uncommitted"),
+                                                                        ("s-2>out", "aborted")]

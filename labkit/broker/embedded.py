@@ -29,6 +29,11 @@ def _kill_all() -> None:
         broker.close()
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (a UUID in URL-safe base64, 22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
 class EmbeddedBroker:
     """One Kafka node (``process.roles=broker,controller``, ``node.id=1``) on 127.0.0.1.
 
@@ -52,6 +57,10 @@ class EmbeddedBroker:
             :class:`labkit.crashlab.proxy.FaultProxy` to listen on (see ``render_server_properties``).
         **overrides: broker configs over :data:`labkit.broker.settings.LAB_SETTINGS`, with dots or
             underscores (``transaction_max_timeout_ms=30000``); ``None`` restores Kafka's default.
+        node_id, roles, quorum, cluster_id: for a node of a multi-node cluster
+            (:class:`labkit.broker.multinode.EmbeddedCluster`): its ``node.id``, ``process.roles``
+            ("controller" or "broker" for KRaft isolated mode), its controller's address for a broker, and
+            the cluster id every node's storage is formatted with (default: a new one).
 
     Raises:
         LabkitError: ``version`` is not a release labkit supports (at construction).
@@ -66,7 +75,9 @@ class EmbeddedBroker:
 
     def __init__(self, data_dir: str | Path | None = None, *, version: str | None = None, port: int | None = None,
                  controller_port: int | None = None, heap_mb: int = 768,
-                 start_timeout_s: float = 60.0, proxy_listener: bool = False, **overrides: object) -> None:
+                 start_timeout_s: float = 60.0, proxy_listener: bool = False, node_id: int = 1,
+                 roles: str = "broker,controller", quorum: str | None = None, cluster_id: str | None = None,
+                 **overrides: object) -> None:
         self.version = kafka_version(version)
         self._owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="labkit-broker-") if data_dir is None else data_dir)
@@ -79,6 +90,7 @@ class EmbeddedBroker:
         self.heap_mb = heap_mb
         self.start_timeout_s = start_timeout_s
         self.settings = lab_settings(overrides)
+        self.node_id, self.roles, self.quorum, self.cluster_id = node_id, roles, quorum, cluster_id
         self._proc: subprocess.Popen | None = None
 
     # -- state -----------------------------------------------------------------------------
@@ -129,7 +141,8 @@ class EmbeddedBroker:
         props = self.data_dir / "server.properties"
         props.write_text(render_server_properties(
             data_dir=self.data_dir, port=self.port, controller_port=self.controller_port, settings=self.settings,
-            proxied=(self.proxied_listener_port, self.proxy_port) if self.proxy_listener else None))
+            proxied=(self.proxied_listener_port, self.proxy_port) if self.proxy_listener else None,
+            node_id=self.node_id, roles=self.roles, quorum=self.quorum))
         log4j = self.data_dir / "log4j2.properties"
         log4j.write_text(render_log4j2(self.log_file))
         jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
@@ -220,11 +233,12 @@ class EmbeddedBroker:
                 "left as it is.")
 
     def _format(self, jvm: list[str], props: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = self.cluster_id or new_cluster_id()
         features = [arg for name, level in FEATURES_BY_VERSION[self.version].items()
                     for arg in ("--feature", f"{name}={level}")]
+        quorum = "--standalone" if "controller" in self.roles else "--no-initial-controllers"
         # --cluster-id=<id>, not -t <id>: a random id can start with "-", which argparse takes for an option
-        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone",
+        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", quorum,
                                      f"--cluster-id={cluster_id}", "-c", str(props), *features],
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -232,6 +246,11 @@ class EmbeddedBroker:
                 f"Formatting the broker's storage in {self.data_dir} failed (exit {done.returncode}): "
                 f"check the overrides you passed. Output:\n{done.stdout}{done.stderr}")
         (self.data_dir / "kafka-version").write_text(self.version + "\n")
+
+    def _ready(self, deadline: float) -> bool:
+        if self.roles == "controller":  # no client listener: it logs when its KRaft server is up
+            return "Kafka Server started" in self.log_tail(400)
+        return probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline - time.monotonic())))
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s
@@ -241,7 +260,7 @@ class EmbeddedBroker:
                 raise BrokerExitedError(
                     f"The Kafka broker exited during start (exit code {code}); see {self.log_file}. "
                     f"Last 40 lines of server.log:\n{self.log_tail(40)}")
-            if probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline - time.monotonic()))):
+            if self._ready(deadline):
                 return
             time.sleep(0.1)
         self.kill()

@@ -68,10 +68,12 @@ def jar_dir(env: dict[str, str] | None = None, version: str | None = None) -> Pa
 
 def cached_jars(env: dict[str, str] | None = None, version: str | None = None) -> list[Path] | None:
     """The cached jars of Kafka ``version``, or ``None`` if the cache is missing or was left half-written."""
-    folder = jar_dir(env, version)
-    if not (folder / ".complete").exists():
-        return None
-    return sorted(folder.glob("*.jar"))
+    return _complete(jar_dir(env, version))
+
+
+def _complete(folder: Path) -> list[Path] | None:
+    """The jars of a finished Maven copy in ``folder`` (it has a ``.complete`` file), else ``None``."""
+    return sorted(folder.glob("*.jar")) if (folder / ".complete").exists() else None
 
 
 def ensure_jars(env: dict[str, str] | None = None, *, version: str | None = None,
@@ -93,23 +95,43 @@ def ensure_jars(env: dict[str, str] | None = None, *, version: str | None = None
     """
     env = dict(os.environ if env is None else env)
     version = kafka_version(version, env)
-    jars = cached_jars(env, version)
-    if jars:
-        return jars
+    return maven_jars(POM, jar_dir(env, version), f"Kafka {version}", [f"-Dkafka.version={version}"],
+                      env=env, progress=progress)
+
+
+def maven_jars(pom: Path, folder: Path, what: str, args: list[str], *, env: dict[str, str] | None = None,
+               progress: bool = True) -> list[Path]:
+    """The jars that ``mvn -f <pom> <args> dependency:copy-dependencies -DincludeScope=runtime`` copies
+    into ``folder``, resolved on first use and cached there (a ``.complete`` file marks a finished copy).
+
+    Args:
+        pom: the Maven project that lists the jars (``jvm/*.xml``).
+        folder: the cache folder, e.g. ``$LABKIT_HOME/kafka-4.4.0``.
+        what: what the jars are, for messages ("Kafka 4.4.0").
+        args: extra Maven arguments (properties, ``-DexcludeTransitive=true``).
+        env: environment (PATH); defaults to ``os.environ``.
+        progress: show a tqdm progress bar while Maven runs.
+    Raises:
+        MavenError: the jars are not cached and ``mvn`` is missing, or Maven failed (the message
+            holds the end of Maven's output and the path of the full log).
+    """
+    env = dict(os.environ if env is None else env)
+    cached = _complete(folder)
+    if cached is not None:
+        return cached
     mvn = shutil.which("mvn", path=env.get("PATH"))
     if not mvn:
         raise MavenError(
-            f"The Kafka {version} jars are not cached in {jar_dir(env, version)} and Maven is not installed. "
+            f"The {what} jars are not cached in {folder} and Maven is not installed. "
             f"Install Maven 3.8+ (Debian: `apt-get install maven`) so labkit can resolve them, {_DOCKER_HINT}."
         )
-    folder = jar_dir(env, version)
     staging = folder.with_name(folder.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     log_path = staging / "maven.log"
-    cmd = [mvn, "-B", "-f", str(POM), f"-Dkafka.version={version}", "dependency:copy-dependencies",
-           "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
-    with open(log_path, "w") as log, tqdm(desc=f"Resolving Kafka {version} jars (Maven)",
+    cmd = [mvn, "-B", "-f", str(pom), *args, "dependency:copy-dependencies", "-DincludeScope=runtime",
+           f"-DoutputDirectory={staging}"]
+    with open(log_path, "w") as log, tqdm(desc=f"Resolving {what} jars (Maven)",
                                           unit=" artifacts", disable=not progress) as bar:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         for line in proc.stdout:
@@ -121,13 +143,13 @@ def ensure_jars(env: dict[str, str] | None = None, *, version: str | None = None
     if code != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
         raise MavenError(
-            f"Maven could not resolve the Kafka {version} jars (exit {code}); is Maven Central reachable? "
+            f"Maven could not resolve the {what} jars (exit {code}); is Maven Central reachable? "
             f"Full log: {log_path}. Last lines:\n{tail}"
         )
-    (staging / ".complete").write_text(version + "\n")
+    (staging / ".complete").write_text(what + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
-    return cached_jars(env, version) or []
+    return _complete(folder) or []
 
 
 def classpath(jars: list[Path]) -> str:

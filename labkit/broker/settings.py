@@ -104,32 +104,40 @@ def lab_settings(overrides: dict[str, object] | None = None) -> dict[str, str]:
 
 def render_server_properties(
     *, data_dir: Path, port: int, controller_port: int, settings: dict[str, str],
-    proxied: tuple[int, int] | None = None,
+    proxied: tuple[int, int] | None = None, node_id: int = 1, roles: str = "broker,controller",
+    quorum: str | None = None,
 ) -> str:
-    """``server.properties`` for a KRaft combined-mode node (``process.roles=broker,controller``,
-    ``node.id=1``) listening on 127.0.0.1 only.
+    """``server.properties`` for a KRaft node listening on 127.0.0.1 only: by default the lab's single
+    combined-mode node (``process.roles=broker,controller``, ``node.id=1``).
 
     Args:
         data_dir: directory holding ``log.dirs`` (the topic data and the KRaft metadata log).
-        port: client listener port (PLAINTEXT).
-        controller_port: KRaft controller listener port.
+        port: client listener port (PLAINTEXT; unused by a controller-only node).
+        controller_port: KRaft controller listener port (unused by a broker-only node).
         settings: further broker configs, e.g. from :func:`lab_settings`.
+        node_id: ``node.id``.
+        roles: ``process.roles``: "broker,controller", "controller" or "broker" (KRaft isolated mode).
+        quorum: ``controller.quorum.bootstrap.servers`` ("host:port") of a broker-only node's controller.
         proxied: ``(listener_port, advertised_port)``: an extra listener PROXIED on
             ``listener_port`` that tells clients to connect to ``advertised_port``, where a fault
             proxy (:class:`labkit.crashlab.proxy.FaultProxy`) forwards to it. Clients that bootstrap
             from the proxy stay behind it.
     """
+    listeners = {"broker,controller": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                 "controller": f"CONTROLLER://127.0.0.1:{controller_port}",
+                 "broker": f"PLAINTEXT://127.0.0.1:{port}"}[roles]
     base = {
-        "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "process.roles": roles,
+        "node.id": str(node_id),
+        "controller.quorum.bootstrap.servers": quorum or f"127.0.0.1:{controller_port}",
+        "listeners": listeners,
+        "advertised.listeners": listeners if roles == "controller" else f"PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(data_dir / "kraft-logs"),
     }
+    if roles != "controller":
+        base["inter.broker.listener.name"] = "PLAINTEXT"
     if proxied:
         base["listeners"] += f",PROXIED://127.0.0.1:{proxied[0]}"
         base["advertised.listeners"] += f",PROXIED://127.0.0.1:{proxied[1]}"

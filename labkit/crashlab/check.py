@@ -10,7 +10,9 @@ Anomalies (the guarantees of KIP-98 transactions and the idempotent producer):
 
 * ``duplicate``: one value id more than once in the read_committed final read of a topic;
 * ``lost write``: a write the producer was told committed (definite ack, and its transaction, if any,
-  committed) is not in the read_committed final read; or an input record with no output;
+  committed) is not in the read_committed final read (safety: an acknowledged write vanished);
+* ``unprocessed``: an input record with no output in the read_committed final read (liveness: the pipeline
+  stopped before it, or skipped it; a skip also shows as a ``gap`` when a consumer jumped over it);
 * ``aborted read``: a read_committed consumer (or final read) returned a record of an aborted transaction;
 * ``precommitted read``: a read_committed consumer returned a record before its producer called
   ``commit_transaction``;
@@ -32,7 +34,7 @@ import pandas as pd
 
 from labkit.crashlab.history import Event
 
-ANOMALIES = ("duplicate", "lost write", "aborted read", "precommitted read", "gap", "out-of-order")
+ANOMALIES = ("duplicate", "lost write", "unprocessed", "aborted read", "precommitted read", "gap", "out-of-order")
 _TABLE = ["anomaly", "value_id", "participant", "topic", "partition", "offset", "detail"]
 
 
@@ -178,7 +180,7 @@ def _lost_writes(events, read, txns, topic) -> list[Anomaly]:
 
 def _unprocessed(input_read, output_read, stage) -> list[Anomaly]:
     outputs = {e.value_id for e in output_read}
-    return [_where(e, "lost write", f"input {e.value_id} (offset {e.offset}) has no output "
+    return [_where(e, "unprocessed", f"input {e.value_id} (offset {e.offset}) has no output "
                                     f"{derived_id(e.value_id, stage)}") for e in input_read
             if derived_id(e.value_id, stage) not in outputs]
 

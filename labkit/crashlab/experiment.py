@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from labkit.broker.runtime import labkit_home
 from labkit.crashlab.check import CheckResult, check
 from labkit.crashlab.history import History
 from labkit.crashlab.participant import Participant
 from labkit.records import create_topic, read_topic
+
+if TYPE_CHECKING:
+    from labkit.broker import EmbeddedBroker
 
 
 class Experiment:
@@ -45,6 +50,22 @@ class Experiment:
         """Gracefully stop every participant still running (paused ones are resumed first)."""
         for p in self.participants.values():
             p.stop()
+
+    def restart_broker(self, broker: "EmbeddedBroker", down_s: float = 1.0) -> int:
+        """kill -9 ``broker`` (an :class:`~labkit.broker.EmbeddedBroker`), start it again ``down_s`` seconds later
+        (same data, same ports) and record both in the history (``crash`` and ``start`` of participant
+        "broker"). Returns the monotonic time (ns) at which the broker was ready again.
+
+        Raises:
+            BrokerStateError: the broker is not running.
+            BrokerNotReadyError, BrokerExitedError: it did not come back (the message holds its log).
+        """
+        broker.kill()
+        self.history.append("crash", "broker")
+        time.sleep(down_s)
+        broker.start()
+        self.history.append("start", "broker")
+        return time.monotonic_ns()
 
     def final_reads(self, *topics: str, timeout_s: float = 30.0) -> None:
         """Read each topic to its end at read_committed and at read_uncommitted and record what

@@ -30,13 +30,20 @@ state               share groups: a persisted record state (AVAILABLE, ACKNOWLED
 last_offset         share groups: last offset (inclusive) of a state batch starting at ``offset``
 lag                 share groups: the share-partition lag (records), from DescribeShareGroupOffsets
 member_id           share groups: the member id the group coordinator gave a consumer
+batch_id            Spark: the micro-batch id (Spark's batch id: 0, 1, ...; a replayed batch keeps its id)
 ==================  ======================================================================
 
 Kinds: ``send`` (produce called), ``ack`` (delivery confirmed, with offset), ``send_failed``,
 ``txn_begin``, ``txn_commit_start`` (``commit_transaction`` called), ``txn_end`` (with outcome),
 ``offsets_sent`` (``send_offsets_to_transaction``), ``offsets_committed``, ``consume``,
 ``final_read`` (what a consumer at ``isolation_level`` sees at the end), and the lab's actions:
-``start``, ``crash``, ``pause``, ``resume``, ``stop``, ``fenced``, ``finished``.
+``start``, ``crash``, ``pause``, ``resume``, ``stop``, ``fenced``, ``finished``; and ``stalled`` (a participant's
+blocking client call, named in ``step``, ran past the lab's deadline: :meth:`labkit.crashlab.roles.Loop.call`);
+``restart`` (a supervisor restarts the participant: ``step`` the status it ended in,
+:mod:`labkit.crashlab.supervisor`); ``txn_init`` (a restarted transactional participant's
+``init_transactions`` returned: its ``producer_id``/``producer_epoch``, and in ``state`` the coordinator's
+state of the ``transactional.id`` before, e.g. "Ongoing": the old instance's transaction ``txn``, which
+``init_transactions`` then ended with ``outcome``; a ``txn_end`` with ``step`` "init_transactions" records it).
 
 Share groups (KIP-932), from the share consumers: ``delivered`` (a record acquired by this consumer,
 with its ``delivery_count``), ``acknowledged`` (``acknowledge()`` called, with ``ack_type``),
@@ -46,6 +53,13 @@ record's effect); from the broker, through the observer: ``share_state`` (a pers
 of ``__share_group_state``: ``offset``..``last_offset``, ``state``, ``delivery_count``),
 ``share_offsets`` (SPSO in ``offset``, ``lag``), ``share_assignment`` (``member_id`` holds
 ``partition``; ``participant`` is the member's client id).
+
+Spark Structured Streaming, from a pipeline participant (:mod:`labkit.crashlab.spark_role`), each with its
+``batch_id``: ``batch_offsets`` (Spark wrote ``offsets/N`` of its checkpoint: one event per input
+partition, the batch's input range ``offset``..``last_offset``, inclusive, at the file's time),
+``batch_start`` (the sink was called for the batch, first or replayed), ``batch_written`` (the sink's
+writes returned), ``batch_skipped`` (the sink found the batch's marker committed and wrote nothing),
+``batch_committed`` (Spark wrote ``commits/N``: the batch is done for Spark, at the file's time).
 """
 
 from __future__ import annotations
@@ -61,7 +75,8 @@ import pandas as pd
 KINDS = ("send", "ack", "send_failed", "txn_begin", "txn_commit_start", "txn_end", "offsets_sent",
          "offsets_committed", "consume", "final_read", "start", "crash", "pause", "resume", "stop",
          "fenced", "finished", "delivered", "acknowledged", "ack_committed", "effect", "share_state",
-         "share_offsets", "share_assignment")
+         "share_offsets", "share_assignment", "batch_offsets", "batch_start", "batch_written", "batch_skipped",
+         "batch_committed", "stalled", "restart", "txn_init")
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,7 @@ class Event:
     last_offset: int | None = None
     lag: int | None = None
     member_id: str | None = None
+    batch_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -1,4 +1,5 @@
-"""An ipywidgets control panel per participant: Crash, Pause, Resume, Restart, status, counters.
+"""An ipywidgets control panel per participant: Crash, Pause, Resume, Restart, status (with the call a
+stalled participant is stuck in), counters.
 
 Each button calls the participant's own method (``crash()``, ``pause()``, ``resume()``,
 ``restart()``), the same function a notebook cell can call, so notebooks run headless.
@@ -58,14 +59,19 @@ class ParticipantPanel:
     def refresh(self) -> None:
         """Show the current status and counters."""
         c = self.participant.counters()
-        shown = _SHARE_COUNTERS if self.participant.role == "share_consumer" else _COUNTERS
-        self.status.value = f"<code>{self.participant.status}</code> · " + " · ".join(
-            f"{label} {c[key]}" for key, label in shown)
+        shown = _ROLE_COUNTERS.get(self.participant.role, _COUNTERS)
+        where, status = self.participant.stalled_in, self.participant.status
+        status = f"<code style='color:#d62728'>stalled in {where}</code>" if status == "stalled" and where \
+            else f"<code>{status}</code>"
+        self.status.value = status + " · " + " · ".join(f"{label} {c[key]}" for key, label in shown)
 
 
 _COUNTERS = [("sent", "sent"), ("acked", "acked"), ("consumed", "consumed"), ("committed", "committed"),
              ("aborted", "aborted")]
-_SHARE_COUNTERS = [("delivered", "delivered"), ("ack_committed", "acknowledged"), ("effects", "effects")]
+_ROLE_COUNTERS = {
+    "share_consumer": [("delivered", "delivered"), ("ack_committed", "acknowledged"), ("effects", "effects")],
+    "spark_pipeline": [("batches", "sink runs"), ("batches_done", "commits/N"), ("skipped", "skipped"),
+                       ("committed", "transactions committed")]}
 
 
 class ControlPanel:

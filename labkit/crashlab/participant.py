@@ -2,8 +2,10 @@
 
 ``crash()`` is SIGKILL (no flush, no close: the broker sees a dead client); ``pause()`` /
 ``resume()`` are SIGSTOP / SIGCONT (a stop-the-world pause, like a long GC: heartbeats stop too).
-No participant process outlives the kernel that started it (atexit, and Linux's parent-death signal),
-and re-creating a participant of the same name (re-running a cell) first kills the old process.
+Each participant is the leader of its own process group and every signal goes to the whole group, so
+the JVM a Spark driver starts is killed, stopped and resumed with it. No participant process outlives the
+kernel that started it (atexit, and Linux's parent-death signal), and re-creating a participant of the same
+name (re-running a cell) first kills the old process.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from labkit.crashlab.history import History
-from labkit.crashlab import share_role
+from labkit.crashlab import share_role, spark_role
 from labkit.crashlab.roles import EXIT_FENCED, STEPS
 from labkit.errors import LabkitError
 from labkit.waiting import wait_until
@@ -42,12 +44,14 @@ class Participant:
 
     Args:
         name: unique name in the experiment, e.g. "producer-1"; it writes ``"<name>-<n>"`` value ids.
-        role: "producer", "consumer", "processor" or "share_consumer" (KIP-932; its options are in
-            :mod:`labkit.crashlab.share_role`).
+        role: "producer", "consumer", "processor", "share_consumer" (KIP-932; its options are in
+            :mod:`labkit.crashlab.share_role`) or "spark_pipeline" (a Structured Streaming query; its
+            options are in :mod:`labkit.crashlab.spark_role`).
         history: the experiment's :class:`~labkit.crashlab.history.History`.
         bootstrap: broker address, "host:port".
         crash_at: a step of the role's loop where the process SIGKILLs itself, or ``None``.
-        crash_iteration: crash only on this iteration (1-based); ``None``: the first time the step is reached.
+        crash_iteration: crash only on this iteration (1-based; a Spark pipeline's iteration is the
+            micro-batch id, from 0); ``None``: the first time the step is reached.
         **options: the role's settings: ``topic``; producer ``mode`` ("plain", "idempotent",
             "transactional"), ``transactional_id``, ``iterations``, ``batch`` (records per iteration),
             ``interval_ms``, ``first`` (first value number); consumer/processor ``group_id``,
@@ -56,7 +60,9 @@ class Participant:
             ``per_record_ms`` (processing time per record, before its output is produced),
             ``transactional`` (default True: KIP-447; False: at-least-once, outputs then offset
             commit); ``sleep_at`` ({step: ms}: wait at a step, e.g. to pause it there);
-            ``config`` (dict of extra client configs).
+            ``config`` (dict of extra client configs); any role: ``call_deadline_ms`` (the lab's deadline
+            for each blocking client call, after which the participant is reported stalled; default the
+            call's own timeout + 5 000).
     Raises:
         ValueError: unknown role, ``crash_at`` is not a step of the role, or a share consumer's
             option is unknown (the message lists the choices).
@@ -70,6 +76,8 @@ class Participant:
             raise ValueError(f"{crash_at!r} is not a step of a {role}; its steps are {', '.join(STEPS[role])}")
         if role == "share_consumer":
             share_role.validate(options)
+        if role == "spark_pipeline":
+            spark_role.validate(options, crash_at)
         self.name, self.role, self.history = name, role, history
         self.spec = {"name": name, "role": role, "history": str(history.path), "bootstrap": bootstrap,
                      "crash_at": crash_at, "crash_iteration": crash_iteration, **options}
@@ -93,7 +101,7 @@ class Participant:
         with open(self.stderr_log, "ab") as err:
             self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.run", json.dumps(self.spec)],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                          preexec_fn=die_with_parent)
+                                          preexec_fn=die_with_parent, process_group=0)
         self._paused = self._stopped = False
         _LIVE[self.name] = self
         return self
@@ -132,7 +140,7 @@ class Participant:
         if self._paused:
             self.resume()
         self._stopped = True
-        self._signal(signal.SIGTERM)
+        self._signal(signal.SIGTERM, group=False)  # the loop stops its own children (a Spark driver its JVM)
         try:
             self._proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -163,17 +171,27 @@ class Participant:
     # -- state ------------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """"not started", "running", "paused", "crashed", "fenced", "stopped" or "finished"."""
+        """"not started", "running", "stalled" (running, but stuck in a client call past the lab's deadline:
+        :attr:`stalled_in` names it), "paused", "crashed", "fenced", "stopped" or "finished"."""
         if self._proc is None:
             return "not started"
         code = self._proc.poll()
         if code is None:
-            return "paused" if self._paused else "running"
+            return "paused" if self._paused else "stalled" if self.stalled_in else "running"
         if code == EXIT_FENCED:
             return "fenced"
         if code == 0:
             return "stopped" if self._stopped else "finished"
         return "crashed"
+
+    @property
+    def stalled_in(self) -> str | None:
+        """The client call the running process is stuck in past the lab's deadline (its last event is a
+        ``stalled`` one), else ``None``."""
+        if not self._alive():
+            return None
+        last = next((e for e in reversed(self.history.events()) if e.participant == self.name), None)
+        return last.step if last is not None and last.kind == "stalled" else None
 
     @property
     def stderr_log(self) -> Path:
@@ -187,7 +205,8 @@ class Participant:
 
     def counters(self) -> dict[str, int]:
         """Live counts from the history: sent, acked, failed, consumed, committed, aborted (transactions);
-        for share consumers delivered, ack_committed (acknowledgements whose commit returned) and effects."""
+        for share consumers delivered, ack_committed (acknowledgements whose commit returned) and effects;
+        for a Spark pipeline batches (sink runs), batches_done (``commits/N`` written) and skipped."""
         c = Counter()
         for e in self.history.events():
             if e.participant != self.name:
@@ -197,7 +216,8 @@ class Participant:
                 c[e.outcome] += 1
         return {"sent": c["send"], "acked": c["ack"], "failed": c["send_failed"], "consumed": c["consume"],
                 "committed": c["committed"], "aborted": c["aborted"], "delivered": c["delivered"],
-                "ack_committed": c["ack_committed"], "effects": c["effect"]}
+                "ack_committed": c["ack_committed"], "effects": c["effect"], "batches": c["batch_start"],
+                "batches_done": c["batch_committed"], "skipped": c["batch_skipped"]}
 
     def __repr__(self) -> str:
         return f"Participant({self.name!r}, {self.role}, {self.status})"
@@ -210,6 +230,6 @@ class Participant:
         if not self._alive():
             raise ParticipantStateError(f"{action}: {self.name} is {self.status}; restart() it first.")
 
-    def _signal(self, sig: int) -> None:
-        if self._alive():
-            os.kill(self._proc.pid, sig)
+    def _signal(self, sig: int, group: bool = True) -> None:
+        if self._alive():  # the whole process group: a Spark driver's JVM goes (or stops) with it
+            (os.killpg if group else os.kill)(self._proc.pid, sig)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from time import monotonic_ns
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -25,6 +27,7 @@ STEPS = {
     "processor": ("after_poll", "after_produce", "after_send_offsets", "before_commit", "after_commit"),
     "share_consumer": ("after_poll", "before_sink", "after_sink", "after_acknowledge", "before_commit",
                        "after_commit"),
+    "spark_pipeline": ("before_produce", "mid_produce", "after_produce", "before_commit", "after_commit"),
 }
 #: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
 EXIT_FENCED = 3
@@ -63,10 +66,34 @@ class Loop:
         self._topic: str | None = None
         self._sends: list[tuple] = []  # (mono_ns, [value ids], partition) per batch handed over
         self._acks: list[tuple] = []  # (mono_ns, delivered Message): fields read when the batch is written
+        self._call: tuple[str, float, float] | None = None  # (call, lab deadline on the monotonic clock, deadline s)
         signal.signal(signal.SIGTERM, self._on_term)
+        threading.Thread(target=self._watchdog, daemon=True, name="labkit-watchdog").start()
 
     def _on_term(self, *_: object) -> None:
         self.stopping = True
+
+    def call(self, name: str, fn: Callable, *args: object, timeout_s: float = 30.0) -> object:
+        """Run the blocking client call ``fn(*args, timeout_s)`` (e.g. ``commit_transaction``) under the lab's
+        deadline: the spec's ``call_deadline_ms``, default ``timeout_s`` + 5 s. A call still running past it
+        is reported (a ``stalled`` event naming the call, so the participant's status is "stalled") and left
+        to return or fail by itself: a client call in C cannot be interrupted safely. Returns ``fn``'s result."""
+        deadline_s = self.spec.get("call_deadline_ms", (timeout_s + 5) * 1000) / 1000
+        self._call = (name, time.monotonic() + deadline_s, deadline_s)
+        try:
+            return fn(*args, timeout_s)
+        finally:
+            self._call = None
+
+    def _watchdog(self) -> None:
+        reported = None
+        while True:
+            time.sleep(0.2)
+            call = self._call
+            if call and call is not reported and time.monotonic() > call[1]:
+                reported = call
+                self.log("stalled", step=call[0], error=f"{call[0]} still running past the lab's deadline of "
+                                                        f"{call[2]:g} s")
 
     def log(self, kind: str, **fields: object) -> None:
         self.history.append(kind, self.name, **fields)
@@ -77,14 +104,22 @@ class Loop:
         hold_ms = self.spec.get("sleep_at", {}).get(name)
         if hold_ms:
             time.sleep(hold_ms / 1000)
-        at, nth = self.spec.get("crash_at"), self.spec.get("crash_iteration")
-        if name == at and nth in (None, self.iteration):
+        if self.crashes_at(name):
             self.log("crash", step=name)
+            if os.getpgid(0) == os.getpid():  # a participant leads its group: its children (a JVM) go too
+                os.killpg(0, signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
 
+    def crashes_at(self, name: str) -> bool:
+        """Whether the spec's crash point is step ``name`` in the current iteration."""
+        return name == self.spec.get("crash_at") and self.spec.get("crash_iteration") in (None, self.iteration)
+
     def client_config(self, **extra: object) -> dict:
-        return {"bootstrap.servers": self.spec["bootstrap"], "error_cb": self.on_error, **extra,
-                **self.spec.get("config", {})}
+        """A client's configs: the broker, the error callback, ``extra``, then the spec's ``config`` (which
+        overrides). Every client retries a lost broker at least every second (``reconnect.backoff.max.ms``;
+        librdkafka's default, 10 s, finds a restarted broker up to 10 s late)."""
+        return {"bootstrap.servers": self.spec["bootstrap"], "error_cb": self.on_error,
+                "reconnect.backoff.max.ms": 1000, **extra, **self.spec.get("config", {})}
 
     def on_error(self, err: KafkaError) -> None:
         """librdkafka's error callback: remember a fatal error (e.g. _FENCED: a newer producer
@@ -95,7 +130,7 @@ class Loop:
     def flush(self, producer: Producer) -> None:
         """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced."""
         try:
-            producer.flush(30)
+            self.call("flush", producer.flush)
         except:  # noqa: E722: a fatal error surfaces in several shapes, one not even a BaseException (kafka_error)
             err = kafka_error(sys.exc_info()[1])
             if err is None and self.fatal is None:
@@ -142,12 +177,13 @@ class Loop:
         self._sends.clear()
         self._acks.clear()
 
-    def commit(self, producer: Producer) -> None:
-        """Commit the open transaction, recording its outcome; raise :class:`Fenced` if fenced."""
+    def commit(self, producer: Producer) -> bool:
+        """Commit the open transaction, recording its outcome; raise :class:`Fenced` if fenced.
+        Returns whether it committed (False: it failed, and was aborted if it had to be)."""
         self.step("before_commit")
         self.log("txn_commit_start", txn=self.txn)
         try:
-            producer.commit_transaction(30)
+            self.call("commit_transaction", producer.commit_transaction)
             self.log("txn_end", txn=self.txn, outcome="committed", definite=True)
         except KafkaException as exc:
             err = exc.args[0]
@@ -156,10 +192,43 @@ class Loop:
                 raise Fenced(err.name()) from exc
             self.log("txn_end", txn=self.txn, outcome=None, error=err.name(), definite=False)
             if err.txn_requires_abort():
-                producer.abort_transaction(30)
+                self.call("abort_transaction", producer.abort_transaction)
                 self.log("txn_end", txn=self.txn, outcome="aborted", definite=True)
-            return
+            return False
         self.step("after_commit")
+        return True
+
+
+#: What ``init_transactions`` does to the transaction an older instance left, by the coordinator's state (KIP-98).
+_ENDED_BY_INIT = {"Ongoing": "aborted", "PrepareAbort": "aborted", "PrepareCommit": "committed"}
+
+
+def init_transactions(loop: Loop, producer: Producer) -> None:
+    """``init_transactions`` under the lab's deadline. On a restart (the spec carries ``last_txn``) also
+    record what it did: the coordinator's state of the ``transactional.id`` before, the new producer epoch
+    (every older one is fenced) and, if the old instance's transaction was still open, its end (aborted, or
+    committed if it was in PrepareCommit) as a ``txn_end`` of that transaction."""
+    restarted = "last_txn" in loop.spec
+    if restarted:
+        from labkit.crashlab.producers import describe_transaction  # kafka-python: only restarts pay for it
+
+        tid = loop.spec["transactional_id"]
+        try:
+            before = describe_transaction(loop.spec["bootstrap"], tid)["state"]
+        except Exception as exc:  # noqa: BLE001: first run of this transactional.id, or the broker refused
+            before = type(exc).__name__
+    loop.call("init_transactions", producer.init_transactions)
+    if restarted:
+        now = describe_transaction(loop.spec["bootstrap"], tid)
+        old_txn = loop.spec["last_txn"]
+        ended = any(e.kind == "txn_end" and e.outcome and e.participant == loop.name and e.txn == old_txn
+                    for e in loop.history.events())
+        outcome = None if ended else _ENDED_BY_INIT.get(before)  # else another instance's (a shared id)
+        old_txn = old_txn if outcome else None
+        loop.log("txn_init", transactional_id=tid, producer_id=now["producer_id"],
+                 producer_epoch=now["producer_epoch"], state=before, txn=old_txn, outcome=outcome)
+        if outcome:
+            loop.log("txn_end", txn=old_txn, outcome=outcome, step="init_transactions", definite=True)
 
 
 def run_producer(loop: Loop) -> None:
@@ -171,7 +240,7 @@ def run_producer(loop: Loop) -> None:
     producer = Producer(loop.client_config(**extra))
     producer.list_topics(s["topic"], timeout=30)  # metadata first, so the loop measures sending only
     if mode == "transactional":
-        producer.init_transactions(30)
+        init_transactions(loop, producer)
     n = s.get("first", 1) - 1
     for loop.iteration in range(1, s.get("iterations", 10) + 1):
         if loop.stopping:
@@ -215,6 +284,15 @@ def _idle_done(loop: Loop, idle_since: float) -> bool:
     return loop.stopping or time.monotonic() - idle_since > loop.spec.get("idle_ms", 10_000) / 1000
 
 
+def _close(consumer: Consumer) -> None:
+    """Close ``consumer``; a failure (e.g. leaving a group that already fenced this member) goes to stderr, so
+    it does not hide why the loop ended (a fence, a crash point, a stop)."""
+    try:
+        consumer.close()
+    except KafkaException as exc:
+        print(f"consumer.close() failed: {exc.args[0]}", file=sys.stderr)
+
+
 def run_consumer(loop: Loop) -> None:
     s = loop.spec
     consumer, idle_since = _consumer(loop, s["group_id"]), time.monotonic()
@@ -230,8 +308,17 @@ def run_consumer(loop: Loop) -> None:
             consumer.commit(asynchronous=False)
             loop.log("offsets_committed", topic=s["topic"])
             loop.step("after_commit")
+            idle_since = time.monotonic()
     finally:
-        consumer.close()
+        _close(consumer)
+
+
+#: The processor's transactional producer does not re-bootstrap when every broker is down: librdkafka's
+#: re-bootstrap leaves its cached group coordinator on the dead connection, and the first
+#: ``send_offsets_to_transaction`` after a broker restart then hangs until another connection changes state
+#: (librdkafka issues 5456 and 5511; :func:`labkit.lessons.broker_crashes.broker_restart_in_transaction`).
+#: A spec's ``config`` overrides it (``{"metadata.recovery.strategy": "rebootstrap"}``: librdkafka's default).
+_TRANSACTIONAL = {"metadata.recovery.strategy": "none"}
 
 
 def run_processor(loop: Loop) -> None:
@@ -241,52 +328,60 @@ def run_processor(loop: Loop) -> None:
     s = loop.spec
     transactional = s.get("transactional", True)
     consumer = _consumer(loop, s["group_id"])
-    producer = Producer(loop.client_config(**({"transactional.id": s["transactional_id"]} if transactional else {})))
+    producer = Producer(loop.client_config(**(_TRANSACTIONAL | {"transactional.id": s["transactional_id"]}
+                                              if transactional else {})))
     if transactional:
-        producer.init_transactions(30)
+        init_transactions(loop, producer)
     idle_since = time.monotonic()
     try:
         while not _idle_done(loop, idle_since):
             msgs = _log_consumed(loop, consumer.consume(s.get("batch", 10), 0.5), "read_committed")
-            if not msgs:
-                continue
-            loop.iteration += 1
-            idle_since = time.monotonic()
-            if transactional:
-                producer.begin_transaction()
-                loop.txn += 1
-                loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
-            loop.step("after_poll")
-            for m in msgs:
-                time.sleep(s.get("per_record_ms", 0) / 1000)  # "processing" the record
-                loop.send(producer, s["output_topic"], m.partition(), [derived_id(m.value().decode(), s.get("stage", "out"))])
-            loop.flush(producer)
-            loop.step("after_produce")
-            offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
-            if transactional:
-                _send_offsets(loop, producer, consumer, offsets)
-                loop.commit(producer)
-            else:
-                try:
-                    consumer.commit(offsets=offsets, asynchronous=False)
-                except KafkaException as exc:
-                    loop.log("offsets_committed", topic=s["topic"], error=exc.args[0].name(), definite=True)
-                    continue
-                loop.log("offsets_committed", topic=s["topic"], definite=True)
-                loop.step("after_commit")
+            if msgs:
+                _process(loop, consumer, producer, msgs, transactional)
+                idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness
     finally:
-        consumer.close()
+        _close(consumer)
+
+
+def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, transactional: bool) -> None:
+    """One iteration of :func:`run_processor`: the outputs of ``msgs``, then their offsets (in the transaction,
+    or committed by the consumer after the outputs)."""
+    s = loop.spec
+    loop.iteration += 1
+    if transactional:
+        producer.begin_transaction()
+        loop.txn += 1
+        loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
+    loop.step("after_poll")
+    for m in msgs:
+        time.sleep(s.get("per_record_ms", 0) / 1000)  # "processing" the record
+        loop.send(producer, s["output_topic"], m.partition(), [derived_id(m.value().decode(), s.get("stage", "out"))])
+    loop.flush(producer)
+    loop.step("after_produce")
+    offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
+    if transactional:
+        _send_offsets(loop, producer, consumer, offsets)
+        loop.commit(producer)
+        return
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as exc:
+        loop.log("offsets_committed", topic=s["topic"], error=exc.args[0].name(), definite=True)
+        return
+    loop.log("offsets_committed", topic=s["topic"], definite=True)
+    loop.step("after_commit")
 
 
 def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: list) -> None:
     """``send_offsets_to_transaction``; the group coordinator rejects a zombie's (KIP-447)."""
     try:
-        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+        loop.call("send_offsets_to_transaction", producer.send_offsets_to_transaction, offsets,
+                  consumer.consumer_group_metadata())
     except KafkaException as exc:
         err = exc.args[0]
         loop.log("fenced", txn=loop.txn, error=err.name())
         if err.txn_requires_abort():
-            producer.abort_transaction(30)
+            loop.call("abort_transaction", producer.abort_transaction)
             loop.log("txn_end", txn=loop.txn, outcome="aborted", definite=True)
         raise Fenced(err.name()) from exc
     loop.log("offsets_sent", topic=loop.spec["topic"], txn=loop.txn)

@@ -8,9 +8,10 @@ import sys
 from labkit.crashlab.roles import (EXIT_FENCED, FENCED_ERRORS, Fenced, Loop, kafka_error, run_consumer, run_processor,
                                    run_producer)
 from labkit.crashlab.share_role import run_share_consumer
+from labkit.crashlab.spark_role import run_spark_pipeline
 
 ROLES = {"producer": run_producer, "consumer": run_consumer, "processor": run_processor,
-         "share_consumer": run_share_consumer}
+         "share_consumer": run_share_consumer, "spark_pipeline": run_spark_pipeline}
 
 
 def main(spec: dict) -> int:

@@ -148,7 +148,8 @@ def _acknowledge(loop: Loop, consumer: ShareConsumer, decided: list) -> None:
     loop.step("after_acknowledge")
     loop.step("before_commit")
     try:
-        results = {tp.partition: (exc.args[0].name() if exc else None) for tp, exc in consumer.commit_sync(30).items()}
+        committed = loop.call("commit_sync", consumer.commit_sync)
+        results = {tp.partition: (exc.args[0].name() if exc else None) for tp, exc in committed.items()}
     except KafkaException as exc:
         results = {m.partition(): exc.args[0].name() for m, _ in decided}
     loop.history.append_batch("ack_committed", loop.name, {

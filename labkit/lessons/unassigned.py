@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
+from labkit.records import committed_offsets
 from labkit.waiting import wait_for
 
 
@@ -188,7 +189,14 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
     wait_for(lambda: len(_committed_offsets(exp, victim)) >= 3, f"member-A committed nothing on partition {victim}")
     a.pause()
     assignments = describe_assignments(exp.bootstrap, group)
-    a_committed = max(_committed_offsets(exp, victim)) + 1
+    # A's last commit may still be landing at the broker (its response unread when SIGSTOP came): the offset
+    # A committed is the group's, read until two reads 0.3 s apart agree
+    a_committed = None
+    for _ in range(20):  # A is stopped: its commit lands within milliseconds, if at all
+        before, a_committed = a_committed, committed_offsets(exp.bootstrap, group, src)[victim]
+        if a_committed == before:
+            break
+        time.sleep(0.3)
     try:
         b.commit_offsets({victim: skip_to}, guard=True)
         guard_error = None

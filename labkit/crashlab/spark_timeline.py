@@ -1,0 +1,225 @@
+"""The micro-batch timeline of a Spark pipeline participant (:mod:`labkit.crashlab.spark_role`).
+
+One row per micro-batch id. Left, on a time axis: when Spark wrote ``offsets/N`` (◆), each run of the sink
+for the batch (a bar from the sink's start to its end: *written* for Spark's Kafka writer, *committed* or
+*aborted* for a Kafka transaction, *skipped* when the batch's marker was already committed, *crashed* when
+the driver died inside it; a crash is labelled with its crash point on the row of the batch it hit), the Kafka transaction's commit (●) and
+``commits/N`` (■); crashes and restarts are vertical dotted lines. Right, on the same rows: what the batch's input records became in the read_committed
+output: written once, extra copies (duplicates), missing. Everything is computed from the history alone
+(:func:`batch_rows`), so a test can hold the figure to the history it draws.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from labkit.crashlab.check import derived_id
+from labkit.crashlab.history import Event
+
+RUN_COLOURS = {"written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "crashed": "#d62728",
+               "skipped": "#bab0ac", "running": "#f2b447"}
+COPY_COLOURS = {"once": "#54a24b", "extra copies": "#d62728", "missing": "#7f7f7f"}
+LINE_COLOURS = {"crash": "#d62728", "start": "#2ca02c", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b",
+                "stalled": "#ff7f0e"}
+
+
+@dataclass
+class BatchRow:
+    """One micro-batch as the history tells it. Times in seconds since the first event.
+
+    Attributes:
+        batch_id: Spark's batch id.
+        offsets_s: when ``offsets/N`` was written (``None``: not seen).
+        runs: ``(start_s, end_s, outcome)`` per run of the sink, outcome one of :data:`RUN_COLOURS`.
+        crashes: ``(time_s, crash point)`` of each driver crash inside the batch (the point is ``None`` for a
+            crash from outside, e.g. the panel's button).
+        kafka_commit_s: when the batch's Kafka transaction committed (sink B), else ``None``.
+        commits_s: when ``commits/N`` was written, else ``None``.
+        inputs: input records of the batch in the read_committed final read of the input topic.
+        once, extra, missing: of those, outputs read once; extra copies in all (a record read 3 times
+            adds 2); inputs with no output.
+    """
+
+    batch_id: int
+    offsets_s: float | None = None
+    runs: list[tuple[float, float, str]] = field(default_factory=list)
+    crashes: list[tuple[float, str | None]] = field(default_factory=list)
+    kafka_commit_s: float | None = None
+    commits_s: float | None = None
+    inputs: int = 0
+    once: int = 0
+    extra: int = 0
+    missing: int = 0
+
+
+def batch_rows(events: list[Event], input_topic: str, output_topic: str, stage: str = "out") -> list[BatchRow]:
+    """The micro-batches of a pipeline history, in batch id order (see :class:`BatchRow`)."""
+    if not events:
+        return []
+    t0, t_end = events[0].mono_ns, events[-1].mono_ns
+    sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
+    rows: dict[int, BatchRow] = {}
+    ranges: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # batch -> (partition, first, last)
+    open_run: dict[str, tuple[int, float]] = {}  # participant -> (batch id, start_s) of the sink run in progress
+    txn_batch: dict[tuple, int] = {}
+    last_batch: dict[str, int] = {}  # participant -> the batch its sink last started (a crash belongs to it)
+
+    def row(n: int) -> BatchRow:
+        return rows.setdefault(n, BatchRow(n))
+
+    def close(who: str, end_s: float, outcome: str) -> None:
+        if who in open_run:
+            n, start = open_run.pop(who)
+            row(n).runs.append((start, end_s, outcome))
+
+    for e in events:
+        if e.kind == "batch_offsets":
+            row(e.batch_id).offsets_s = sec(e.mono_ns)
+            ranges[e.batch_id].append((e.partition, e.offset, e.last_offset))
+        elif e.kind == "batch_start":
+            close(e.participant, sec(e.mono_ns), "crashed")
+            open_run[e.participant] = (e.batch_id, sec(e.mono_ns))
+            last_batch[e.participant] = e.batch_id
+        elif e.kind == "txn_begin" and e.batch_id is not None:
+            txn_batch[e.participant, e.txn] = e.batch_id
+        elif e.kind == "batch_written" and e.txn is None:
+            close(e.participant, sec(e.mono_ns), "written")
+        elif e.kind == "batch_skipped":
+            close(e.participant, sec(e.mono_ns), "skipped")
+        elif e.kind == "txn_end" and (e.participant, e.txn) in txn_batch and e.outcome:
+            close(e.participant, sec(e.mono_ns), e.outcome)
+            if e.outcome == "committed":
+                row(txn_batch[e.participant, e.txn]).kafka_commit_s = sec(e.mono_ns)
+        elif e.kind in ("crash", "fenced", "start"):
+            if e.kind == "crash" and e.participant in last_batch:
+                row(last_batch[e.participant]).crashes.append((sec(e.mono_ns), e.step))
+            close(e.participant, sec(e.mono_ns), "crashed")
+        elif e.kind == "batch_committed":
+            row(e.batch_id).commits_s = sec(e.mono_ns)
+    for who in list(open_run):
+        close(who, sec(t_end), "running")
+    _count_outputs(events, rows, ranges, input_topic, output_topic, stage)
+    return [rows[n] for n in sorted(rows)]
+
+
+def _count_outputs(events, rows, ranges, input_topic, output_topic, stage) -> None:
+    final = [e for e in events if e.kind == "final_read" and e.isolation_level == "read_committed" and e.value_id]
+    copies = Counter(e.value_id for e in final if e.topic == output_topic)
+    for e in final:
+        if e.topic != input_topic:
+            continue
+        n = next((b for b, spans in ranges.items() for p, first, last in spans
+                  if p == e.partition and first <= e.offset <= last), None)
+        if n is None:
+            continue
+        r, c = rows[n], copies[derived_id(e.value_id, stage)]
+        r.inputs += 1
+        r.once += c >= 1
+        r.extra += max(0, c - 1)
+        r.missing += c == 0
+
+
+def spark_timeline_figure(events: list[Event], input_topic: str, output_topic: str, title: str = "",
+                          figure: go.Figure | None = None) -> go.Figure:
+    """Draw the micro-batch timeline into ``figure`` (a new ``go.Figure`` by default, or a
+    ``go.FigureWidget`` to redraw live). Returns the figure."""
+    rows = batch_rows(events, input_topic, output_topic)
+    label = {r.batch_id: f"batch {r.batch_id}" for r in rows}
+    order = [label[r.batch_id] for r in reversed(rows)]
+    fig = figure if figure is not None else go.Figure()
+    grid = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.72, 0.28], horizontal_spacing=0.03,
+                         subplot_titles=("micro-batches over time", "its inputs in the read_committed output"))
+    shapes = _action_lines(events)
+    traces = _run_traces(rows, label) + _point_traces(rows, label) + _labels(rows, label) + _copy_traces(rows, label)
+    traces += [go.Scatter(x=[None], y=[None], mode="lines", name=name,
+                          line=dict(color=LINE_COLOURS[kind], dash="solid" if kind == "crash" else "dot"))
+               for kind, name in (("crash", "driver crash"), ("start", "driver restart"))
+               if any(s["line"]["color"] == LINE_COLOURS[kind] for s in shapes)]
+    with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
+        fig.data = ()
+        fig.update_layout(grid.layout)
+        fig.add_traces(traces)
+        height = 300 + 34 * len(rows)
+        fig.update_layout(title=dict(text=title, y=0.98), shapes=shapes, annotations=grid.layout.annotations,
+                          height=height, barmode="stack", bargap=0.35, margin=dict(t=90, b=160),
+                          legend=dict(orientation="h", x=0, yanchor="top", y=-60 / (height - 250)),
+                          xaxis=dict(title="seconds since the experiment started"), xaxis2=dict(title="input records"),
+                          yaxis=dict(type="category", categoryorder="array", categoryarray=order),
+                          yaxis2=dict(type="category", categoryorder="array", categoryarray=order))
+    return fig
+
+
+def _run_traces(rows: list[BatchRow], label: dict) -> list[go.Scatter]:
+    """A bar per sink run; a run shorter than 1% of the time axis (a skipped batch) is drawn 1% wide."""
+    by_outcome = defaultdict(lambda: ([], [], []))
+    span = max((b for r in rows for _, b, _ in r.runs), default=1.0)
+    for r in rows:
+        for a, b, outcome in r.runs:
+            b = max(b, a + span / 100)
+            xs, ys, text = by_outcome[outcome]
+            xs += [a, b, None]
+            ys += [label[r.batch_id]] * 2 + [None]
+            text += [f"batch {r.batch_id}: sink run {outcome}"] * 2 + [None]
+    return [go.Scatter(x=xs, y=ys, mode="lines", name=f"sink run: {outcome}", hovertext=text, hoverinfo="text+x",
+                       line=dict(width=12, color=RUN_COLOURS[outcome])) for outcome, (xs, ys, text) in by_outcome.items()]
+
+
+def _point_traces(rows: list[BatchRow], label: dict) -> list[go.Scatter]:
+    points = (("offsets_s", "offsets/N written", "diamond", "#555"), ("kafka_commit_s", "Kafka transaction committed",
+              "circle", "#1b5e20"), ("commits_s", "commits/N written", "square", "#111"))
+    traces = []
+    for attr, name, symbol, colour in points:
+        have = [r for r in rows if getattr(r, attr) is not None]
+        if have:
+            traces.append(go.Scatter(x=[getattr(r, attr) for r in have], y=[label[r.batch_id] for r in have],
+                                     mode="markers", name=name, marker=dict(symbol=symbol, size=10, color=colour,
+                                                                            line=dict(width=1, color="white"))))
+    return traces
+
+
+def _copy_traces(rows: list[BatchRow], label: dict) -> list[go.Bar]:
+    ys = [label[r.batch_id] for r in rows]
+    return [go.Bar(x=[getattr(r, attr) for r in rows], y=ys, orientation="h", name=name, xaxis="x2", yaxis="y2",
+                   marker_color=COPY_COLOURS[name], text=[getattr(r, attr) or "" for r in rows], textposition="inside")
+            for attr, name in (("once", "once"), ("extra", "extra copies"), ("missing", "missing"))]
+
+
+def _labels(rows: list[BatchRow], label: dict) -> list[go.Scatter]:
+    """Words on the batch rows: where the driver crashed (right of the crash), and a skipped run (left of it)."""
+    xs, ys, text, where = [], [], [], []
+    for r in rows:
+        for at, step in r.crashes:
+            xs.append(at), ys.append(label[r.batch_id]), where.append("middle right")
+            text.append(f"✕ {step or 'crash'}")
+        for a, _, outcome in r.runs:
+            if outcome == "skipped":
+                xs.append(a), ys.append(label[r.batch_id]), where.append("middle left")
+                text.append("skipped ▸")
+    if not xs:
+        return []
+    return [go.Scatter(x=xs, y=ys, mode="text", text=text, textposition=where, showlegend=False, hoverinfo="skip",
+                       textfont=dict(size=11, color="#333"))]
+
+
+def _action_lines(events: list[Event]) -> list[dict]:
+    """Vertical dotted lines for the lab's actions on the driver: crash, restart, pause, resume, fenced."""
+    if not events:
+        return []
+    t0, shapes, starts = events[0].mono_ns, [], 0
+    for e in events:
+        if e.kind not in LINE_COLOURS or e.participant == "lab":
+            continue
+        if e.kind == "start":
+            starts += 1
+            if starts == 1:
+                continue  # the first start is the experiment's beginning, not a restart
+        x = (e.mono_ns - t0) / 1e9
+        crash = e.kind == "crash"  # a thin solid line, drawn over a restart's wide dots at the same moment
+        shapes.append(dict(type="line", x0=x, x1=x, xref="x", yref="paper", y0=0, y1=1,
+                           line=dict(color=LINE_COLOURS[e.kind], dash="solid" if crash else "dot", width=1.5 if crash else 3)))
+    return sorted(shapes, key=lambda s: s["line"]["color"] == LINE_COLOURS["crash"])

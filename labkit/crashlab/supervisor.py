@@ -1,0 +1,151 @@
+"""A supervisor that restarts participants, the way a process manager runs a production EOS application
+(systemd's ``Restart=on-failure`` with ``RestartSec`` and a start limit; Kubernetes' restart policy with its
+crash-loop back-off).
+
+On a fatal or fenced error a participant closes its clients and exits; a crashed one is simply gone; a
+stalled one (a client call past the lab's deadline, :meth:`labkit.crashlab.roles.Loop.call`) is SIGKILLed
+first, as a watchdog would. The supervisor starts it again after a back-off that doubles on each restart, up to
+a limit. The new instance's ``init_transactions`` fences every older producer epoch of its
+``transactional.id`` and ends the transaction the old one left open (KIP-98; the coordinator aborts an
+Ongoing transaction and completes one in PrepareCommit): the new instance writes that to the history as a
+``txn_init`` event and a ``txn_end`` for the old transaction.
+
+Each restart is a ``restart`` event of the participant (``step``: the status it ended in, e.g. "fenced");
+giving up at the limit is a ``stop`` event whose ``error`` says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from labkit.crashlab.participant import Participant
+
+#: Statuses the supervisor acts on by default.
+RESTART_ON = ("crashed", "fenced", "stalled")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How one participant is restarted.
+
+    Args:
+        on: the statuses that trigger a restart (of "crashed", "fenced", "stalled").
+        backoff_ms: wait before the first restart (ms); doubled for each further one.
+        max_backoff_ms: the longest wait (ms).
+        limit: restarts at most; past it the supervisor gives up on the participant.
+        changes: spec changes for the restarted instance; default ``{"crash_at": None}``: the lab's crash
+            point was a one-off fault, the restarted process runs without it.
+    """
+
+    on: tuple[str, ...] = RESTART_ON
+    backoff_ms: int = 500
+    max_backoff_ms: int = 8000
+    limit: int = 5
+    changes: dict = field(default_factory=lambda: {"crash_at": None})
+
+    def __post_init__(self) -> None:
+        unknown = set(self.on) - set(RESTART_ON)
+        if unknown:
+            raise ValueError(f"a supervisor restarts on {', '.join(RESTART_ON)}, not {', '.join(sorted(unknown))}")
+        if self.limit < 0 or self.backoff_ms < 0 or self.max_backoff_ms < self.backoff_ms:
+            raise ValueError("limit and backoff_ms must be >= 0 and max_backoff_ms >= backoff_ms")
+
+    def backoff_s(self, restart: int) -> float:
+        """Seconds to wait before restart number ``restart`` (1-based)."""
+        return min(self.backoff_ms * 2 ** (restart - 1), self.max_backoff_ms) / 1000
+
+
+class Supervisor:
+    """Watches participants every ``interval_s`` seconds in a background thread and restarts them by
+    their :class:`RestartPolicy`. Use as a context manager, or :meth:`start` / :meth:`stop`.
+
+    Args:
+        interval_s: how often statuses are checked (s).
+    """
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.policies: dict[str, tuple[Participant, RestartPolicy]] = {}
+        self.restarts: dict[str, int] = {}
+        self.gave_up: set[str] = set()
+        self._due: dict[str, float] = {}  # participant -> monotonic time of its next restart
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def supervise(self, participant: Participant, policy: RestartPolicy | None = None) -> Participant:
+        """Restart ``participant`` by ``policy`` (default :class:`RestartPolicy`) from now on. Returns it."""
+        self.policies[participant.name] = (participant, policy or RestartPolicy())
+        self.restarts.setdefault(participant.name, 0)
+        return participant
+
+    def start(self) -> "Supervisor":
+        """Start watching in the background."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-supervisor")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (participants keep running)."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+
+    def __enter__(self) -> "Supervisor":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def settled(self) -> bool:
+        """Whether every supervised participant has ended for good: finished or stopped, or given up on."""
+        return all(name in self.gave_up or p.status in ("finished", "stopped", "not started")
+                   for name, (p, _) in self.policies.items())
+
+    def wait(self, timeout_s: float = 300.0) -> dict[str, str]:
+        """Wait until :meth:`settled`; returns ``{name: status}``.
+
+        Raises:
+            TimeoutError: not settled within ``timeout_s`` seconds (the message gives each status).
+        """
+        deadline = time.monotonic() + timeout_s
+        while not self.settled():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"supervised participants not settled within {timeout_s:g} s: " + ", ".join(
+                    f"{name} {p.status} after {self.restarts[name]} restarts" for name, (p, _) in self.policies.items()))
+            time.sleep(self.interval_s)
+        return {name: p.status for name, (p, _) in self.policies.items()}
+
+    def check_once(self) -> None:
+        """Act on every supervised participant's status now (the background thread calls this)."""
+        now = time.monotonic()
+        for name, (p, policy) in list(self.policies.items()):
+            if name in self.gave_up:
+                continue
+            status = p.status
+            if name in self._due:
+                if now >= self._due[name]:
+                    del self._due[name]
+                    if status not in ("running", "paused", "stalled"):  # not already restarted by hand
+                        p.start()
+                continue
+            if status not in policy.on:
+                continue
+            if status == "stalled":
+                p.crash()  # a watchdog's kill: the process cannot be trusted to come back
+            if self.restarts[name] >= policy.limit:
+                self.gave_up.add(name)
+                p.history.append("stop", name, error=f"supervisor gave up: restart limit {policy.limit} reached")
+                continue
+            self.restarts[name] += 1
+            wait_s = policy.backoff_s(self.restarts[name])
+            p.history.append("restart", name, step=status,
+                             error=f"restart {self.restarts[name]} of at most {policy.limit}, in {wait_s:g} s")
+            p.spec.update(policy.changes)
+            self._due[name] = now + wait_s
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.check_once()

@@ -1,0 +1,161 @@
+"""Notebook 08, broker crashes: what a kill -9 of the broker (the transaction coordinator) does to a
+transactional processor, and what the application must do about it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pandas as pd
+
+from labkit.broker import EmbeddedBroker
+from labkit.broker.multinode import EmbeddedCluster
+from labkit.crashlab.check import CheckResult, derived_id, value_id
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.hanging import abort_hanging, find_hanging
+from labkit.crashlab.producers import describe_transaction
+from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+from labkit.records import high_watermarks, last_stable_offsets, produce, read_topic
+from labkit.waiting import wait_for, wait_until
+
+
+def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, mitigation: bool = True,
+                                  inputs: int = 6, hold_ms: int = 2500, call_deadline_ms: int = 15_000,
+                                  config: dict | None = None) -> dict:
+    """A KIP-447 processor (one input per transaction) holds a transaction open ``hold_ms`` ms after
+    producing input 2's output; the broker is kill -9'd and restarted inside that window. Then: does the
+    processor's next client call return (and the processor go on to process every input), or does it hang?
+
+    The hang is librdkafka's (issues 5456, 5511): when every broker is down it re-bootstraps, and its cached
+    group coordinator keeps pointing at the dead connection, so ``send_offsets_to_transaction`` waits until
+    another connection changes state (the broker's ``connections.max.idle.ms``, 600 s), past its timeout.
+    labkit's processor sets ``metadata.recovery.strategy=none`` on its transactional producer (no
+    re-bootstrap: the old connection reconnects); ``mitigation=False`` puts librdkafka's default
+    (``rebootstrap``) back.
+
+    Args:
+        exp: the experiment (its broker must be ``broker``).
+        broker: the :class:`EmbeddedBroker` to kill and restart.
+        mitigation: whether the transactional producer keeps labkit's ``metadata.recovery.strategy=none``.
+        inputs: records in the input topic (one partition).
+        hold_ms: how long the processor waits after producing each output, transaction open (ms).
+        call_deadline_ms: the lab's deadline for each client call (ms), past which the processor is
+            reported stalled.
+        config: extra client configs for the processor (e.g. another mitigation to try).
+    Returns:
+        ``{"outcome", "recovery_s", "stalled_in", "processor", "input", "output", "check"}``: outcome
+        "recovered" (a transaction committed within ``call_deadline_ms`` of the broker being back; the call
+        may have been flagged stalled meanwhile if the broker took longer than the deadline to come back) or
+        "stalled" (no commit by then: ``stalled_in`` names the call; the processor is then crashed, as a
+        supervisor would);
+        ``recovery_s``: from the broker being ready to that commit (``None`` if stalled); ``check``: the
+        checker's result on the output once the processor ended (``None`` if stalled).
+    Raises:
+        TimeoutError: the processor neither committed nor was flagged stalled.
+    """
+    src, out = exp.topic("input"), exp.topic("output")
+    exp.participant("source", "producer", topic=src, iterations=inputs).start().wait(60)
+    tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
+    proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=f"{tid}-group",
+                           transactional_id=tid, batch=1, sleep_at={"after_produce": hold_ms}, idle_ms=12_000,
+                           call_deadline_ms=call_deadline_ms,
+                           config=({} if mitigation else {"metadata.recovery.strategy": "rebootstrap"}) | (config or {})).start()
+    wait_for(lambda: exp.history.first("ack", "processor", derived_id(value_id("source", 2))),
+             "the processor never wrote input 2's output", 90)
+    ready_ns = exp.restart_broker(broker)
+
+    def after(kind: str, **match: object):
+        return next((e for e in exp.history.events() if e.kind == kind and e.participant == "processor"
+                     and e.mono_ns > ready_ns and all(getattr(e, k) == v for k, v in match.items())), None)
+
+    # recovered: a commit within the deadline after the broker is back; else stalled (the call it is stuck in
+    # was flagged by then: it began before the broker came back)
+    wait_until(lambda: after("txn_end", outcome="committed") or proc.status not in ("running", "stalled"),
+               call_deadline_ms / 1000, 0.05)
+    committed = after("txn_end", outcome="committed")
+    if not committed and proc.status in ("running", "stalled"):
+        wait_for(lambda: proc.stalled_in, "the processor neither committed nor was flagged stalled", 10)
+        stalled_in = proc.stalled_in
+        proc.crash()
+        return {"outcome": "stalled", "recovery_s": None, "stalled_in": stalled_in, "processor": proc,
+                "input": src, "output": out, "check": None}
+    wait_until(lambda: proc.status != "running", 120)
+    exp.final_reads(src, out)
+    check: CheckResult = exp.check(out, src)
+    return {"outcome": "recovered" if committed else proc.status, "stalled_in": None, "processor": proc,
+            "recovery_s": (committed.mono_ns - ready_ns) / 1e9 if committed else None,
+            "input": src, "output": out, "check": check}
+
+
+def coordinator_node(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster) -> EmbeddedBroker:
+    """The node that coordinates the experiment's transactions: the broker itself, or the cluster's broker
+    that leads ``__transaction_state`` (found with a probe transaction: every ``transactional.id`` maps to
+    that topic's one partition here)."""
+    if not isinstance(broker, EmbeddedCluster):
+        return broker
+    probe = f"{exp.name}-probe-{uuid.uuid4().hex[:6]}"
+    produce(exp.bootstrap, exp.topic("probe"), [], transactional_id=probe)
+    return broker.nodes[broker.transaction_coordinator(probe)]
+
+
+def commit_then_kill(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster, trials: int = 4, records: int = 5,
+                     finalize_timeout_s: float = 10.0) -> pd.DataFrame:
+    """Seed 000, section 6 ("if the TC crashes after logging PREPARE_COMMIT, the transaction is finalized upon
+    recovery"), tried on the real broker: a transactional producer commits ``records`` records and the broker
+    (its transaction coordinator; in an :class:`~labkit.broker.multinode.EmbeddedCluster`, the broker that
+    coordinates the transaction) is kill -9'd the moment ``commit_transaction`` returns, then restarted. After
+    the restart, wait up to ``finalize_timeout_s`` s for the last stable offset to reach the high watermark
+    (the COMMIT marker written); if it does not, look for a hanging transaction as an operator would
+    (:func:`labkit.crashlab.hanging.find_hanging`) and abort it (the only way to unblock read_committed readers).
+
+    Returns:
+        One row per trial: ``trial``, ``outcome`` ("finalized" or "hanging"), ``finalized_s`` (from the broker
+        being ready to LSO = high watermark; ``None`` if hanging), ``coordinator_state`` (DescribeTransactions
+        after the restart), ``lso``/``high_watermark`` (before any abort), ``read_committed`` (records a
+        read_committed consumer sees in the end, after the abort if one was needed).
+    Raises:
+        BrokerNotReadyError: the broker did not come back.
+    """
+    rows = []
+    for trial in range(1, trials + 1):
+        topic, tid = exp.topic(f"commit{trial}"), f"{exp.name}-{uuid.uuid4().hex[:6]}"
+        victim = coordinator_node(exp, broker)
+        produce(exp.bootstrap, topic, [f"{tid}-{i}" for i in range(records)], transactional_id=tid)
+        ready_ns = exp.restart_broker(victim)
+        finalized = wait_until(lambda: last_stable_offsets(exp.bootstrap, topic) == high_watermarks(exp.bootstrap, topic),
+                               finalize_timeout_s, 0.05)
+        finalized_s = (time.monotonic_ns() - ready_ns) / 1e9 if finalized else None
+        lso, hw = last_stable_offsets(exp.bootstrap, topic)[0], high_watermarks(exp.bootstrap, topic)[0]
+        hanging = find_hanging(exp.bootstrap, topic) if not finalized else None
+        if hanging is not None:
+            abort_hanging(exp.bootstrap, hanging)
+        rows.append({"trial": trial, "outcome": "finalized" if finalized else "hanging", "finalized_s": finalized_s,
+                     "coordinator_state": describe_transaction(exp.bootstrap, tid)["state"], "lso": lso,
+                     "high_watermark": hw, "found_hanging": None if hanging is None else len(hanging),
+                     "read_committed": len(read_topic(exp.bootstrap, topic, "read_committed"))})
+    return pd.DataFrame(rows)
+
+
+def supervised_processor(exp: Experiment, *, inputs: int = 6, crash_iteration: int = 3) -> dict:
+    """A KIP-447 processor (one input per transaction) under a :class:`~labkit.crashlab.supervisor.Supervisor`,
+    SIGKILLed at ``after_produce`` of input ``crash_iteration`` (its transaction open, its output written). The
+    supervisor starts it again; the new instance's ``init_transactions`` fences the old epoch and aborts the
+    transaction it left (``txn_init`` and ``txn_end`` in the history), and it carries on.
+
+    Returns:
+        ``{"input", "output", "processor", "supervisor", "check"}`` once the processor finished (final reads
+        recorded).
+    Raises:
+        TimeoutError: the processor did not finish within 120 s.
+    """
+    src, out = exp.topic("input"), exp.topic("output")
+    exp.participant("source", "producer", topic=src, iterations=inputs).start().wait(60)
+    tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
+    proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=f"{tid}-group",
+                           transactional_id=tid, batch=1, idle_ms=15_000, crash_at="after_produce",
+                           crash_iteration=crash_iteration)
+    with Supervisor() as sup:
+        sup.supervise(proc.start(), RestartPolicy(backoff_ms=500))
+        sup.wait(120)
+    exp.final_reads(src, out)
+    return {"input": src, "output": out, "processor": proc, "supervisor": sup, "check": exp.check(out, src)}

@@ -1,0 +1,163 @@
+"""Notebook 04, an exactly-once pipeline on Spark Structured Streaming: the same query with Spark's
+at-least-once Kafka sink (A) and with a transactional ``foreachBatch`` sink (B), its driver crashed at
+chosen points of micro-batches and restarted from its checkpoint, on ``local[2]`` or a standalone cluster.
+
+Seed 000 section 1.2: Spark keeps its source offsets in its checkpoint (``offsets/N``, ``commits/N``), not in
+Kafka, so KIP-447's ``send_offsets_to_transaction`` does not apply; seed 002: read-process-write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from confluent_kafka import ConsumerGroupTopicPartitions
+
+from labkit.broker.probe import admin
+from labkit.crashlab.check import CheckResult, value_id
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.participant import Participant
+from labkit.crashlab.spark_role import SINKS, end_offsets
+from labkit.crashlab.spark_timeline import BatchRow, batch_rows, spark_timeline_figure
+from labkit.crashlab.timeline import LiveTimeline
+from labkit.records import produce
+
+#: The lesson's names of the sinks: A, Spark's Kafka writer; B, one Kafka transaction per micro-batch.
+SINK_NAMES = {"A": "kafka", "B": "transactional"}
+
+
+@dataclass
+class PipelineRun:
+    """One pipeline experiment: its topics, checkpoint and participant; after :meth:`finish`, its check.
+
+    Attributes:
+        experiment: the :class:`~labkit.crashlab.experiment.Experiment` (history, topics).
+        pipeline: the ``spark_pipeline`` :class:`~labkit.crashlab.participant.Participant` (the driver).
+        sink: "A" or "B". input_topic, output_topic, marker_topic: topic names. checkpoint: Spark's checkpoint folder.
+        records: input records written. crashes: crashes so far. result: the checker's verdict, after :meth:`finish`.
+    """
+
+    experiment: Experiment
+    pipeline: Participant
+    sink: str
+    input_topic: str
+    output_topic: str
+    marker_topic: str
+    checkpoint: Path
+    records: int
+    crashes: int = 0
+    result: CheckResult | None = field(default=None, repr=False)
+
+    def run_to_end(self, crash_plan: list[tuple[str, int]] = (), timeout_s: float = 300.0) -> "PipelineRun":
+        """Start the driver and let it process every input; for each ``(crash point, batch id)`` of
+        ``crash_plan`` in turn, the driver crashes there (a SIGKILL of its process group) and is restarted
+        from its checkpoint with the next point. Returns self, once the driver finished (idle).
+
+        Raises:
+            ValueError: a crash point that the sink does not have (the message lists them).
+            TimeoutError: a driver still running after ``timeout_s`` seconds.
+            RuntimeError: the driver exited otherwise than planned (its stderr log is named).
+        """
+        for step, batch in crash_plan:
+            if step not in SINKS[SINK_NAMES[self.sink]]:
+                raise ValueError(f"{step!r} is not a crash point of sink {self.sink}; its points are "
+                                 f"{', '.join(SINKS[SINK_NAMES[self.sink]])}")
+        for step, batch in [*crash_plan, (None, None)]:
+            self.pipeline.spec.update(crash_at=step, crash_iteration=batch)
+            self.pipeline.start()
+            status = self.pipeline.wait(timeout_s)
+            expected = "crashed" if step else "finished"
+            if status != expected:
+                raise RuntimeError(f"the driver {status}, expected {expected} (crash plan {step} at batch {batch}); "
+                                   f"see {self.pipeline.stderr_log}")
+            self.crashes += step is not None
+        return self
+
+    def finish(self) -> CheckResult:
+        """Record the final reads (read_committed and read_uncommitted) of the input and output topics and
+        check the history: ``duplicate`` counts every copy of an output read more than once; ``unprocessed``
+        an input with no output; ``lost write`` a committed output that vanished."""
+        self.experiment.final_reads(self.input_topic, self.output_topic)
+        self.result = self.experiment.check(self.output_topic, input_topic=self.input_topic)
+        return self.result
+
+    def batches(self) -> list[BatchRow]:
+        """The micro-batches as the history tells them (:func:`~labkit.crashlab.spark_timeline.batch_rows`)."""
+        return batch_rows(self.experiment.history.events(), self.input_topic, self.output_topic)
+
+    def batch_table(self) -> pd.DataFrame:
+        """One row per micro-batch: sink runs and their outcomes, inputs, outputs read once, extra copies, missing."""
+        return pd.DataFrame([{"batch": r.batch_id, "sink runs": " → ".join(o for _, _, o in r.runs),
+                              "inputs": r.inputs, "once": r.once, "extra copies": r.extra, "missing": r.missing}
+                             for r in self.batches()])
+
+    def live(self, interval_s: float = 1.0) -> LiveTimeline:
+        """A :class:`~labkit.crashlab.timeline.LiveTimeline` of the micro-batches, redrawn every ``interval_s``
+        seconds while the pipeline runs (``.start()`` returns the widget to display, ``.stop()`` ends it)."""
+        return LiveTimeline(self.experiment.history, interval_s, title=f"sink {self.sink}, live",
+                            draw=partial(spark_timeline_figure, input_topic=self.input_topic,
+                                         output_topic=self.output_topic))
+
+    def figure(self, title: str | None = None) -> go.Figure:
+        """The micro-batch timeline (:func:`~labkit.crashlab.spark_timeline.spark_timeline_figure`)."""
+        label = {"A": "sink A, Spark's Kafka writer (at-least-once)", "B": "sink B, one transaction per micro-batch"}
+        return spark_timeline_figure(self.experiment.history.events(), self.input_topic, self.output_topic,
+                                     title=title or f"{label[self.sink]}: {self.crashes} driver crash(es)")
+
+
+def pipeline(bootstrap: str, sink: str, *, records: int = 600, partitions: int = 2, max_offsets: int = 200,
+             master: str | None = None, idle_ms: int = 2000) -> PipelineRun:
+    """Make a pipeline experiment: an input topic holding ``records`` records ("source-1", ...; spread
+    evenly over ``partitions`` partitions), an output topic, a compacted marker topic, and the driver
+    participant (not started).
+
+    Args:
+        bootstrap: broker address "host:port".
+        sink: "A" (Spark's Kafka writer) or "B" (transactional ``foreachBatch``).
+        records: input records; max_offsets: input records per micro-batch (``maxOffsetsPerTrigger``).
+        master: Spark master URL; default ``local[2]`` or ``SPARK_MASTER``.
+        idle_ms: the driver stops once it has read the whole input topic, finished its last micro-batch and
+            seen no new input for this long, in ms.
+    Raises:
+        ValueError: ``sink`` is neither "A" nor "B".
+    """
+    if sink not in SINK_NAMES:
+        raise ValueError(f"unknown sink {sink!r}; the sinks are A (Spark's Kafka writer) and B (transactional)")
+    exp = Experiment(f"spark-{sink}", bootstrap)
+    src, out = exp.topic("input", partitions), exp.topic("output", partitions)
+    markers = exp.topic("markers", 1, config={"cleanup.policy": "compact"})
+    per = records // partitions
+    for p in range(partitions):
+        produce(bootstrap, src, [value_id("source", p * per + i) for i in range(1, per + 1)], partition=p)
+    checkpoint = exp.history.path.with_name(f"{exp.history.path.stem}.checkpoint")
+    driver = exp.participant("driver", "spark_pipeline", topic=src, output_topic=out, marker_topic=markers,
+                             sink=SINK_NAMES[sink], checkpoint=str(checkpoint), max_offsets=max_offsets,
+                             idle_ms=idle_ms, **({"master": master} if master else {}))
+    return PipelineRun(exp, driver, sink, src, out, markers, checkpoint, per * partitions)
+
+
+def where_offsets_live(run: PipelineRun) -> pd.DataFrame:
+    """Where the pipeline's input offsets are kept: one row per ``offsets/N`` and ``commits/N`` file of
+    Spark's checkpoint (end offsets per partition), and the consumer groups' committed offsets that Kafka
+    holds for the input topic (Spark's Kafka source never commits any: it reads with a generated
+    ``spark-kafka-source-*`` group and its own offsets)."""
+    rows = []
+    for f in sorted((run.checkpoint / "offsets").glob("[0-9]*"), key=lambda f: int(f.name)):
+        ends = end_offsets(f, run.input_topic)
+        done = (run.checkpoint / "commits" / f.name).exists()
+        rows.append({"where": "Spark checkpoint", "file": f"offsets/{f.name}" + (f" + commits/{f.name}" if done else ""),
+                     **{f"partition {p}": o for p, o in sorted(ends.items())}})
+    client = admin(run.experiment.bootstrap)
+    groups = [g.group_id for g in client.list_consumer_groups().result(15).valid]
+    for gid in groups:
+        committed = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(gid)])[gid].result(15)
+        parts = {f"partition {tp.partition}": tp.offset for tp in committed.topic_partitions
+                 if tp.topic == run.input_topic and tp.offset >= 0}
+        if parts:
+            rows.append({"where": "Kafka (__consumer_offsets)", "file": f"group {gid}", **parts})
+    if not any(r["where"].startswith("Kafka") for r in rows):
+        rows.append({"where": "Kafka (__consumer_offsets)", "file": "no group has committed offsets of the input topic"})
+    return pd.DataFrame(rows)

@@ -1,0 +1,114 @@
+"""A SparkSession for the lab: ``local[2]`` by default, any cluster through ``SPARK_MASTER``, with Spark's
+Kafka connector on its classpath.
+
+The pyspark pip package (pinned at :data:`SPARK_VERSION`) brings Spark itself but not its Kafka
+connector. :func:`connector_jars` resolves the connector's four jars (``jvm/spark-kafka.xml``) once with
+Maven, non-transitively, into ``$LABKIT_HOME/spark-kafka-<version>/``; :func:`spark_session` passes them
+with ``spark.jars`` (the driver and every executor load them; no Ivy resolution at run time).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from labkit.broker.runtime import find_java, labkit_home, maven_jars
+from labkit.errors import LabkitError
+
+#: The Spark release of the pyspark pin and of the connector jars (the newest whose connector set is
+#: complete on Maven Central).
+SPARK_VERSION = "4.0.0"
+POM = Path(__file__).resolve().parents[2] / "jvm" / "spark-kafka.xml"
+LOG4J = Path(__file__).with_name("log4j2.properties")
+#: Where a pipeline runs unless ``SPARK_MASTER`` says otherwise: Spark in this process, 2 worker threads.
+LOCAL_MASTER = "local[2]"
+
+
+class SparkSetupError(LabkitError):
+    """pyspark is missing or of another release than the connector jars."""
+
+
+def connector_jars(env: dict[str, str] | None = None, *, progress: bool = True) -> list[Path]:
+    """Paths of Spark's Kafka connector jars (``spark-sql-kafka-0-10_2.13``,
+    ``spark-token-provider-kafka-0-10_2.13``, ``kafka-clients`` 3.9.0, ``commons-pool2``), resolved with
+    Maven on first use.
+
+    Raises:
+        MavenError: not cached, and Maven is missing or cannot reach Maven Central.
+    """
+    env = dict(os.environ if env is None else env)
+    return maven_jars(POM, labkit_home(env) / f"spark-kafka-{SPARK_VERSION}", f"Spark {SPARK_VERSION} Kafka connector",
+                      ["-DexcludeTransitive=true"], env=env, progress=progress)
+
+
+def spark_master(env: dict[str, str] | None = None) -> str:
+    """The master URL pipelines use: ``$SPARK_MASTER`` (e.g. ``spark://127.0.0.1:7077`` of
+    :class:`~labkit.spark.cluster.StandaloneCluster`), else :data:`LOCAL_MASTER`."""
+    env = os.environ if env is None else env
+    return env.get("SPARK_MASTER") or LOCAL_MASTER
+
+
+def check_pyspark() -> None:
+    """Check that pyspark is installed at :data:`SPARK_VERSION`.
+
+    Raises:
+        SparkSetupError: naming the fix (``make lab`` / ``pip install pyspark==<version>``).
+    """
+    try:
+        import pyspark
+    except ImportError:
+        raise SparkSetupError(f"pyspark is not installed: run `make lab` (or `pip install pyspark=={SPARK_VERSION}`)") \
+            from None
+    if pyspark.__version__ != SPARK_VERSION:
+        raise SparkSetupError(f"pyspark is {pyspark.__version__} but the Kafka connector jars are Spark "
+                              f"{SPARK_VERSION}: `pip install pyspark=={SPARK_VERSION}` (requirements.txt pins it)")
+
+
+def spark_conf(master: str | None = None, *, app_name: str = "labkit", ui: bool = False,
+               env: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings of a lab session (also what :func:`spark_session` uses): the connector jars,
+    everything bound to 127.0.0.1, the UI off (or on 127.0.0.1), errors-only logs, 2 shuffle partitions.
+
+    Args:
+        master: Spark master URL; default :func:`spark_master`.
+        app_name: the application's name (Spark UI, the standalone master's list).
+        ui: start the Spark UI (on 127.0.0.1; its port is in ``SparkContext.uiWebUrl``).
+    Raises:
+        JavaError: no Java 17+ (Spark 4 needs it). MavenError: the connector jars cannot be resolved.
+        SparkSetupError: pyspark missing or of another release.
+    """
+    env = os.environ if env is None else env
+    check_pyspark()
+    find_java(env)
+    log = f"-Dlog4j.configurationFile=file:{LOG4J} -Dlog4j2.configurationFile=file:{LOG4J}"
+    return {"spark.master": master or spark_master(env), "spark.app.name": app_name,
+            "spark.jars": ",".join(str(j) for j in connector_jars(env)),
+            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+            "spark.ui.enabled": str(ui).lower(), "spark.sql.shuffle.partitions": "2",
+            "spark.driver.extraJavaOptions": log, "spark.executor.extraJavaOptions": log,
+            "spark.executor.memory": "1g", "spark.ui.showConsoleProgress": "false"}
+
+
+def spark_session(master: str | None = None, *, app_name: str = "labkit", ui: bool = False):
+    """A ``pyspark.sql.SparkSession`` with :func:`spark_conf` (``getOrCreate``: a second call in the same
+    process returns the running session). Starting one takes 5 to 30 s (a JVM).
+
+    Args:
+        master: Spark master URL; default :func:`spark_master` (``local[2]`` unless ``SPARK_MASTER`` is set).
+        app_name: the application's name.
+        ui: start the Spark UI on 127.0.0.1.
+    Raises:
+        JavaError, MavenError, SparkSetupError: see :func:`spark_conf`.
+    """
+    conf = spark_conf(master, app_name=app_name, ui=ui)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # a cluster's executors run Python of this venv
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

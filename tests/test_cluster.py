@@ -1,0 +1,123 @@
+"""labkit.spark.cluster: a real Spark standalone master and worker (JVMs), a PySpark job on them, the CLI.
+
+A SparkSession in the pytest process would clash with other tests, so the job runs in a subprocess.
+Each cluster test takes 15 to 60 s on a busy 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from labkit.errors import PortInUseError
+from labkit.spark.cluster import SparkClusterError, StandaloneCluster
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = """
+import time
+import urllib.request
+from labkit.spark import spark_session
+t = time.monotonic()
+spark = spark_session(master={url!r}, app_name="test_cluster")
+print("master", spark.sparkContext.master, "session_s", round(time.monotonic() - t, 1), flush=True)
+print("sum", spark.range(1000).selectExpr("sum(id)").first()[0], "job_s", round(time.monotonic() - t, 1), flush=True)
+spark.stop()
+"""
+
+
+def group_members(pgids: set[int]) -> list[int]:
+    """Live processes (not zombies) whose process group is one of ``pgids``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) in pgids and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def test_job_runs_on_the_cluster_and_stop_ends_every_process(tmp_path):
+    t = time.monotonic()
+    cluster = StandaloneCluster(workers=1, cores=1, memory="1g", folder=tmp_path, ui=True).start()
+    start_s = time.monotonic() - t
+    try:
+        assert cluster.is_running and cluster.master_url.startswith("spark://127.0.0.1:")
+        assert "running" in repr(cluster)
+        status = json.load(urllib.request.urlopen(cluster.ui_url + "/json", timeout=10))
+        assert status["status"] == "ALIVE" and [w["state"] for w in status["workers"]] == ["ALIVE"]
+        pgids = set(cluster.pids.values())
+        assert len(pgids) == 2
+        done = subprocess.run([sys.executable, "-c", JOB.format(url=cluster.master_url)], cwd=REPO,
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"master {cluster.master_url} " in done.stdout
+        assert "sum 499500 " in done.stdout
+        assert "Asked to launch executor" in (tmp_path / "worker-1.log").read_text()
+    finally:
+        t = time.monotonic()
+        cluster.stop()
+        stop_s = time.monotonic() - t
+    print(f"\nstart() {start_s:.1f} s, stop() {stop_s:.1f} s; job: {done.stdout.strip()}")
+    assert not cluster.is_running and "stopped" in repr(cluster)
+    assert group_members(pgids) == []
+    cluster.stop()  # idempotent
+
+
+def test_pinned_master_port_in_use(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cluster = StandaloneCluster(master_port=port, folder=tmp_path)
+        with pytest.raises(PortInUseError, match=str(port)):
+            cluster.start()
+    assert cluster.pids == {}
+
+
+def test_a_daemon_that_exits_during_start_names_its_log(tmp_path):
+    with pytest.raises(SparkClusterError, match="master exited during start") as caught:
+        StandaloneCluster(folder=tmp_path, daemon_memory="nonsense").start(timeout_s=60)
+    assert str(tmp_path / "master.log") in str(caught.value)
+    assert "Invalid maximum heap size" in str(caught.value)
+
+
+def test_cli_up_status_down(tmp_path):
+    env = {**os.environ, "LABKIT_HOME": str(tmp_path)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "labkit", "spark-cluster", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=150)
+
+    up = cli("up")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.startswith("export SPARK_MASTER=spark://127.0.0.1:")
+    url = up.stdout.strip().split("=", 1)[1]
+    try:
+        status = cli("status")
+        assert url in status.stdout
+        state = json.loads((tmp_path / "spark-cluster" / "state.json").read_text())
+        pgids = {state["pid"], *state["pids"].values()}
+        assert len(group_members(pgids)) >= 3  # serve, master, worker
+    finally:
+        down = cli("down")
+    assert "stopped" in down.stdout
+    assert group_members(pgids) == []
+    assert "not running" in cli("status").stdout
+
+
+def test_not_ready_within_timeout_stops_the_cluster(tmp_path):
+    cluster = StandaloneCluster(folder=tmp_path)
+    with pytest.raises(SparkClusterError, match="master was not ready within 1 s") as caught:
+        cluster.start(timeout_s=1)
+    assert str(tmp_path / "master.log") in str(caught.value)
+    assert not cluster.is_running and cluster.pids == {}

@@ -1,0 +1,43 @@
+"""The multi-node cluster: a separate KRaft controller and three brokers, everything replicated three times;
+a transaction coordinator killed between two transactions of one transactional.id, on real JVMs."""
+
+import uuid
+
+import pytest
+
+from labkit.broker.multinode import EmbeddedCluster, replicated
+from labkit.crashlab.producers import describe_producers
+from labkit.errors import BrokerStateError
+from labkit.records import create_topic, produce, read_topic
+
+
+def test_replication_settings_and_bad_input():
+    assert replicated(3)["transaction.state.log.replication.factor"] == "3"
+    assert replicated(1)["min.insync.replicas"] == "1" and replicated(3)["min.insync.replicas"] == "2"
+    with pytest.raises(ValueError, match="at least 1 broker"):
+        EmbeddedCluster(0)
+
+
+def test_transactions_survive_killing_their_coordinator(tmp_path):
+    with EmbeddedCluster(3, tmp_path / "c") as cluster:
+        bs = cluster.bootstrap_servers
+        assert len(bs.split(",")) == 3 and all(n.is_running for n in cluster.nodes.values())
+        assert (tmp_path / "c" / "node-1" / "server.properties").read_text().count("process.roles=controller") == 1
+        topic = create_topic(bs, "replicated")
+        tid = f"mn-{uuid.uuid4().hex[:6]}"
+        produce(bs, topic, ["a", "b"], transactional_id=tid)
+        coordinator = cluster.transaction_coordinator(tid)
+        assert coordinator in cluster.brokers
+
+        cluster.kill(coordinator)  # a replica of __transaction_state takes over as coordinator
+        assert not cluster.nodes[coordinator].is_running
+        produce(bs, topic, ["c"], transactional_id=tid)
+        assert cluster.transaction_coordinator(tid) not in (coordinator, 1)
+        assert list(read_topic(bs, topic, "read_committed").value) == ["a", "b", "c"]
+        assert not describe_producers(bs, topic).empty
+
+        cluster.restart(coordinator)
+        assert cluster.nodes[coordinator].is_running
+        with pytest.raises(BrokerStateError, match="no node 9"):
+            cluster.kill(9)
+    assert not any(n.is_running for n in cluster.nodes.values())

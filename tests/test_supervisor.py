@@ -1,0 +1,59 @@
+"""The supervisor restarts participants on the real broker; its policy is checked before anything runs."""
+
+import pytest
+
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+
+
+def test_policy_refuses_nonsense_and_backs_off_doubling():
+    with pytest.raises(ValueError, match="restarts on crashed, fenced, stalled, not finished"):
+        RestartPolicy(on=("finished",))
+    with pytest.raises(ValueError, match="max_backoff_ms >= backoff_ms"):
+        RestartPolicy(backoff_ms=1000, max_backoff_ms=10)
+    policy = RestartPolicy(backoff_ms=500, max_backoff_ms=1500)
+    assert [policy.backoff_s(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 1.5, 1.5]
+
+
+def test_restarted_processor_fences_and_aborts_what_it_left_then_finishes(bootstrap, tmp_path):
+    exp = Experiment("supervised", bootstrap, folder=tmp_path)
+    src, out = exp.topic("input"), exp.topic("output")
+    exp.participant("source", "producer", topic=src, iterations=6).start().wait(60)
+    proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=f"{out}-g",
+                           transactional_id=f"{out}-tid", batch=1, idle_ms=15000, crash_at="after_produce",
+                           crash_iteration=3)
+    with Supervisor() as sup:
+        sup.supervise(proc.start(), RestartPolicy(backoff_ms=200))
+        assert sup.wait(120) == {"processor": "finished"}
+    assert sup.restarts == {"processor": 1} and not sup.gave_up
+    exp.final_reads(src, out)
+    result = exp.check(out, src)
+    assert result.ok and result.count("unprocessed") == 0, result.table()
+
+    events = [e for e in exp.history.events() if e.participant == "processor"]
+    kinds = [e.kind for e in events]
+    assert kinds.index("crash") < kinds.index("restart") < kinds.index("start", kinds.index("restart"))
+    restart = next(e for e in events if e.kind == "restart")
+    assert restart.step == "crashed"
+    init = next(e for e in events if e.kind == "txn_init")
+    # the crashed instance's transaction 3 was Ongoing at the coordinator: init_transactions aborted it
+    assert (init.state, init.txn, init.outcome) == ("Ongoing", 3, "aborted") and init.producer_epoch > 0
+    ended = [e for e in events if e.kind == "txn_end" and e.txn == 3]
+    assert [(e.outcome, e.step) for e in ended] == [("aborted", "init_transactions")]
+    # its output was written (read_uncommitted) but never committed; the restart wrote it again, once visible
+    reads = exp.history.frame()
+    uncommitted = reads[(reads.kind == "final_read") & (reads.isolation_level == "read_uncommitted")].value_id
+    assert list(uncommitted).count("source-3>out") == 2
+
+
+def test_gives_up_at_the_limit(bootstrap, tmp_path):
+    exp = Experiment("crashloop", bootstrap, folder=tmp_path)
+    p = exp.participant("looping", "producer", topic=exp.topic("t"), crash_at="before_produce")
+    with Supervisor() as sup:
+        sup.supervise(p.start(), RestartPolicy(backoff_ms=50, limit=2, changes={}))  # keeps crashing
+        assert sup.wait(60) == {"looping": "crashed"}
+    assert sup.restarts == {"looping": 2} and sup.gave_up == {"looping"}
+    kinds = [(e.kind, e.step) for e in exp.history.events() if e.participant == "looping" and e.kind != "start"]
+    assert kinds == [("crash", "before_produce"), ("restart", "crashed")] * 2 + [("crash", "before_produce"),
+                                                                                ("stop", None)]
+    assert "restart limit 2" in exp.history.events()[-1].error
