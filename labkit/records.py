@@ -21,8 +21,11 @@ READ_COLUMNS = ["partition", "offset", "key", "value"]
 def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, timeout_s: float = 10.0,
                  config: dict[str, str] | None = None) -> str:
     """Create a topic named ``<prefix>-<8 hex chars>`` (unique per run, so re-running a notebook
-    never reads an earlier run's records) with ``partitions`` partitions and one replica, and return
-    once every partition has a leader. ``config``: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
+    never reads an earlier run's records) with ``partitions`` partitions, and return once every
+    partition has a leader. ``config``: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
+    The replication factor is the broker's ``default.replication.factor`` (1 on the lab's single
+    broker, N on an :class:`~labkit.broker.multinode.EmbeddedCluster` of N brokers), so a topic on a
+    cluster survives the loss of one broker.
 
     Returns:
         The topic name.
@@ -31,7 +34,7 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     """
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
-    client.create_topics([NewTopic(name, partitions, 1, config=config or {})], request_timeout=timeout_s)[name].result(timeout_s)
+    client.create_topics([NewTopic(name, partitions, -1, config=config or {})], request_timeout=timeout_s)[name].result(timeout_s)
 
     def led() -> bool:  # the controller answered; the partition leaders may not be known yet
         meta = client.list_topics(name, timeout=timeout_s).topics[name]

@@ -6,6 +6,7 @@ import uuid
 import pytest
 
 from labkit.broker.multinode import EmbeddedCluster, replicated
+from labkit.broker.probe import admin
 from labkit.crashlab.producers import describe_producers
 from labkit.errors import BrokerStateError
 from labkit.records import create_topic, produce, read_topic
@@ -23,7 +24,9 @@ def test_transactions_survive_killing_their_coordinator(tmp_path):
         bs = cluster.bootstrap_servers
         assert len(bs.split(",")) == 3 and all(n.is_running for n in cluster.nodes.values())
         assert (tmp_path / "c" / "node-1" / "server.properties").read_text().count("process.roles=controller") == 1
-        topic = create_topic(bs, "replicated")
+        topic = create_topic(bs, "replicated")  # the cluster's default.replication.factor: on every broker
+        client = admin(bs)
+        assert sorted(client.list_topics(topic, timeout=10).topics[topic].partitions[0].replicas) == [2, 3, 4]
         tid = f"mn-{uuid.uuid4().hex[:6]}"
         produce(bs, topic, ["a", "b"], transactional_id=tid)
         coordinator = cluster.transaction_coordinator(tid)
