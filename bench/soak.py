@@ -3,39 +3,74 @@ processors under a supervisor (processor SIGKILL, SIGSTOP past the session timeo
 at random moments while they process), each ending once the group caught up; then the checker. The same
 schedules run with at-least-once processors as the negative control (they must show duplicates).
 
-Prints one line per schedule, then for each mode: schedules, records, faults, duplicates, lost writes (those to
-Kafka's marker race apart), unprocessed, recovery after a broker restart (median, max), and stalls with the call.
+Prints one line per schedule, then for each mode: schedules, records, faults carried out, duplicates, lost
+writes (those to Kafka's marker race apart), unprocessed, recovery after a broker restart (median, max), stalls
+with the call, and any schedule that did not finish.
 
-Run: ``.venv/bin/python bench/soak.py [schedules] [records per schedule] [control every k-th schedule]``
-(default 100 1000 1: about 2 minutes per schedule and mode on a 2-core machine).
+Run: ``.venv/bin/python bench/soak.py [--schedules 100] [--records 1200] [--control-every 5] [--workers 2]
+[--cluster N]``. Each worker runs its share of the seeds on a Kafka of its own: the lab's single combined node,
+or with ``--cluster N`` a separate KRaft controller and N brokers (a broker fault kills one of them). About 1 to
+2 minutes per schedule and mode on a 2-core machine; the faults wait on the clock (pauses, session timeouts,
+restarts) more than on the CPU, so two or three workers share 2 cores well.
 """
 
-import sys
+import argparse
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 from labkit.broker import EmbeddedBroker
+from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.soak import run_schedule, summary
 
+MODES = (("KIP-447", True), ("at-least-once", False))
 
-def main(schedules: int, records: int, control_every: int) -> None:
-    folder = tempfile.mkdtemp(prefix="labkit-soak-")
-    results = {"KIP-447": [], "at-least-once": []}
-    with EmbeddedBroker() as broker:
-        for seed in range(schedules):
-            for mode, transactional in (("KIP-447", True), ("at-least-once", False)):
+
+def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> list[tuple[str, object]]:
+    """Run ``seeds`` on a Kafka of this worker's own; return ``(mode, SoakResult or error text)`` per run."""
+    folder, out = tempfile.mkdtemp(prefix="labkit-soak-"), []
+    with (EmbeddedCluster(cluster) if cluster else EmbeddedBroker()) as kafka:
+        for seed in seeds:
+            for mode, transactional in MODES:
                 if not transactional and seed % control_every:
                     continue
-                r = run_schedule(broker, folder, seed, records=records, transactional=transactional)
-                results[mode].append(r)
+                try:
+                    r = run_schedule(kafka, folder, seed, records=records, transactional=transactional)
+                except Exception as exc:  # noqa: BLE001: a schedule that did not finish is a result too
+                    print(f"{seed:3d} {mode:>13}: DID NOT FINISH: {exc}", flush=True)
+                    out.append((mode, f"seed {seed}: {exc}"))
+                    continue
+                out.append((mode, r))
                 print(f"{seed:3d} {mode:>13}: {','.join(r.faults):<20} {r.counts['duplicate']:4d} dup "
-                      f"{r.counts['lost write']:3d} lost ({r.race_lost} race) {r.counts['unprocessed']:3d} unprocessed, "
-                      f"{r.restarts} restarts, recovery {[round(s, 1) for s in r.recovery_s]}", flush=True)
-    for mode, rows in results.items():
-        print(f"{mode}: {summary(rows)}")
+                      f"{r.counts['lost write']:3d} lost ({r.race_lost} race) {r.counts['unprocessed']:3d} "
+                      f"unprocessed, {r.restarts} restarts, recovery {[round(s, 1) for s in r.recovery_s]}"
+                      f"{', skipped ' + '; '.join(r.skipped) if r.skipped else ''}", flush=True)
+    return out
+
+
+def main(schedules: int, records: int, control_every: int, workers: int, cluster: int) -> None:
+    print(f"{schedules} schedules of {records} records, control every {control_every}, {workers} workers, "
+          f"{f'controller + {cluster} brokers' if cluster else 'one combined node'}", flush=True)
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(shard, list(range(w, schedules, workers)), records, control_every, cluster)
+                   for w in range(workers)]
+        runs = [run for f in futures for run in f.result()]
+    for mode, _ in MODES:
+        rows = [r for m, r in runs if m == mode and not isinstance(r, str)]
+        failed = [r for m, r in runs if m == mode and isinstance(r, str)]
+        print(f"{mode}: {summary(rows)}; did not finish: {'; '.join(failed) or 'none'}")
         if mode == "at-least-once":
             print(f"  schedules with duplicates: {sum(r.counts['duplicate'] > 0 for r in rows)}/{len(rows)}")
+        else:
+            print(f"  clean schedules: {sum(r.clean for r in rows)}/{len(rows) + len(failed)}")
 
 
 if __name__ == "__main__":
-    args = [int(a) for a in sys.argv[1:]] + [100, 1000, 1][len(sys.argv) - 1:]
-    main(*args[:3])
+    cli = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    cli.add_argument("--schedules", type=int, default=100)
+    cli.add_argument("--records", type=int, default=1200, help="inputs per schedule (a multiple of 300)")
+    cli.add_argument("--control-every", type=int, default=5, help="at-least-once control on every k-th seed")
+    cli.add_argument("--workers", type=int, default=2, help="parallel workers, each with a Kafka of its own")
+    cli.add_argument("--cluster", type=int, default=0, help="N brokers + a controller instead of one combined node")
+    a = cli.parse_args()
+    main(a.schedules, a.records, a.control_every, a.workers, a.cluster)

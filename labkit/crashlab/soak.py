@@ -3,37 +3,47 @@
 negative control) are SIGKILLed at random moments, SIGSTOPped past their session timeout, and the broker is
 kill -9'd and restarted, while a :class:`~labkit.crashlab.supervisor.Supervisor` restarts whatever ends badly.
 The schedule ends once the group's committed offsets reach the input's high watermarks; then the checker
-reads the output at read_committed.
+reads the output at read_committed. It runs on the lab's single node or on an
+:class:`~labkit.broker.multinode.EmbeddedCluster` (a broker fault then kills one broker, drawn at random).
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 
 from labkit.broker import EmbeddedBroker
+from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.hanging import abort_hanging, find_hanging
+from labkit.crashlab.roles import STEPS
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.records import committed_offsets, high_watermarks
 from labkit.waiting import wait_for
 
-#: The faults a schedule draws from.
+#: The faults a schedule draws from, at random moments.
 FAULTS = ("kill", "pause", "broker")
+#: The steps an at-least-once processor passes (a KIP-447 one passes all of ``STEPS["processor"]``).
+AT_LEAST_ONCE_STEPS = ("after_poll", "after_produce", "after_commit")
 
 
 @dataclass
 class SoakResult:
-    """One schedule's outcome. ``recovery_s``: per broker restart, from the broker being ready to the next
-    committed transaction (or offset commit). ``race_lost``: lost writes explained by a hanging transaction that
-    a broker kill left in the output (Kafka's marker race), found and aborted before the final read."""
+    """One schedule's outcome. ``faults``: the faults carried out, in order; ``skipped``: those drawn but not
+    carried out (their victim was not running, e.g. being restarted), with why. ``recovery_s``: per broker
+    restart, from the broker being ready to the next committed transaction (or offset commit). ``race_lost``:
+    lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
+    found and aborted before the final read."""
 
     seed: int
     records: int
     faults: list[str]
+    skipped: list[str]
     counts: dict[str, int]
     recovery_s: list[float] = field(default_factory=list)
     stalls: list[str] = field(default_factory=list)
@@ -47,8 +57,20 @@ class SoakResult:
                 and self.counts["lost write"] == self.race_lost)
 
 
-def group_caught_up(bootstrap: str, group: str, topic: str) -> bool:
-    """Whether ``group``'s committed offsets of ``topic`` have reached its high watermarks."""
+def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
+    """Whether ``group``'s committed offsets of ``topic`` have reached its high watermarks; ``False`` while the
+    broker is down or the coordinator loading. Asked from a child process (at most ``timeout_s`` seconds): the
+    soak polls across broker restarts, and a librdkafka client polled across one crashed the polling process
+    once (SIGSEGV in its ``rdk:main`` thread, librdkafka 2.16.0); the soak must outlive the faults it deals."""
+    child = [sys.executable, "-c", "import sys; from labkit.crashlab.soak import _caught_up; "
+             "sys.exit(0 if _caught_up(*sys.argv[1:]) else 1)", bootstrap, group, topic]
+    try:
+        return subprocess.run(child, capture_output=True, timeout=timeout_s).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _caught_up(bootstrap: str, group: str, topic: str) -> bool:
     try:
         done = committed_offsets(bootstrap, group, topic)
     except Exception:  # noqa: BLE001: the coordinator is loading or the broker is down: not yet
@@ -57,14 +79,16 @@ def group_caught_up(bootstrap: str, group: str, topic: str) -> bool:
     return all(end == 0 or done[p] >= end for p, end in ends.items())
 
 
-def run_schedule(broker: EmbeddedBroker, folder: str, seed: int, *, records: int = 1200, partitions: int = 3,
+def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int, *, records: int = 1200, partitions: int = 3,
                  processors: int = 2, faults: int = 3, per_record_ms: int = 10, transactional: bool = True,
                  deadline_s: float = 300) -> SoakResult:
     """One randomized schedule (``seed`` fixes it): ``records`` inputs over ``partitions`` partitions,
     ``processors`` KIP-447 processors (``transactional=False``: at-least-once) in one group under a supervisor,
-    each taking ``per_record_ms`` ms per record, and ``faults`` faults drawn from :data:`FAULTS` at random
-    moments while they process (uniform over the time the processors need for the input, from their first
-    output on; a pause lasts 16 s, past the group's 10 s session timeout).
+    each taking ``per_record_ms`` ms per record. Each processor SIGKILLs itself once at a step of its batch drawn
+    from :data:`~labkit.crashlab.roles.STEPS` (:data:`AT_LEAST_ONCE_STEPS`) in a batch drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a
+    duplicate can arise); ``faults`` more faults are drawn from :data:`FAULTS` at random moments while they process (uniform over the time the processors need for the input, from their first
+    output on; a pause lasts 16 s, past the group's 10 s session timeout). ``kafka``: the lab's broker, or a
+    cluster, of which a broker fault kills one broker drawn at random (never the controller).
 
     Raises:
         ValueError: fewer than 100 records per partition (the sources write batches of 100; ``records`` is
@@ -75,36 +99,46 @@ def run_schedule(broker: EmbeddedBroker, folder: str, seed: int, *, records: int
     if per == 0:
         raise ValueError(f"records={records}: at least 100 per partition ({100 * partitions} for {partitions})")
     rng = random.Random(seed)
-    exp = Experiment(f"soak{seed}{'' if transactional else '-alo'}", broker.bootstrap_servers, folder=folder)
+    exp = Experiment(f"soak{seed}{'' if transactional else '-alo'}", kafka.bootstrap_servers, folder=folder)
+    brokers = list(kafka.brokers.values()) if isinstance(kafka, EmbeddedCluster) else [kafka]
     src, out = exp.topic("input", partitions), exp.topic("output", partitions)
     for p in range(partitions):
         exp.participant(f"source-{p}", "producer", topic=src, partition=p, iterations=per // 100, batch=100).start()
     for p in range(partitions):
         exp.participants[f"source-{p}"].wait(120)
     group = f"{src}-{uuid.uuid4().hex[:4]}"
+    at_step = random.Random(f"{seed}-steps")  # apart from rng: the moments, victims and kinds stay the seed's
+    steps = STEPS["processor"] if transactional else AT_LEAST_ONCE_STEPS
     sup = Supervisor().start()
     procs = [sup.supervise(exp.participant(f"proc-{i}", "processor", topic=src, output_topic=out, group_id=group,
                                            transactional_id=f"{group}-{i}", batch=50, idle_ms=600_000,
                                            per_record_ms=per_record_ms,
-                                           transactional=transactional, call_deadline_ms=20_000).start(),
+                                           transactional=transactional, call_deadline_ms=20_000,
+                                           crash_at=at_step.choice(steps),
+                                           crash_iteration=at_step.randint(2, 6)).start(),
                            RestartPolicy(backoff_ms=200, limit=50))
              for i in range(processors)]
     wait_for(lambda: any(e.kind == "ack" and e.participant.startswith("proc-") for e in exp.history.events()),
              f"soak {seed}: the processors never wrote an output", 120)
     drawn, ready_times, started = [rng.choice(FAULTS) for _ in range(faults)], [], time.monotonic()
+    done, skipped = [], []
     window_s = records * per_record_ms / processors / 1000  # from the first output on
     try:
         for fault, at in zip(drawn, sorted(rng.uniform(1, max(window_s, 2)) for _ in drawn)):
             time.sleep(max(0.0, started + at - time.monotonic()))
             victim = rng.choice(procs)
             if fault == "broker":
-                ready_times.append(exp.restart_broker(broker))
-            elif victim.status == "running" and fault == "kill":
+                ready_times.append(exp.restart_broker(rng.choice(brokers) if len(brokers) > 1 else brokers[0]))
+            elif victim.status != "running":
+                skipped.append(f"{fault} ({victim.name} {victim.status})")
+                continue
+            elif fault == "kill":
                 victim.crash()
-            elif victim.status == "running":  # well past the session timeout (10 s): the group moves on
+            else:  # well past the session timeout (10 s): the group moves on
                 victim.pause()
                 time.sleep(16)
                 victim.resume()
+            done.append(fault)
         wait_for(lambda: group_caught_up(exp.bootstrap, group, src), f"soak {seed}: group {group} caught up",
                  deadline_s, interval_s=0.5)
     finally:
@@ -118,25 +152,29 @@ def run_schedule(broker: EmbeddedBroker, folder: str, seed: int, *, records: int
     race_lost = sum(1 for a in result.anomalies if a.name == "lost write"
                     and any(a.partition == p and a.offset >= start for p, start in race))
     events = exp.history.events()
+    done += [f"kill at {e.step}" for e in events if e.kind == "crash" and e.participant.startswith("proc-") and e.step]
     recovery = []
     for ready in ready_times:
         nxt = next((e.mono_ns for e in events if e.mono_ns > ready and e.participant.startswith("proc-")
                     and (e.kind == "txn_end" and e.outcome == "committed" or e.kind == "offsets_committed")), None)
         if nxt is not None:
             recovery.append((nxt - ready) / 1e9)
-    return SoakResult(seed, per * partitions, drawn, result.counts(), recovery,
+    return SoakResult(seed, per * partitions, done, skipped, result.counts(), recovery,
                       [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], race_lost,
                       sum(sup.restarts.values()))
 
 
 def summary(results: list[SoakResult]) -> str:
-    """One paragraph: schedules, records, faults, anomalies, recovery times (median, max), stalls."""
+    """One paragraph: schedules, records, faults carried out (and skipped), anomalies, recovery times (median,
+    max), stalls."""
     total = lambda key: sum(r.counts[key] for r in results)  # noqa: E731
     rec = [s for r in results for s in r.recovery_s]
     faults = [f for r in results for f in r.faults]
     return (f"{len(results)} schedules, {sum(r.records for r in results)} records, "
-            f"{faults.count('kill')} processor kills, {faults.count('pause')} pauses, {faults.count('broker')} broker "
-            f"kills, {sum(r.restarts for r in results)} supervisor restarts: {total('duplicate')} duplicates, "
+            f"{faults.count('kill')} processor kills at random moments and "
+            f"{sum(f.startswith('kill at ') for f in faults)} at a step, {faults.count('pause')} pauses, {faults.count('broker')} broker "
+            f"kills ({sum(len(r.skipped) for r in results)} drawn faults skipped: victim not running), "
+            f"{sum(r.restarts for r in results)} supervisor restarts: {total('duplicate')} duplicates, "
             f"{total('lost write')} lost writes ({sum(r.race_lost for r in results)} to Kafka's marker race), "
             f"{total('unprocessed')} unprocessed; recovery after a broker restart median "
             f"{statistics.median(rec) if rec else float('nan'):.1f} s, max {max(rec, default=float('nan')):.1f} s; "
