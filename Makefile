@@ -8,7 +8,7 @@ KAFKA_VERSIONS := 4.4.0 4.3.1
 OLDER_NOTEBOOKS := notebooks/00_tour.ipynb notebooks/05_unassigned_partition.ipynb
 PYTEST := $(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider
 
-.PHONY: lab stop test jars bench setup browser
+.PHONY: lab stop reset test jars bench setup browser
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ lab: $(STAMP)
 
 stop:
 	@if [ -x $(PY) ]; then $(PY) -m labkit down; $(PY) -m labkit spark-cluster down; fi
+
+# Remove the lab's topics and experiment files (nothing else); works with the lab running or stopped.
+reset: $(STAMP)
+	$(PY) -m labkit reset
 
 # Debian's chromium, for the browser test (Playwright drives it; browser downloads do not work here).
 browser:

@@ -2,7 +2,8 @@
 
 Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars),
 ``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
-``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`).
+``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`),
+``reset`` (remove the lab's topics and experiment files, :mod:`labkit.reset`).
 A :class:`~labkit.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
 """
 
@@ -19,6 +20,10 @@ if __name__ == "__main__":
             from labkit.spark import cluster
 
             sys.exit(cluster.main(args[1:]))
+        if args[:1] == ["reset"]:
+            from labkit import reset
+
+            sys.exit(reset.main())
         if args[:1] == ["jars"]:
             from labkit.spark.session import connector_jars, SPARK_VERSION
 

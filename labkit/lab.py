@@ -183,7 +183,7 @@ def main(argv: list[str]) -> int:
         print(f"broker: {running_broker() or 'not running'}\n"
               f"jupyter: {(_read('jupyter') or {}).get('url', 'not running')}")
     else:
-        print(f"unknown command {command!r}: use python -m labkit jars|up|down|status|serve-broker", file=sys.stderr)
+        print(f"unknown command {command!r}: use python -m labkit jars|up|down|status|reset|serve-broker|spark-cluster", file=sys.stderr)
         return 2
     return 0
 

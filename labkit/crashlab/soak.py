@@ -9,6 +9,7 @@ reads the output at read_committed. It runs on the lab's single node or on an
 
 from __future__ import annotations
 
+import contextlib
 import random
 import statistics
 import subprocess
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.participant import ParticipantStateError
 from labkit.crashlab.hanging import abort_hanging, find_hanging
 from labkit.crashlab.roles import STEPS
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
@@ -129,15 +131,16 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
             victim = rng.choice(procs)
             if fault == "broker":
                 ready_times.append(exp.restart_broker(rng.choice(brokers) if len(brokers) > 1 else brokers[0]))
-            elif victim.status != "running":
-                skipped.append(f"{fault} ({victim.name} {victim.status})")
-                continue
-            elif fault == "kill":
-                victim.crash()
-            else:  # well past the session timeout (10 s): the group moves on
-                victim.pause()
-                time.sleep(16)
-                victim.resume()
+            else:
+                try:  # the victim may crash itself at its step, or be restarting, at any moment
+                    victim.crash() if fault == "kill" else victim.pause()
+                except ParticipantStateError:
+                    skipped.append(f"{fault} ({victim.name} {victim.status})")
+                    continue
+                if fault == "pause":  # well past the session timeout (10 s): the group moves on
+                    time.sleep(16)
+                    with contextlib.suppress(ParticipantStateError):  # it crashed itself just before SIGSTOP
+                        victim.resume()
             done.append(fault)
         wait_for(lambda: group_caught_up(exp.bootstrap, group, src), f"soak {seed}: group {group} caught up",
                  deadline_s, interval_s=0.5)
