@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.offsets import OffsetSampler
-from labkit.records import create_topic
+from labkit.exercise import Verdict, unanswered
+from labkit.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import wait_for
 
 
@@ -218,3 +219,40 @@ def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float
     aborted = samples[(samples.lso == 3) & (samples.high_watermark == 3)].mono_ns
     return {"topic": topic, "producer": p, "samples": samples, "marks": marks,
             "begin_ns": _seen_ns(exp, p.name, "txn_begin"), "aborted_ns": int(aborted.iloc[0]), "error": error}
+
+
+def check_lso(bootstrap: str, answer: object) -> Verdict:
+    """Notebook 03's exercise. One partition gets, in order: a transaction of ``x1, x2`` that commits, a plain
+    record ``p1``, a transaction of ``y1`` left open, a plain record ``p2``. ``answer`` predicts
+    ``{"high_watermark": offset, "last_stable_offset": offset, "read_committed_after_commit": [values]}``: the
+    partition's high watermark and LSO while ``y1``'s transaction is open, and what read_committed returns once
+    it commits. Checked on the broker: the scenario runs at each check (a few seconds)."""
+    keys = ("high_watermark", "last_stable_offset", "read_committed_after_commit")
+    if (v := unanswered(answer, f"a dict with keys {', '.join(keys)}")):
+        return v
+    if not isinstance(answer, dict) or set(answer) != set(keys):
+        return Verdict(False, f"The answer is a dict with exactly the keys {', '.join(keys)}.")
+    topic = create_topic(bootstrap, "lso-quiz")
+    produce(bootstrap, topic, ["x1", "x2"], transactional_id=f"x-{topic}")
+    produce(bootstrap, topic, ["p1"])
+    open_txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"y-{topic}", "logger": KAFKA_LOG})
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    open_txn.produce(topic, b"y1", partition=0)
+    open_txn.flush(30)
+    produce(bootstrap, topic, ["p2"])
+    real = {"high_watermark": high_watermarks(bootstrap, topic)[0],
+            "last_stable_offset": last_stable_offsets(bootstrap, topic)[0]}
+    open_txn.commit_transaction(30)
+    real["read_committed_after_commit"] = list(read_topic(bootstrap, topic, "read_committed").value)
+    wrong = [k for k in keys if answer[k] != real[k]]
+    if not wrong:
+        return Verdict(True, f"High watermark {real['high_watermark']} (five records and one COMMIT marker), LSO "
+                             f"{real['last_stable_offset']}: the open transaction's first offset, so p2 waited "
+                             "behind it although it was never part of it.")
+    hints = {"high_watermark": "The high watermark is the offset after the last entry in the log, and a COMMIT "
+                               "marker takes an offset too.",
+             "last_stable_offset": "The LSO is the first offset of the oldest transaction still open.",
+             "read_committed_after_commit": "Once every transaction has ended, read_committed returns committed "
+                                            "and non-transactional records, in log order, and no markers."}
+    return Verdict(False, " ".join(hints[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")

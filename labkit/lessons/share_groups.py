@@ -21,6 +21,7 @@ from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.share_observer import ShareObserver
 from labkit.errors import LabkitError
+from labkit.exercise import Verdict, unanswered
 from labkit.records import read_topic
 from labkit.waiting import wait_for
 
@@ -231,3 +232,22 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
     worker.wait(120)
     _settle(observer)
     return {"topic": topic, "group": group, "worker": worker, "sink": sink}
+
+
+def check_order(answer: object, runs: dict) -> Verdict:
+    """Notebook 06's exercise: ``answer``, ``"ack_first"`` or ``"sink_first"``, is the order that loses no record
+    when the worker crashes between its two steps. Checked against this notebook's real runs: ``runs`` maps each
+    order to its :func:`~labkit.crashlab.share_check.check_share` result (``sink=True``)."""
+    if (v := unanswered(answer, '"ack_first" or "sink_first"')):
+        return v
+    if answer not in runs:
+        return Verdict(False, f"The answer is one of {', '.join(map(repr, runs))}.")
+    lost = {order: check.counts()["lost effect"] for order, check in runs.items()}
+    dup = {order: check.counts()["duplicate effect"] for order, check in runs.items()}
+    if lost[answer]:
+        return Verdict(False, f"In the run above, {answer} lost {lost[answer]} record(s): once a record is "
+                              "acknowledged a share group never delivers it again, and there is no offset to seek "
+                              "back to. Which order leaves the record in the broker's hands until its effect is safe?")
+    return Verdict(True, f"{answer} lost nothing; its price was {dup[answer]} duplicate effect(s): the crash "
+                         "released the records and they were written again. A sink that ignores a second write "
+                         "of the same record (an idempotent sink) makes that harmless.")

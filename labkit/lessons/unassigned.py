@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
+from labkit.exercise import Verdict, unanswered
 from labkit.records import committed_offsets
 from labkit.waiting import wait_for
 
@@ -226,3 +227,28 @@ def _committed_offsets(exp: Experiment, partition: int) -> list[int]:
             txn_of_consume[current] = e.txn
             current = None
     return [o for o, t in txn_of_consume.items() if t in committed_txns]
+
+
+def check_guard(answer: object, bug: dict) -> Verdict:
+    """Notebook 05's exercise: ``answer`` is a function ``(assignment, offsets) -> offsets`` that keeps, of
+    ``offsets`` (``{partition: offset}``), only the partitions in ``assignment`` (a list of partition numbers).
+    Checked on member B's real assignment from part 1's run (``bug``, from :func:`unassigned_commit`) with the
+    commit B made there, and on two edge cases."""
+    if (v := unanswered(answer, "a function (assignment, offsets) -> offsets")):
+        return v
+    if not callable(answer):
+        return Verdict(False, "The answer is a function: def guard(assignment, offsets): ... return {...}")
+    own = bug["assignments"].get(bug["member_b"], [])
+    cases = [(own, {bug["victim"]: 9, **{p: 0 for p in own}}), ([0, 1], {0: 5, 1: 7}), ([], {0: 1})]
+    for assignment, offsets in cases:
+        expected = {p: o for p, o in offsets.items() if p in assignment}
+        try:
+            got = answer(list(assignment), dict(offsets))
+        except Exception as exc:  # noqa: BLE001: the learner's code failing is a wrong answer
+            return Verdict(False, f"guard({assignment}, {offsets}) raised {exc!r}.")
+        if got != expected:
+            return Verdict(False, f"guard({assignment}, {offsets}) returned {got!r}. B's commit in part 1 went "
+                                  "through because nothing compared the offsets with the assignment: keep only "
+                                  "the partitions the member holds.")
+    return Verdict(True, f"With B's real assignment {own}, the guard dropped partition {bug['victim']} (A's) and kept "
+                         "B's own; nothing outside the assignment would reach the group coordinator.")

@@ -1,0 +1,29 @@
+"""Reference solutions of the notebooks' exercises, for instructors, and one wrong answer per exercise.
+``tests/test_exercise.py`` runs every check with both: the solution must be judged right and the wrong answer
+not, with a hint, so that no check can pass vacuously. Keys are the notebooks' numbers."""
+
+def guard(assignment: list[int], offsets: dict[int, int]) -> dict[int, int]:
+    """05: keep only the partitions this member holds."""
+    return {partition: offset for partition, offset in offsets.items() if partition in assignment}
+
+
+SOLUTIONS = {
+    # 00: the aborted y1, y2 are in the log; read_committed skips them; nobody returns the markers.
+    "00": {"read_committed": ["x1", "x2", "p1"], "read_uncommitted": ["x1", "x2", "p1", "y1", "y2"]},
+    # 01: idempotence (producer id + sequence numbers); acks=all and bounded in-flight come with it.
+    "01": {"enable.idempotence": True},
+    # 03: x1 0, x2 1, COMMIT 2, p1 3, y1 4 (open), p2 5: high watermark 6, LSO 4; after y1's commit its
+    # COMMIT marker takes offset 6 and read_committed returns all five records.
+    "03": {"high_watermark": 6, "last_stable_offset": 4, "read_committed_after_commit": ["x1", "x2", "p1", "y1", "p2"]},
+    "05": guard,
+    # 06: write the effect first, then acknowledge: a crash in between duplicates, never loses.
+    "06": "sink_first",
+}
+
+WRONG = {
+    "00": {"read_committed": ["x1", "x2", "p1", "y1", "y2"], "read_uncommitted": ["x1", "x2", "p1", "y1", "y2"]},
+    "01": {"acks": "all", "retries": 10},  # durable, retried, and still duplicated
+    "03": {"high_watermark": 5, "last_stable_offset": 6, "read_committed_after_commit": ["x1", "x2", "p1", "p2"]},
+    "05": lambda assignment, offsets: offsets,  # no guard at all: part 1's bug
+    "06": "ack_first",
+}

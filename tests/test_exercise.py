@@ -1,0 +1,68 @@
+"""Every notebook exercise checked both ways (issue 12): the reference solution is judged right, a wrong answer
+is not and gets a hint; an unanswered exercise asks for an answer. Real broker, real runs."""
+
+import json
+import re
+from pathlib import Path
+
+from instructor.solutions import SOLUTIONS, WRONG
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.proxy import FaultProxy
+from labkit.crashlab.share_check import check_share
+from labkit.exercise import UNANSWERED, Verdict, compare, unanswered
+from labkit.lessons import idempotence, isolation, share_groups, tour, unassigned
+
+
+def both_ways(check, exercise: str, hint: str) -> None:
+    """``check(answer)`` is right for the solution, wrong (with ``hint`` in its message) for the wrong answer,
+    and asks for an answer while there is none."""
+    right, wrong, blank = check(SOLUTIONS[exercise]), check(WRONG[exercise]), check(UNANSWERED)
+    assert right.ok, right
+    assert not wrong.ok and hint in wrong.message, wrong
+    assert not blank.ok and "in place of `...`" in blank.message
+
+
+def test_every_notebook_exercise_ships_unanswered_with_a_solution_and_a_wrong_answer():
+    with_exercise = set()
+    for nb in sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb")):
+        cells = ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]]
+        if any(c.startswith("## ") and ". Exercise: " in c.splitlines()[0] for c in cells):
+            with_exercise.add(nb.name[:2])
+            assert any(re.search(r"^answer = \.\.\.  #", c, re.M) for c in cells), f"{nb.name}: the answer cell is not blank"
+    assert with_exercise == SOLUTIONS.keys() == WRONG.keys()
+
+
+def test_verdicts():
+    assert unanswered(3, "a number") is None
+    assert compare(1, 1, "yes", "no") == Verdict(True, "yes") and not compare(1, 2, "yes", "no").ok
+    assert Verdict(False, "try again")._repr_markdown_().startswith("❌ **Not yet.**")
+
+
+def test_00_predict_the_isolation_levels(bootstrap):
+    topic = tour.quiz_topic(bootstrap)
+    both_ways(lambda a: tour.check_prediction(bootstrap, topic, a), "00", "skips what an aborted transaction wrote")
+    assert "exactly two keys" in tour.check_prediction(bootstrap, topic, {"read_committed": []}).message
+
+
+def test_01_pick_the_configs_that_stop_the_duplicates(broker, tmp_path):
+    exp = Experiment("exercise01", broker.bootstrap_servers, folder=tmp_path)
+    with FaultProxy.for_broker(broker) as proxy:
+        both_ways(lambda a: idempotence.check_configs(exp, proxy, a), "01", "producer id and sequence numbers")
+
+
+def test_03_predict_the_lso(bootstrap):
+    both_ways(lambda a: isolation.check_lso(bootstrap, a), "03", "first offset of the oldest transaction still open")
+
+
+def test_05_write_the_guard(bootstrap, tmp_path):
+    bug = unassigned.unassigned_commit(Experiment("exercise05", bootstrap, folder=tmp_path))
+    both_ways(lambda a: unassigned.check_guard(a, bug), "05", "keep only the partitions the member holds")
+    assert "raised" in unassigned.check_guard(lambda a, o: 1 / 0, bug).message
+
+
+def test_06_choose_the_acknowledgement_order(bootstrap, tmp_path):
+    exp = Experiment("exercise06", bootstrap, folder=tmp_path)
+    topics = {order: share_groups.framework_sink(exp, order)["topic"] for order in ("ack_first", "sink_first")}
+    runs = {order: check_share(exp.history.events(), topic=topic, sink=True) for order, topic in topics.items()}
+    both_ways(lambda a: share_groups.check_order(a, runs), "06", "no offset to seek back to")
+    assert "one of" in share_groups.check_order("both", runs).message
