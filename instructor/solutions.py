@@ -15,15 +15,21 @@ SOLUTIONS = {
     # 03: x1 0, x2 1, COMMIT 2, p1 3, y1 4 (open), p2 5: high watermark 6, LSO 4; after y1's commit its
     # COMMIT marker takes offset 6 and read_committed returns all five records.
     "03": {"high_watermark": 6, "last_stable_offset": 4, "read_committed_after_commit": ["x1", "x2", "p1", "y1", "p2"]},
+    # 04: after the Kafka commit, before Spark's commits/N: the marker is committed, the replay is skipped.
+    "04": "after_commit",
     "05": guard,
     # 06: write the effect first, then acknowledge: a crash in between duplicates, never loses.
     "06": "sink_first",
+    # 07 (modelled): the abort returns the record to AVAILABLE; redelivered (count 2), then committed once.
+    "07": {"state": "ACKNOWLEDGED", "delivery_count": 2, "outputs_committed": 1},
 }
 
 WRONG = {
     "00": {"read_committed": ["x1", "x2", "p1", "y1", "y2"], "read_uncommitted": ["x1", "x2", "p1", "y1", "y2"]},
     "01": {"acks": "all", "retries": 10},  # durable, retried, and still duplicated
     "03": {"high_watermark": 5, "last_stable_offset": 6, "read_committed_after_commit": ["x1", "x2", "p1", "p2"]},
+    "04": "before_commit",  # the transaction was open: the restart aborted it and the replay wrote again
     "05": lambda assignment, offsets: offsets,  # no guard at all: part 1's bug
     "06": "ack_first",
+    "07": {"state": "ACKNOWLEDGED", "delivery_count": 1, "outputs_committed": 1},
 }

@@ -9,8 +9,10 @@ from instructor.solutions import SOLUTIONS, WRONG
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.proxy import FaultProxy
 from labkit.crashlab.share_check import check_share
+from labkit.crashlab.spark_timeline import batch_rows
 from labkit.exercise import UNANSWERED, Verdict, compare, unanswered
-from labkit.lessons import idempotence, isolation, share_groups, tour, unassigned
+from labkit.lessons import idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
+from tests.test_spark_timeline import transactional_history
 
 
 def both_ways(check, exercise: str, hint: str) -> None:
@@ -54,6 +56,13 @@ def test_03_predict_the_lso(bootstrap):
     both_ways(lambda a: isolation.check_lso(bootstrap, a), "03", "first offset of the oldest transaction still open")
 
 
+def test_04_the_crash_point_whose_replay_is_skipped():
+    # a sink B run as the timeline tests write it: batch 1's driver dies after_commit, its replay is skipped
+    rows = batch_rows(transactional_history(), "in", "out")
+    both_ways(lambda a: spark_pipeline.check_skip_point(a, rows), "04", "after the Kafka commit but before")
+    assert "No replay was skipped" in spark_pipeline.check_skip_point("after_commit", rows[:1]).message
+
+
 def test_05_write_the_guard(bootstrap, tmp_path):
     bug = unassigned.unassigned_commit(Experiment("exercise05", bootstrap, folder=tmp_path))
     both_ways(lambda a: unassigned.check_guard(a, bug), "05", "keep only the partitions the member holds")
@@ -66,3 +75,7 @@ def test_06_choose_the_acknowledgement_order(bootstrap, tmp_path):
     runs = {order: check_share(exp.history.events(), topic=topic, sink=True) for order, topic in topics.items()}
     both_ways(lambda a: share_groups.check_order(a, runs), "06", "no offset to seek back to")
     assert "one of" in share_groups.check_order("both", runs).message
+
+
+def test_07_predict_an_abort_modelled():
+    both_ways(share_transactions.check_abort_prediction, "07", "every acquisition counts a delivery")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from labkit.crashlab.history import Event
 from labkit.crashlab.share_check import check_share
+from labkit.exercise import Verdict, unanswered
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
 
@@ -182,3 +183,25 @@ def two_phase_commit(db: str | Path, crash: str | None = None) -> dict:
     effects = [o for (o,) in con.execute("SELECT source FROM effects ORDER BY source")]
     con.close()
     return {"effects": effects, "states": [r.state for r in world.sp.offsets], "rounds": rounds}
+
+
+def check_abort_prediction(answer: object) -> Verdict:
+    """Notebook 07's exercise (MODELLED): the seed's "abort" scenario on one record (poll, produce,
+    send_share_acks, abort, then the loop carries on). ``answer`` predicts ``{"state": ..., "delivery_count": n,
+    "outputs_committed": n}`` for that record at the end; checked by running the scenario on the model."""
+    keys = ("state", "delivery_count", "outputs_committed")
+    if (v := unanswered(answer, f"a dict with keys {', '.join(keys)}")):
+        return v
+    if not isinstance(answer, dict) or set(answer) != set(keys):
+        return Verdict(False, f"The answer is a dict with exactly the keys {', '.join(keys)}.")
+    got = outcome(run(SCENARIOS["abort"], records=1)[0])
+    real = {"state": got["states"][0], "delivery_count": got["delivery_counts"][0],
+            "outputs_committed": got["outputs"][0]}
+    if answer == real:
+        return Verdict(True, f"{real}: the abort discarded the output and returned the record to AVAILABLE; it was "
+                             "delivered again (the count went up: the model's default for open question (b)) and "
+                             "committed once, output and acknowledgement together.")
+    hints = {"state": "Does the loop stop after the abort, or does it poll again?",
+             "delivery_count": "An abort returns the record to AVAILABLE, and every acquisition counts a delivery.",
+             "outputs_committed": "An aborted transaction's output is never committed; what about the retry's?"}
+    return Verdict(False, " ".join(h for k, h in hints.items() if answer.get(k) != real[k]) + " (MODELLED)")
