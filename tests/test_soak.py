@@ -19,15 +19,18 @@ def test_kip447_processors_survive_kills_and_a_broker_crash_exactly_once(own_bro
     assert carried_out_or_skipped(r) == ["broker", "kill", "kill"] and "broker" in r.faults and r.restarts >= 1
     assert r.clean, r
     assert r.counts["duplicate"] == 0 and r.counts["unprocessed"] == 0
-    assert len(r.recovery_s) == 1 and not r.stalls, r
+    # (a flush may be flagged stalled if the broker takes longer than the 20 s call deadline to come back on a
+    # loaded machine: the supervisor restarts that processor, and the run must still be clean)
+    assert len(r.recovery_s) == 1 and all(s.endswith(" in flush") for s in r.stalls), r
     assert "1 broker kills" in summary([r])
 
 
 def test_at_least_once_control_duplicates_under_kills(own_broker, tmp_path):
     # seed 4: proc-0 SIGKILLs itself after_produce in its 2nd batch (its outputs written, its offsets not
-    # committed: the batch runs again); a kill, a pause and a kill at random moments
-    r = run_schedule(own_broker, tmp_path, seed=4, records=1200, transactional=False)
-    assert carried_out_or_skipped(r) == ["kill", "kill", "pause"] and "kill at after_produce" in r.faults, r
+    # committed: the batch runs again), proc-1 after_commit in its 3rd; no kill at a random moment (faults=0),
+    # which could come first and spare the crash point (a restart clears it)
+    r = run_schedule(own_broker, tmp_path, seed=4, records=1200, transactional=False, faults=0)
+    assert sorted(r.faults) == ["kill at after_commit", "kill at after_produce"], r
     assert r.counts["duplicate"] > 0 and r.counts["unprocessed"] == 0 and not r.clean, r
 
 

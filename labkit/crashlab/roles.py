@@ -262,12 +262,12 @@ def run_producer(loop: Loop) -> None:
     loop.flush(producer)
 
 
-def _consumer(loop: Loop, group_id: str) -> Consumer:
+def _consumer(loop: Loop, group_id: str, **extra: object) -> Consumer:
     s = loop.spec
     consumer = Consumer(loop.client_config(**{
         "group.id": group_id, "group.protocol": s.get("group_protocol", "consumer"),
         "isolation.level": s.get("isolation_level", "read_committed"),
-        "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra}))
     consumer.subscribe([s["topic"]])
     return consumer
 
@@ -313,12 +313,13 @@ def run_consumer(loop: Loop) -> None:
         _close(consumer)
 
 
-#: The processor's transactional producer does not re-bootstrap when every broker is down: librdkafka's
-#: re-bootstrap leaves its cached group coordinator on the dead connection, and the first
-#: ``send_offsets_to_transaction`` after a broker restart then hangs until another connection changes state
-#: (librdkafka issues 5456 and 5511; :func:`labkit.lessons.broker_crashes.broker_restart_in_transaction`).
-#: A spec's ``config`` overrides it (``{"metadata.recovery.strategy": "rebootstrap"}``: librdkafka's default).
-_TRANSACTIONAL = {"metadata.recovery.strategy": "none"}
+#: The processor's clients (its transactional producer and its consumer) do not re-bootstrap when every broker
+#: is down: librdkafka's re-bootstrap leaves its cached coordinator on the dead connection, and the first
+#: coordinator request after a broker restart (``send_offsets_to_transaction``; a consumer's offset commit or
+#: group heartbeat) then hangs until another connection changes state (librdkafka issues 5456 and 5511;
+#: :func:`labkit.lessons.broker_crashes.broker_restart_in_transaction`). A spec's ``config`` overrides it
+#: (``{"metadata.recovery.strategy": "rebootstrap"}``: librdkafka's default).
+_NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 
 
 def run_processor(loop: Loop) -> None:
@@ -327,8 +328,8 @@ def run_processor(loop: Loop) -> None:
     Otherwise at-least-once: outputs are produced, then the consumer commits the offsets."""
     s = loop.spec
     transactional = s.get("transactional", True)
-    consumer = _consumer(loop, s["group_id"])
-    producer = Producer(loop.client_config(**(_TRANSACTIONAL | {"transactional.id": s["transactional_id"]}
+    consumer = _consumer(loop, s["group_id"], **_NO_REBOOTSTRAP)
+    producer = Producer(loop.client_config(**(_NO_REBOOTSTRAP | {"transactional.id": s["transactional_id"]}
                                               if transactional else {})))
     if transactional:
         init_transactions(loop, producer)
@@ -363,8 +364,8 @@ def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, tra
         _send_offsets(loop, producer, consumer, offsets)
         loop.commit(producer)
         return
-    try:
-        consumer.commit(offsets=offsets, asynchronous=False)
+    try:  # under the lab's deadline like every blocking call: a commit stuck on a dead coordinator is "stalled"
+        loop.call("commit", lambda _timeout_s: consumer.commit(offsets=offsets, asynchronous=False))
     except KafkaException as exc:
         loop.log("offsets_committed", topic=s["topic"], error=exc.args[0].name(), definite=True)
         return

@@ -29,14 +29,14 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, mi
     The hang is librdkafka's (issues 5456, 5511): when every broker is down it re-bootstraps, and its cached
     group coordinator keeps pointing at the dead connection, so ``send_offsets_to_transaction`` waits until
     another connection changes state (the broker's ``connections.max.idle.ms``, 600 s), past its timeout.
-    labkit's processor sets ``metadata.recovery.strategy=none`` on its transactional producer (no
+    labkit's processor sets ``metadata.recovery.strategy=none`` on its transactional producer and its consumer (no
     re-bootstrap: the old connection reconnects); ``mitigation=False`` puts librdkafka's default
     (``rebootstrap``) back.
 
     Args:
         exp: the experiment (its broker must be ``broker``).
         broker: the :class:`EmbeddedBroker` to kill and restart.
-        mitigation: whether the transactional producer keeps labkit's ``metadata.recovery.strategy=none``.
+        mitigation: whether the processor's clients keep labkit's ``metadata.recovery.strategy=none``.
         inputs: records in the input topic (one partition).
         hold_ms: how long the processor waits after producing each output, transaction open (ms).
         call_deadline_ms: the lab's deadline for each client call (ms), past which the processor is
