@@ -4,6 +4,7 @@ import plotly.graph_objects as go
 
 from labkit.crashlab.history import Event, History
 from labkit.crashlab.timeline import LiveTimeline, segments, timeline_figure
+from tests.figure_truth import contradictions
 from tests.histories import OUT, H
 
 
@@ -18,8 +19,8 @@ def story():
 
 def test_each_record_gets_its_states_in_order():
     segs = {(vid, state) for vid, state, *_ in segments(story())}
-    assert segs == {("p-1", "uncommitted"), ("p-1", "committed"), ("p-2", "uncommitted"), ("p-2", "aborted"),
-                    ("q-1", "written")}
+    assert segs == {("p-1 by p @0", "uncommitted"), ("p-1 by p @0", "committed"), ("p-2 by p @2", "uncommitted"),
+                    ("p-2 by p @2", "aborted"), ("q-1 by q @4", "written")}
     for vid, state, a, b in segments(story()):
         assert 0 <= a <= b
 
@@ -27,7 +28,8 @@ def test_each_record_gets_its_states_in_order():
 def test_open_transaction_stays_uncommitted_to_the_end():
     h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).add("crash", "p")
     ((vid, state, a, b),) = segments(h.events)
-    assert state == "uncommitted" and b == (h.events[-1].mono_ns - h.events[0].mono_ns) / 1e9
+    last = (h.events[-1].mono_ns - h.events[0].mono_ns) / 1e9
+    assert state == "uncommitted" and b == last + 0.3  # drawn a little past the last event
 
 
 def test_figure_has_a_trace_per_state_markers_and_action_lines():
@@ -36,7 +38,9 @@ def test_figure_has_a_trace_per_state_markers_and_action_lines():
     assert {"uncommitted", "committed", "aborted", "written", "consumed by c"} <= names
     assert all(isinstance(t, go.Scattergl) for t in fig.data)
     assert sorted(a.text for a in fig.layout.annotations) == ["crash c", "pause p", "resume p"]
-    assert list(fig.layout.yaxis.categoryarray) == ["q-1", "p-2", "p-1"]
+    assert list(fig.layout.yaxis.categoryarray) == ["q-1 by q @4", "p-2 by p @2", "p-1 by p @0"]
+    consumed = next(t for t in fig.data if t.name == "consumed by c")
+    assert list(consumed.y) == ["p-1 by p @0"]  # on the row of the write it read
 
 
 def test_100k_events_render_as_a_few_webgl_traces():
@@ -65,15 +69,41 @@ def test_each_write_of_a_record_has_its_own_row():
     h.add("txn_end", "p", txn=3, outcome="aborted", step="init_transactions", definite=True)
     h.add("txn_begin", "p", txn=4).write("p", "s-3>out", 3, txn=4).txn("p", 4, "committed")
     h.write("q", "q-1", 0).write("q", "q-1", 1)  # an at-least-once duplicate: two written rows
+    for _ in range(2):  # two failed sends: no offset, so a number tells them apart
+        h.add("send", "r", topic=OUT, partition=0, value_id="r-1").add("send_failed", "r", value_id="r-1")
     segs = [(row, state) for row, state, *_ in segments(h.events)]
-    assert segs == [("s-3>out", "uncommitted"), ("s-3>out", "aborted"), ("s-3>out #2", "uncommitted"),
-                    ("s-3>out #2", "committed"), ("q-1", "written"), ("q-1 #2", "written")]
+    assert segs == [("s-3>out by p @2", "uncommitted"), ("s-3>out by p @2", "aborted"),
+                    ("s-3>out by p @3", "uncommitted"), ("s-3>out by p @3", "committed"),
+                    ("q-1 by q @0", "written"), ("q-1 by q @1 — duplicate", "written"),
+                    ("r-1 by r", "send failed"), ("r-1 by r #2", "send failed")]
     fig = timeline_figure(h.events)
-    assert list(fig.layout.yaxis.categoryarray) == ["q-1 #2", "q-1", "s-3>out #2", "s-3>out"]
+    assert list(fig.layout.yaxis.categoryarray) == ["r-1 by r #2", "r-1 by r", "q-1 by q @1 — duplicate", "q-1 by q @0",
+                                                    "s-3>out by p @3", "s-3>out by p @2"]
+    duplicate = next(t for t in fig.data if t.name == "duplicate")
+    assert list(duplicate.y) == ["q-1 by q @1 — duplicate"]
+    assert [a.text for a in fig.layout.annotations] == ["crash p", "restart p"]  # its next start is a restart
+    committed = next(t for t in fig.data if t.name == "committed")
+    assert "s-3>out by p @3: committed" in committed.hovertext
 
 
 def test_a_fenced_zombies_write_is_aborted_not_uncommitted_forever():
     h = H().add("txn_begin", "z", txn=2).add("send", "z", topic=OUT, partition=0, value_id="s-2>out", txn=2)
     h.add("fenced", "z", txn=2, error="_FENCED").add("crash", "other")
-    assert [(row, state) for row, state, *_ in segments(h.events)] == [("s-2>out", "uncommitted"),
-                                                                        ("s-2>out", "aborted")]
+    assert [(row, state) for row, state, *_ in segments(h.events)] == [("s-2>out by z", "uncommitted"),
+                                                                        ("s-2>out by z", "aborted")]
+
+
+def test_figure_truth_catches_each_contradiction_and_passes_a_true_figure():
+    h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "committed")
+    h.add("txn_begin", "p", txn=2).write("p", "p-2", 2, txn=2).txn("p", 2, "aborted")
+    h.finals([(0, "p-1")], uncommitted=[(0, "p-1"), (2, "p-2")])
+    assert contradictions(timeline_figure(h.events), h.events, OUT) == []
+    no_commit = [e for e in h.events if not (e.kind == "txn_end" and e.txn == 1)]  # p-1 would be drawn uncommitted
+    assert contradictions(timeline_figure(no_commit), h.events, OUT) == [
+        "'p-1 by p @0' drawn uncommitted, but read_committed returns offset 0"]
+    lying = H().finals([(0, "p-1"), (2, "p-2")]).events  # the broker returns offset 2, drawn aborted
+    assert contradictions(timeline_figure(h.events), h.events + lying, OUT) == [
+        "'p-2 by p @2' drawn aborted, but read_committed returns offset 2"]
+    unseen = H().finals([(0, "p-1"), (5, "x")]).events
+    assert contradictions(timeline_figure(h.events), h.events + unseen, OUT) == [
+        "offset 5 is returned by read_committed but drawn nowhere"]

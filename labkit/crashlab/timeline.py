@@ -1,4 +1,5 @@
-"""Record-state timelines: one row per record, time on x, a coloured segment per state.
+"""Record-state timelines: one row per write of a record (value id, writer, offset), time on x, a coloured
+segment per state; a second surviving write of a value id is marked a duplicate.
 
 States, from the history alone: *uncommitted* (sent, its transaction not yet ended), *written*
 (acked, no transaction), *committed*, *aborted* (also a fenced producer's transaction, from the fence on),
@@ -11,7 +12,7 @@ init_transactions, the broker's crash and return) as vertical lines. Lines are d
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
 
@@ -21,46 +22,73 @@ from labkit.crashlab.history import Event, History
 
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
                  "send failed": "#b279a2"}
+DUPLICATE = " — duplicate"  # the end of a surviving write's row when the value id already survived once
 ACTION_COLOURS = {"crash": "#d62728", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b", "stalled": "#ff7f0e",
                   "restart": "#9467bd", "txn_init": "#2ca02c", "broker back": "#1f77b4"}
 
 
-def segments(events: list[Event]) -> list[tuple[str, str, float, float]]:
-    """``(row, state, start_s, end_s)`` for every write of every record, times in seconds since the first event.
-    A record written once has its value id as its row; each further write of the same value id (a replay, a
-    zombie's, a duplicate) gets a row of its own, ``"<value id> #<n>"``, so no write hides another."""
+def writes(events: list[Event]) -> list[dict]:
+    """Every write of every record, in send order, as ``{"row", "writer", "topic", "partition", "offset",
+    "states"}``:
+    ``offset`` is None until the write is acknowledged (a fenced zombie's write may never be); ``states`` is
+    ``[(state, start_s, end_s)]``, times in seconds since the first event. Each write has a row of its own,
+    ``"<value id> by <writer> @<offset>"`` (``#<n>`` added if that is taken), so no write hides another; a
+    second write of a value id that also survives (committed, or written without a transaction) is marked
+    ``"— duplicate"``."""
     if not events:
         return []
-    t0, t_end = events[0].mono_ns, events[-1].mono_ns
+    t0, t_end = events[0].mono_ns, _drawn_end(events)
     sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
-    writes: dict[str, list[dict]] = {}  # value id -> its writes in send order
+    by_vid: dict[str, list[dict]] = {}  # value id -> its writes in send order
     txn_end = {}
     for e in events:
         if e.kind == "send":
-            writes.setdefault(e.value_id, []).append(
-                {"sent": e.mono_ns, "txn": (e.participant, e.txn) if e.txn is not None else None})
-        elif e.kind in ("ack", "send_failed") and e.value_id in writes:  # the oldest write still unanswered
-            pending = next((w for w in writes[e.value_id] if "acked" not in w and "failed" not in w), None)
+            by_vid.setdefault(e.value_id, []).append({"writer": e.participant, "sent": e.mono_ns, "topic": e.topic,
+                                                      "partition": e.partition, "offset": None,
+                                                      "txn": (e.participant, e.txn) if e.txn is not None else None})
+        elif e.kind in ("ack", "send_failed") and e.value_id in by_vid:  # the oldest write still unanswered
+            pending = next((w for w in by_vid[e.value_id] if "acked" not in w and "failed" not in w), None)
             if pending is not None:
                 pending["acked" if e.kind == "ack" else "failed"] = e.mono_ns
+                pending["offset"] = e.offset if e.kind == "ack" else None
         elif e.kind == "txn_end" and e.outcome:
             txn_end[e.participant, e.txn] = (e.outcome, e.mono_ns)
         elif e.kind == "fenced" and e.txn is not None:  # a fenced producer's transaction never commits
             txn_end.setdefault((e.participant, e.txn), ("aborted", e.mono_ns))
-    out = []
-    for vid, its in writes.items():
-        for n, w in enumerate(its, 1):
-            row = vid if n == 1 else f"{vid} #{n}"
+    out, taken = [], Counter()
+    for vid, its in by_vid.items():
+        survivors = 0
+        for w in its:
             if w["txn"]:
                 outcome, at = txn_end.get(w["txn"], (None, t_end))
-                out.append((row, "uncommitted", sec(w["sent"]), sec(at)))
-                if outcome:
-                    out.append((row, outcome, sec(at), sec(t_end)))
+                w["states"] = [("uncommitted", sec(w["sent"]), sec(at))] + ([(outcome, sec(at), sec(t_end))] if outcome else [])
             elif "acked" in w:
-                out.append((row, "written", sec(w["acked"]), sec(t_end)))
+                w["states"] = [("written", sec(w["acked"]), sec(t_end))]
             elif "failed" in w:
-                out.append((row, "send failed", sec(w["failed"]), sec(t_end)))
+                w["states"] = [("send failed", sec(w["failed"]), sec(t_end))]
+            else:
+                w["states"] = []
+            row = f"{vid} by {w['writer']}" + (f" @{w['offset']}" if w["offset"] is not None else "")
+            taken[row] += 1
+            row += f" #{taken[row]}" if taken[row] > 1 else ""
+            if w["states"] and w["states"][-1][0] in ("committed", "written"):
+                survivors += 1
+                row += DUPLICATE if survivors > 1 else ""
+            out.append({"row": row, **{k: w[k] for k in ("writer", "topic", "partition", "offset", "states")}})
     return out
+
+
+def _drawn_end(events: list[Event]) -> int:
+    """Where the time axis ends (ns): a little after the last event (4 % of the span, at least 0.3 s), so the
+    writes of the last moment are drawn with a width, not as a line on the edge."""
+    span = events[-1].mono_ns - events[0].mono_ns
+    return events[-1].mono_ns + max(span // 25, 300_000_000)
+
+
+def segments(events: list[Event]) -> list[tuple[str, str, float, float]]:
+    """``(row, state, start_s, end_s)`` for every write of every record (:func:`writes`), times in seconds
+    since the first event."""
+    return [(w["row"], state, a, b) for w in writes(events) for state, a, b in w["states"]]
 
 
 def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | None = None) -> go.Figure:
@@ -68,27 +96,43 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
     ``go.FigureWidget`` to update live). Returns the figure."""
     fig = figure if figure is not None else go.Figure()
     t0 = events[0].mono_ns if events else 0
-    by_state = defaultdict(lambda: ([], []))
-    rows = {}  # value ids in order of first appearance (a dict: a list lookup made 50 000 records quadratic)
-    for vid, state, a, b in segments(events):
-        xs, ys = by_state[state]
-        xs += [a, b, None]
-        ys += [vid, vid, None]
-        rows.setdefault(vid, None)
+    by_state = defaultdict(lambda: ([], [], []))
+    rows = {}  # rows in order of first write (a dict: a list lookup made 50 000 records quadratic)
+    at = {}  # (topic, partition, offset) -> the row of the write acknowledged there
+    drawn = writes(events)
+    for w in drawn:
+        rows.setdefault(w["row"], None)
+        at[w["topic"], w["partition"], w["offset"]] = w["row"]
+        for state, a, b in w["states"]:
+            xs, ys, hover = by_state[state]
+            xs += [a, b, None]
+            ys += [w["row"], w["row"], None]
+            hover += [f"{w['row']}: {state}"] * 2 + [None]
     consumed = defaultdict(lambda: ([], []))
     for e in events:
-        if e.kind == "consume":
+        if e.kind == "consume":  # on the row of the write it read (the value id's if that write is not drawn)
             xs, ys = consumed[e.participant]
             xs.append((e.mono_ns - t0) / 1e9)
-            ys.append(e.value_id)
-    traces = [go.Scattergl(x=xs, y=ys, mode="lines", name=state, line=dict(width=10, color=STATE_COLOURS[state]))
-              for state, (xs, ys) in by_state.items()]
+            ys.append(at.get((e.topic, e.partition, e.offset), e.value_id))
+    traces = [go.Scattergl(x=xs, y=ys, mode="lines", name=state, hovertext=hover, hoverinfo="text+x",
+                           line=dict(width=10, color=STATE_COLOURS[state]))
+              for state, (xs, ys, hover) in by_state.items()]
     traces += [go.Scattergl(x=xs, y=ys, mode="markers", name=f"consumed by {who}",
                             marker=dict(symbol="diamond", size=9, line=dict(width=1, color="#222")))
                for who, (xs, ys) in consumed.items()]
+    dupes = [(w["states"][-1][1], w["row"]) for w in drawn if w["row"].endswith(DUPLICATE)]
+    if dupes:  # a cross where each duplicate begins to count, visible even when its bar is short
+        traces.append(go.Scattergl(x=[x for x, _ in dupes], y=[r for _, r in dupes], mode="markers", name="duplicate",
+                                   marker=dict(symbol="x", size=13, color="#d62728", line=dict(width=1, color="#fff"))))
     shapes, notes = [], []
+    crashed = set()  # participants crashed and not yet restarted: their next start is drawn as a restart
     for e in events:
         kind = "broker back" if (e.kind, e.participant) == ("start", "broker") else e.kind
+        if kind == "crash":
+            crashed.add(e.participant)
+        elif kind == "restart" or (kind == "start" and e.participant in crashed):
+            kind = "restart"
+            crashed.discard(e.participant)
         if kind in ACTION_COLOURS:
             x = (e.mono_ns - t0) / 1e9
             shapes.append(dict(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1,
@@ -103,7 +147,7 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
         fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), shapes=shapes, annotations=notes,
                           height=max(320, 190 + 22 * len(rows)), margin=dict(t=110),
                           xaxis=dict(title="seconds since the experiment started"),
-                          yaxis=dict(title="record (value id)", categoryorder="array",
+                          yaxis=dict(title="record (a write: value id by writer @offset)", categoryorder="array",
                                      categoryarray=list(reversed(rows)), type="category"),
                           legend=dict(orientation="v", x=1.01, y=1, yanchor="top"))
     return fig
