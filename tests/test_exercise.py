@@ -11,7 +11,7 @@ from labkit.crashlab.proxy import FaultProxy
 from labkit.crashlab.share_check import check_share
 from labkit.crashlab.spark_timeline import batch_rows
 from labkit.exercise import UNANSWERED, Verdict, compare, unanswered
-from labkit.lessons import idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
+from labkit.lessons import broker_crashes, fencing, idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
 from tests.test_spark_timeline import transactional_history
 
 
@@ -52,6 +52,17 @@ def test_01_pick_the_configs_that_stop_the_duplicates(broker, tmp_path):
         both_ways(lambda a: idempotence.check_configs(exp, proxy, a), "01", "producer id and sequence numbers")
 
 
+def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
+    exp = Experiment("exercise02", bootstrap, folder=tmp_path)
+    both_ways(lambda a: fencing.check_offsets_step(exp, a), "02", "same transaction as the outputs")
+
+    def nothing(producer, consumer, offsets):  # offsets never committed: the restart reads everything again
+        pass
+
+    assert "Which producer call" in fencing.check_offsets_step(exp, nothing).message
+    assert "with def" in fencing.check_offsets_step(exp, print).message
+
+
 def test_03_predict_the_lso(bootstrap):
     both_ways(lambda a: isolation.check_lso(bootstrap, a), "03", "first offset of the oldest transaction still open")
 
@@ -79,3 +90,9 @@ def test_06_choose_the_acknowledgement_order(bootstrap, tmp_path):
 
 def test_07_predict_an_abort_modelled():
     both_ways(share_transactions.check_abort_prediction, "07", "every acquisition counts a delivery")
+
+
+def test_08_predict_the_restart_after_a_commit(bootstrap, tmp_path):
+    exp = Experiment("exercise08", bootstrap, folder=tmp_path)
+    both_ways(lambda a: broker_crashes.check_restart_prediction(exp, a), "08", "what is left for init_transactions")
+    assert "exactly the keys" in broker_crashes.check_restart_prediction(exp, {"state": "x"}).message

@@ -374,10 +374,19 @@ def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, tra
 
 
 def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: list) -> None:
-    """``send_offsets_to_transaction``; the group coordinator rejects a zombie's (KIP-447)."""
+    """``send_offsets_to_transaction``; the group coordinator rejects a zombie's (KIP-447). A spec's
+    ``offsets_step`` (``{"source", "name"}``: a learner's function ``name(producer, consumer, offsets)``, notebook
+    02's exercise) runs in its place, under the same deadline."""
+    step = loop.spec.get("offsets_step")
+    if step:
+        namespace: dict = {}
+        exec(step["source"], namespace)  # noqa: S102: the learner's own cell, run in the learner's own process
+        call = ("your " + step["name"], lambda _timeout_s: namespace[step["name"]](producer, consumer, offsets))
+    else:
+        call = ("send_offsets_to_transaction", lambda timeout_s: producer.send_offsets_to_transaction(
+            offsets, consumer.consumer_group_metadata(), timeout_s))
     try:
-        loop.call("send_offsets_to_transaction", producer.send_offsets_to_transaction, offsets,
-                  consumer.consumer_group_metadata())
+        loop.call(*call)
     except KafkaException as exc:
         err = exc.args[0]
         loop.log("fenced", txn=loop.txn, error=err.name())

@@ -15,6 +15,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.hanging import abort_hanging, find_hanging
 from labkit.crashlab.producers import describe_transaction
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+from labkit.exercise import Verdict, unanswered
 from labkit.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import wait_for, wait_until
 
@@ -136,9 +137,11 @@ def commit_then_kill(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster, 
     return pd.DataFrame(rows)
 
 
-def supervised_processor(exp: Experiment, *, inputs: int = 6, crash_iteration: int = 3) -> dict:
+def supervised_processor(exp: Experiment, *, inputs: int = 6, crash_iteration: int = 3,
+                         crash_at: str = "after_produce") -> dict:
     """A KIP-447 processor (one input per transaction) under a :class:`~labkit.crashlab.supervisor.Supervisor`,
-    SIGKILLed at ``after_produce`` of input ``crash_iteration`` (its transaction open, its output written). The
+    SIGKILLed at ``crash_at`` (a processor step, :data:`labkit.crashlab.roles.STEPS`; by default
+    ``after_produce``: its transaction open, its output written) of input ``crash_iteration``. The
     supervisor starts it again; the new instance's ``init_transactions`` fences the old epoch and aborts the
     transaction it left (``txn_init`` and ``txn_end`` in the history), and it carries on.
 
@@ -152,10 +155,35 @@ def supervised_processor(exp: Experiment, *, inputs: int = 6, crash_iteration: i
     exp.participant("source", "producer", topic=src, iterations=inputs).start().wait(60)
     tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
     proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=f"{tid}-group",
-                           transactional_id=tid, batch=1, idle_ms=15_000, crash_at="after_produce",
+                           transactional_id=tid, batch=1, idle_ms=15_000, crash_at=crash_at,
                            crash_iteration=crash_iteration)
     with Supervisor() as sup:
         sup.supervise(proc.start(), RestartPolicy(backoff_ms=500))
         sup.wait(120)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "processor": proc, "supervisor": sup, "check": exp.check(out, src)}
+
+
+def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
+    """Notebook 08's exercise: predict what the supervised processor's restart finds when it was killed
+    ``after_commit`` (``commit_transaction`` returned) instead of ``after_produce``. ``answer``:
+    ``{"state": <the coordinator's state of the transactional.id when init_transactions ran>, "outcome":
+    "aborted" | "committed" | None (what init_transactions did to the old transaction), "read_uncommitted":
+    <copies of input 3's output read_uncommitted returns>}``. Checked by a real run
+    (:func:`supervised_processor`, ``crash_at="after_commit"``, about 40 s)."""
+    if (v := unanswered(answer, '{"state": ..., "outcome": ..., "read_uncommitted": ...}')):
+        return v
+    keys = {"state", "outcome", "read_uncommitted"}
+    if not isinstance(answer, dict) or set(answer) != keys:
+        return Verdict(False, f"The answer is a dict with exactly the keys {sorted(keys)}.")
+    run = supervised_processor(exp, crash_at="after_commit")
+    events = exp.history.events()
+    init = next(e for e in reversed(events) if e.kind == "txn_init")  # this run's restart
+    copies = sum(e.kind == "final_read" and e.topic == run["output"] and e.isolation_level == "read_uncommitted"
+                 and e.value_id == "source-3>out" for e in events)
+    real = {"state": init.state, "outcome": init.outcome, "read_uncommitted": copies}
+    if answer == real:
+        return Verdict(True, f"The run agrees: {real}. The transaction had committed before the kill, so "
+                             "init_transactions found it complete, had nothing to abort, and only bumped the epoch.")
+    return Verdict(False, f"The run says otherwise: {answer} predicted. When commit_transaction has returned, "
+                          "the COMMIT markers are written: what is left for init_transactions to end?")
