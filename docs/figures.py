@@ -47,14 +47,16 @@ def screenshots(nb: nbformat.NotebookNode, stem: str, out: Path, width: int) -> 
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": width, "height": 800})
         for n, fig in enumerate(figures, 1):
-            html = out / f"{stem}-{n}.html"
-            pio.write_html(pio.from_json(json.dumps(fig)), html, include_plotlyjs=True,
-                           default_width="100%")
-            page.goto(html.as_uri())
-            page.wait_for_selector(".main-svg", timeout=30_000)
-            png = out / f"{stem}-{n}.png"
-            page.screenshot(path=str(png), full_page=True)
-            pngs.append(png)
+            html = out / f"{stem}-{n}.html"  # plotly.js inlined (no network): 5 MB, removed once drawn
+            pio.write_html(pio.from_json(json.dumps(fig)), html, include_plotlyjs=True, default_width="100%")
+            try:
+                page.goto(html.as_uri())
+                page.wait_for_selector(".main-svg", timeout=30_000)
+                png = out / f"{stem}-{n}.png"
+                page.screenshot(path=str(png), full_page=True)
+                pngs.append(png)
+            finally:
+                html.unlink()
         browser.close()
     return pngs
 
