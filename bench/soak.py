@@ -26,6 +26,19 @@ from labkit.crashlab.soak import run_schedule, summary
 MODES = (("KIP-447", True), ("at-least-once", False))
 
 
+def revive(kafka: EmbeddedBroker | EmbeddedCluster) -> None:
+    """Start this worker's Kafka again if a schedule left it down (a broker restart that timed out on a loaded
+    machine), so that one failure does not fail every later schedule of the worker."""
+    nodes = kafka.nodes.values() if isinstance(kafka, EmbeddedCluster) else [kafka]
+    if all(n.is_running for n in nodes):
+        return
+    try:
+        kafka.stop()
+        kafka.start()
+    except Exception as exc:  # noqa: BLE001: the next schedule tries again, and says so if it cannot run
+        print(f"    could not restart this worker's Kafka: {exc}", flush=True)
+
+
 def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> list[tuple[str, object]]:
     """Run ``seeds`` on a Kafka of this worker's own; return ``(mode, SoakResult or error text)`` per run."""
     folder, out = tempfile.mkdtemp(prefix="labkit-soak-"), []
@@ -39,6 +52,7 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
                 except Exception as exc:  # noqa: BLE001: a schedule that did not finish is a result too
                     print(f"{seed:3d} {mode:>13}: DID NOT FINISH: {exc}", flush=True)
                     out.append((mode, f"seed {seed}: {exc}"))
+                    revive(kafka)
                     continue
                 out.append((mode, r))
                 print(f"{seed:3d} {mode:>13}: {','.join(r.faults):<20} {r.counts['duplicate']:4d} dup "

@@ -84,6 +84,8 @@ def test_figure_draws_the_rows():
     assert list(once.x) == [1, 1] and list(once.y) == ["batch 0", "batch 1"]
     labels = next(t for t in fig.data if t.mode == "text")
     assert sorted(labels.text) == ["skipped ▸", "✕ after_commit", "✕ mid_produce"]
+    where = dict(zip(labels.text, labels.textposition))  # batch 1's crash and skip: one above, one below the row
+    assert where["✕ after_commit"].startswith("top") and where["skipped ▸"].startswith("bottom")
     restarts = [s for s in fig.layout.shapes if s.line.dash == "dot"]
     assert len(restarts) == 2  # the first start is not a restart
     assert list(fig.layout.yaxis.categoryarray) == ["batch 1", "batch 0"]

@@ -190,15 +190,16 @@ def _copy_traces(rows: list[BatchRow], label: dict) -> list[go.Bar]:
 
 
 def _labels(rows: list[BatchRow], label: dict) -> list[go.Scatter]:
-    """Words on the batch rows: where the driver crashed (right of the crash), and a skipped run (left of it)."""
+    """Words on the batch rows: where the driver crashed (above the row, right of the crash), and a skipped run
+    (below the row, left of it), so the two never overwrite each other when the skip follows the crash closely."""
     xs, ys, text, where = [], [], [], []
     for r in rows:
         for at, step in r.crashes:
-            xs.append(at), ys.append(label[r.batch_id]), where.append("middle right")
+            xs.append(at), ys.append(label[r.batch_id]), where.append("top right")
             text.append(f"✕ {step or 'crash'}")
         for a, _, outcome in r.runs:
             if outcome == "skipped":
-                xs.append(a), ys.append(label[r.batch_id]), where.append("middle left")
+                xs.append(a), ys.append(label[r.batch_id]), where.append("bottom left")
                 text.append("skipped ▸")
     if not xs:
         return []

@@ -38,7 +38,7 @@ class PipelineRun:
         experiment: the :class:`~labkit.crashlab.experiment.Experiment` (history, topics).
         pipeline: the ``spark_pipeline`` :class:`~labkit.crashlab.participant.Participant` (the driver).
         sink: "A" or "B". input_topic, output_topic, marker_topic: topic names. checkpoint: Spark's checkpoint folder.
-        records: input records written. crashes: crashes so far. result: the checker's verdict, after :meth:`finish`.
+        records: input records written. result: the checker's verdict, after :meth:`finish`.
     """
 
     experiment: Experiment
@@ -49,7 +49,6 @@ class PipelineRun:
     marker_topic: str
     checkpoint: Path
     records: int
-    crashes: int = 0
     result: CheckResult | None = field(default=None, repr=False)
 
     def run_to_end(self, crash_plan: list[tuple[str, int]] = (), timeout_s: float = 300.0) -> "PipelineRun":
@@ -74,8 +73,13 @@ class PipelineRun:
             if status != expected:
                 raise RuntimeError(f"the driver {status}, expected {expected} (crash plan {step} at batch {batch}); "
                                    f"see {self.pipeline.stderr_log}")
-            self.crashes += step is not None
         return self
+
+    @property
+    def crashes(self) -> int:
+        """The driver's crashes so far, planned or not (a crash point, the panel's button, ``pipeline.crash()``),
+        from the history."""
+        return sum(e.kind == "crash" and e.participant == self.pipeline.name for e in self.experiment.history.events())
 
     def finish(self) -> CheckResult:
         """Record the final reads (read_committed and read_uncommitted) of the input and output topics and
