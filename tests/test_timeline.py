@@ -107,3 +107,14 @@ def test_figure_truth_catches_each_contradiction_and_passes_a_true_figure():
     unseen = H().finals([(0, "p-1"), (5, "x")]).events
     assert contradictions(timeline_figure(h.events), h.events + unseen, OUT) == [
         "offset 5 is returned by read_committed but drawn nowhere"]
+
+
+def test_action_labels_close_in_time_take_rows_of_their_own():
+    # notebook 05: pause, crash, restart and init_transactions within a second of a 50 s run
+    h = H().write("p", "p-1", 0).add("pause", "a").add("crash", "a").add("start", "a").add("txn_init", "a")
+    h.t += 50 * 10**9  # 50 s later (ticks are ns): the four labels are close on its axis
+    h.add("crash", "b")
+    notes = timeline_figure(h.events).layout.annotations
+    shifts = {n.text: n.yshift for n in notes}
+    assert len({shifts[t] for t in ("pause a", "crash a", "restart a", "txn_init a")}) == 4, shifts
+    assert shifts["crash b"] == min(shifts.values())  # far from the others: back on the first row

@@ -124,7 +124,7 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
     if dupes:  # a cross where each duplicate begins to count, visible even when its bar is short
         traces.append(go.Scattergl(x=[x for x, _ in dupes], y=[r for _, r in dupes], mode="markers", name="duplicate",
                                    marker=dict(symbol="x", size=13, color="#d62728", line=dict(width=1, color="#fff"))))
-    shapes, notes = [], []
+    shapes, actions = [], []
     crashed = set()  # participants crashed and not yet restarted: their next start is drawn as a restart
     for e in events:
         kind = "broker back" if (e.kind, e.participant) == ("start", "broker") else e.kind
@@ -137,20 +137,33 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
             x = (e.mono_ns - t0) / 1e9
             shapes.append(dict(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1,
                                line=dict(color=ACTION_COLOURS[kind], dash="dot", width=2)))
-            # labels staggered over three heights, so actions close in time do not overwrite each other
-            notes.append(dict(x=x, yref="paper", y=1.0, yshift=4 + 14 * (len(notes) % 3), yanchor="bottom",
-                              text=kind if kind == "broker back" else f"{kind} {e.participant}", showarrow=False,
-                              font=dict(size=10, color=ACTION_COLOURS[kind])))
+            actions.append((x, kind, kind if kind == "broker back" else f"{kind} {e.participant}"))
+    notes, levels = _stagger(actions, span_s=(_drawn_end(events) - t0) / 1e9 if events else 1.0)
     with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
         fig.data = ()
         fig.add_traces(traces)
         fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), shapes=shapes, annotations=notes,
-                          height=max(320, 190 + 22 * len(rows)), margin=dict(t=110),
+                          height=max(320, 150 + 14 * levels + 22 * len(rows)), margin=dict(t=70 + 14 * levels),
                           xaxis=dict(title="seconds since the experiment started"),
                           yaxis=dict(title="record (a write: value id by writer @offset)", categoryorder="array",
                                      categoryarray=list(reversed(rows)), type="category"),
                           legend=dict(orientation="v", x=1.01, y=1, yanchor="top"))
     return fig
+
+
+def _stagger(actions: list[tuple[float, str, str]], span_s: float) -> tuple[list[dict], int]:
+    """Labels of the action lines ``(x_s, kind, text)``, each on the lowest row above the plot where it does not
+    overlap the previous label of that row (a label is taken as about 13 % of the time axis wide). Returns the
+    annotations and the number of rows used."""
+    ends: list[float] = []  # per row, the x where its last label ends
+    notes = []
+    for x, kind, text in sorted(actions):
+        width = span_s * 0.0085 * len(text)
+        row = next((i for i, end in enumerate(ends) if x >= end), len(ends))
+        ends[row:row + 1] = [x + width]
+        notes.append(dict(x=x, yref="paper", y=1.0, yshift=4 + 14 * row, yanchor="bottom", xanchor="left", text=text,
+                          showarrow=False, font=dict(size=10, color=ACTION_COLOURS[kind])))
+    return notes, len(ends)
 
 
 class LiveTimeline:
