@@ -15,7 +15,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.hanging import abort_hanging, find_hanging
 from labkit.crashlab.producers import describe_transaction
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, compare, unanswered
 from labkit.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import wait_for, wait_until
 
@@ -182,8 +182,8 @@ def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
     copies = sum(e.kind == "final_read" and e.topic == run["output"] and e.isolation_level == "read_uncommitted"
                  and e.value_id == "source-3>out" for e in events)
     real = {"state": init.state, "outcome": init.outcome, "read_uncommitted": copies}
-    if answer == real:
-        return Verdict(True, f"The run agrees: {real}. The transaction had committed before the kill, so "
-                             "init_transactions found it complete, had nothing to abort, and only bumped the epoch.")
-    return Verdict(False, f"The run says otherwise: {answer} predicted. When commit_transaction has returned, "
-                          "the COMMIT markers are written: what is left for init_transactions to end?")
+    return compare(real, answer,
+                   f"The run agrees: {real}. The transaction had committed before the kill, so init_transactions "
+                   "found it complete, had nothing to abort, and only bumped the epoch.",
+                   f"The run says otherwise: {answer} predicted. When commit_transaction has returned, the COMMIT "
+                   "markers are written: what is left for init_transactions to end?")
