@@ -34,7 +34,7 @@ def test_transactions_survive_killing_their_coordinator(tmp_path):
 
         cluster.kill(coordinator)  # a replica of __transaction_state takes over as coordinator
         assert not cluster.nodes[coordinator].is_running
-        produce(bs, topic, ["c"], transactional_id=tid)
+        produce(bs, topic, ["c"], transactional_id=tid, timeout_s=90)  # the failover may take a while on a loaded machine
         assert cluster.transaction_coordinator(tid) not in (coordinator, 1)
         assert list(read_topic(bs, topic, "read_committed").value) == ["a", "b", "c"]
         assert not describe_producers(bs, topic).empty
