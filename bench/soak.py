@@ -22,6 +22,7 @@ from multiprocessing import get_context
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.soak import run_schedule, summary
+from labkit.reset import delete_lab_topics
 
 MODES = (("KIP-447", True), ("at-least-once", False))
 
@@ -55,9 +56,13 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
                     revive(kafka)
                     continue
                 out.append((mode, r))
+                try:  # a broker that restarts with fewer logs restarts sooner
+                    delete_lab_topics(kafka.bootstrap_servers)
+                except Exception as exc:  # noqa: BLE001: a slower broker is no reason to stop
+                    print(f"    could not delete the schedule's topics: {exc}", flush=True)
                 print(f"{seed:3d} {mode:>13}: {','.join(r.faults):<20} {r.counts['duplicate']:4d} dup "
                       f"{r.counts['lost write']:3d} lost ({r.race_lost} race) {r.counts['unprocessed']:3d} "
-                      f"unprocessed, {r.restarts} restarts, recovery {[round(s, 1) for s in r.recovery_s]}"
+                      f"unprocessed, {r.restarts} restarts, {r.resets} resets corrected, recovery {[round(s, 1) for s in r.recovery_s]}"
                       f"{', skipped ' + '; '.join(r.skipped) if r.skipped else ''}", flush=True)
     return out
 

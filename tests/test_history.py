@@ -77,3 +77,14 @@ def test_bad_batches_are_refused(tmp_path):
     with pytest.raises(TypeError):
         h.append_batch("ack", "p", {"mono_ns": [1], "colour": ["red"]})
     assert h.events() == []
+
+
+def test_a_line_still_being_written_is_left_out(tmp_path):
+    history = History(tmp_path / "h.jsonl")
+    history.append("start", "p")
+    with open(history.path, "a") as f:
+        f.write('{"kind": "send", "participant": "p", "value_id": "p-1')  # another process, mid-write
+    assert [e.kind for e in history.events()] == ["start"]
+    with open(history.path, "a") as f:
+        f.write('"}\n')
+    assert sorted(e.kind for e in history.events()) == ["send", "start"]

@@ -43,7 +43,10 @@ blocking client call, named in ``step``, ran past the lab's deadline: :meth:`lab
 :mod:`labkit.crashlab.supervisor`); ``txn_init`` (a restarted transactional participant's
 ``init_transactions`` returned: its ``producer_id``/``producer_epoch``, and in ``state`` the coordinator's
 state of the ``transactional.id`` before, e.g. "Ongoing": the old instance's transaction ``txn``, which
-``init_transactions`` then ended with ``outcome``; a ``txn_end`` with ``step`` "init_transactions" records it).
+``init_transactions`` then ended with ``outcome``; a ``txn_end`` with ``step`` "init_transactions" records it);
+``offset_reset`` (a processor found its consumer starting a newly assigned partition below the group's
+committed offset, librdkafka's reset after an unstable offset fetch, and sought to it: ``offset`` the committed
+offset, ``last_offset`` where the client started; :mod:`labkit.crashlab.committed_start`).
 
 Share groups (KIP-932), from the share consumers: ``delivered`` (a record acquired by this consumer,
 with its ``delivery_count``), ``acknowledged`` (``acknowledge()`` called, with ``ack_type``),
@@ -76,7 +79,7 @@ KINDS = ("send", "ack", "send_failed", "txn_begin", "txn_commit_start", "txn_end
          "offsets_committed", "consume", "final_read", "start", "crash", "pause", "resume", "stop",
          "fenced", "finished", "delivered", "acknowledged", "ack_committed", "effect", "share_state",
          "share_offsets", "share_assignment", "batch_offsets", "batch_start", "batch_written", "batch_skipped",
-         "batch_committed", "stalled", "restart", "txn_init")
+         "batch_committed", "stalled", "restart", "txn_init", "offset_reset")
 
 
 @dataclass(frozen=True)
@@ -171,11 +174,12 @@ class History:
             os.close(fd)
 
     def events(self) -> list[Event]:
-        """Every event so far (batches expanded), ordered by ``mono_ns``."""
+        """Every event so far (batches expanded), ordered by ``mono_ns``. A last line without its newline is
+        still being written by another process (a long batch takes more than one ``write``) and is left out."""
         events = []
         with open(self.path) as f:
             for line in f:
-                if not line.strip():
+                if not line.strip() or not line.endswith("\n"):
                     continue
                 record = json.loads(line)
                 batch = record.pop("batch", None)

@@ -18,6 +18,7 @@ from time import monotonic_ns
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from labkit.crashlab.check import derived_id, value_id
+from labkit.crashlab.committed_start import CommittedStart
 from labkit.crashlab.history import History
 
 #: The named steps of each role's loop, in loop order: valid ``crash_at`` values.
@@ -264,12 +265,10 @@ def run_producer(loop: Loop) -> None:
 
 def _consumer(loop: Loop, group_id: str, **extra: object) -> Consumer:
     s = loop.spec
-    consumer = Consumer(loop.client_config(**{
+    return Consumer(loop.client_config(**{
         "group.id": group_id, "group.protocol": s.get("group_protocol", "consumer"),
         "isolation.level": s.get("isolation_level", "read_committed"),
         "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra}))
-    consumer.subscribe([s["topic"]])
-    return consumer
 
 
 def _log_consumed(loop: Loop, msgs, level: str) -> list:
@@ -296,6 +295,7 @@ def _close(consumer: Consumer) -> None:
 def run_consumer(loop: Loop) -> None:
     s = loop.spec
     consumer, idle_since = _consumer(loop, s["group_id"]), time.monotonic()
+    consumer.subscribe([s["topic"]])
     level = s.get("isolation_level", "read_committed")
     try:
         while not _idle_done(loop, idle_since):
@@ -329,6 +329,8 @@ def run_processor(loop: Loop) -> None:
     s = loop.spec
     transactional = s.get("transactional", True)
     consumer = _consumer(loop, s["group_id"], **_NO_REBOOTSTRAP)
+    guard = CommittedStart(loop, consumer)  # librdkafka may start a partition below its committed offset
+    consumer.subscribe([s["topic"]], **guard.callbacks())
     producer = Producer(loop.client_config(**(_NO_REBOOTSTRAP | {"transactional.id": s["transactional_id"]}
                                               if transactional else {})))
     if transactional:
@@ -336,7 +338,7 @@ def run_processor(loop: Loop) -> None:
     idle_since = time.monotonic()
     try:
         while not _idle_done(loop, idle_since):
-            msgs = _log_consumed(loop, consumer.consume(s.get("batch", 10), 0.5), "read_committed")
+            msgs = _log_consumed(loop, guard.admit(consumer.consume(s.get("batch", 10), 0.5)), "read_committed")
             if msgs:
                 _process(loop, consumer, producer, msgs, transactional)
                 idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness

@@ -40,7 +40,8 @@ class SoakResult:
     carried out (their victim was not running, e.g. being restarted), with why. ``recovery_s``: per broker
     restart, from the broker being ready to the next committed transaction (or offset commit). ``race_lost``:
     lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
-    found and aborted before the final read."""
+    found and aborted before the final read. ``resets``: times a processor found its consumer starting a partition
+    below the group's committed offset and sought to it (librdkafka's reset, :mod:`labkit.crashlab.committed_start`)."""
 
     seed: int
     records: int
@@ -51,6 +52,7 @@ class SoakResult:
     stalls: list[str] = field(default_factory=list)
     race_lost: int = 0
     restarts: int = 0
+    resets: int = 0
 
     @property
     def clean(self) -> bool:
@@ -164,7 +166,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
             recovery.append((nxt - ready) / 1e9)
     return SoakResult(seed, per * partitions, done, skipped, result.counts(), recovery,
                       [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], race_lost,
-                      sum(sup.restarts.values()))
+                      sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events))
 
 
 def summary(results: list[SoakResult]) -> str:
@@ -179,6 +181,7 @@ def summary(results: list[SoakResult]) -> str:
             f"kills ({sum(len(r.skipped) for r in results)} drawn faults skipped: victim not running), "
             f"{sum(r.restarts for r in results)} supervisor restarts: {total('duplicate')} duplicates, "
             f"{total('lost write')} lost writes ({sum(r.race_lost for r in results)} to Kafka's marker race), "
-            f"{total('unprocessed')} unprocessed; recovery after a broker restart median "
+            f"{total('unprocessed')} unprocessed; {sum(r.resets for r in results)} starts below the committed offset "
+            f"corrected (librdkafka's reset); recovery after a broker restart median "
             f"{statistics.median(rec) if rec else float('nan'):.1f} s, max {max(rec, default=float('nan')):.1f} s; "
             f"stalls: {', '.join(s for r in results for s in r.stalls) or 'none'}")

@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pandas as pd
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
@@ -14,6 +15,7 @@ from labkit.crashlab.check import CheckResult, derived_id, value_id
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.hanging import abort_hanging, find_hanging
 from labkit.crashlab.producers import describe_transaction
+from labkit.crashlab.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.exercise import Verdict, compare, unanswered
 from labkit.records import high_watermarks, last_stable_offsets, produce, read_topic
@@ -187,3 +189,93 @@ def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
                    "found it complete, had nothing to abort, and only bumped the epoch.",
                    f"The run says otherwise: {answer} predicted. When commit_transaction has returned, the COMMIT "
                    "markers are written: what is left for init_transactions to end?")
+
+
+def _commit_then_leave_open(bootstrap: str, topic: str, group: str, committed: int, pending: int) -> Producer:
+    """Partition 0 of ``topic`` in ``group``: offset ``committed`` committed in a transaction, ``pending`` sent in a
+    second one left open (as a processor SIGKILLed after ``send_offsets_to_transaction`` leaves it). Returns the
+    producer holding it open (``transaction.timeout.ms`` 60 000)."""
+    member = Consumer(_group_config(bootstrap, group))
+    member.subscribe([topic])
+    wait_for(lambda: (member.poll(0.2), member.assignment())[1], f"an assignment in group {group}", 30, interval_s=0)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-held",
+                         "transaction.timeout.ms": 60_000})
+    producer.init_transactions(30)
+    for offset, commit in ((committed, True), (pending, False)):
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], member.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+    member.close()
+    return producer
+
+
+def _group_config(bootstrap: str, group: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+
+
+def _plain_first_offset(bootstrap: str, topic: str, group: str, join_after_s: float = 3.0) -> int | None:
+    """The first offset of partition 0 a plain librdkafka consumer of ``group`` returns, a second member joining
+    after ``join_after_s`` s (within 30 s; None if none)."""
+    consumer, other, start = Consumer(_group_config(bootstrap, group)), None, time.monotonic()
+    consumer.subscribe([topic])
+    try:
+        while time.monotonic() - start < 30:
+            m = consumer.poll(0.2)
+            if m is not None and not m.error() and m.partition() == 0:
+                return m.offset()
+            if other is None and time.monotonic() - start > join_after_s:
+                other = Consumer(_group_config(bootstrap, group))
+                other.subscribe([topic])
+            if other is not None:
+                other.poll(0)
+        return None
+    finally:
+        consumer.close()
+        if other is not None:
+            other.close()
+
+
+def start_below_committed(exp: Experiment, committed: int = 50, pending: int = 80) -> pd.DataFrame:
+    """librdkafka 2.16 starting a partition below its committed offset (:mod:`labkit.crashlab.committed_start`),
+    twice on ``exp``'s broker. Input: 2 partitions of 200 records. In a fresh group, partition 0 has offset
+    ``committed`` committed and ``pending`` held by an open transaction; a member subscribes and a second joins
+    3 s later (the assignment changes while the first one's offset fetch is answered UNSTABLE_OFFSET_COMMIT);
+    the open transaction is aborted about 12 s in. Once with plain librdkafka consumers, once with two of labkit's
+    processors (their guard on).
+
+    Returns:
+        One row per run: ``consumer``, ``committed`` (offset), ``first offset`` of partition 0 consumed,
+        ``offset_reset`` (the guard's corrections, from the history). About 40 s.
+    Raises:
+        TimeoutError: a step did not happen within its deadline (the message names it).
+    """
+    src = exp.topic("input", 2)
+    for p in range(2):
+        exp.participant(f"source-{p}", "producer", topic=src, partition=p, iterations=2, batch=100).start()
+    for p in range(2):
+        exp.participants[f"source-{p}"].wait(60)
+    group = f"{src}-plain"
+    held = _commit_then_leave_open(exp.bootstrap, src, group, committed, pending)
+    try:
+        plain = _plain_first_offset(exp.bootstrap, src, group)
+    finally:
+        held.abort_transaction(30)
+    group = f"{src}-guarded"
+    held = _commit_then_leave_open(exp.bootstrap, src, group, committed, pending)
+    spec = dict(topic=src, output_topic=exp.topic("output", 2), group_id=group, batch=20, idle_ms=60_000)
+    procs = [exp.participant("proc-b", "processor", transactional_id=f"{group}-b", **spec).start()]
+    time.sleep(3)  # the second member joins while the first one's offset fetch is answered unstable
+    procs.append(exp.participant("proc-c", "processor", transactional_id=f"{group}-c", **spec).start())
+    time.sleep(9)
+    held.abort_transaction(30)  # the pending offsets go; the committed one stays
+    wait_for(lambda: group_caught_up(exp.bootstrap, group, src), f"group {group} caught up", 60, interval_s=0.5)
+    for p in procs:
+        p.stop()
+    events = exp.history.events()
+    consumed = [e.offset for e in events if e.kind == "consume" and e.partition == 0 and e.topic == src]
+    resets = sum(e.kind == "offset_reset" for e in events)
+    return pd.DataFrame([("librdkafka consumer", committed, plain, None),
+                         ("labkit processor (guard)", committed, min(consumed, default=None), resets)],
+                        columns=["consumer", "committed", "first offset", "offset_reset"])
