@@ -1,6 +1,10 @@
-from confluent_kafka import KafkaError, KafkaException
+import uuid
 
+from confluent_kafka import Consumer, KafkaError, KafkaException
+
+from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.roles import STEPS, kafka_error
+from labkit.waiting import wait_for
 
 
 def test_kafka_error_is_found_in_every_shape_flush_raises():
@@ -19,3 +23,27 @@ def test_kafka_error_is_found_in_every_shape_flush_raises():
 
 def test_every_role_has_named_steps_in_loop_order():
     assert STEPS["producer"][0] == "before_produce" and STEPS["processor"][-1] == "after_commit"
+
+
+def test_a_processor_whose_consumer_hits_a_fatal_error_ends_fenced(bootstrap, tmp_path):
+    """A fatal consumer error (here FENCED_INSTANCE_ID: another member took this one's group.instance.id; the
+    soak met GROUP_ID_NOT_FOUND after a broker restart) ends the processor, so that a supervisor restarts it,
+    instead of leaving it polling a dead client."""
+    exp = Experiment("fatal", bootstrap, folder=tmp_path)
+    src, out, group = exp.topic("input"), exp.topic("output"), f"g-{uuid.uuid4().hex[:8]}"
+    exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
+    proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=group, batch=1,
+                           transactional_id=f"{group}-tid", idle_ms=120_000, group_protocol="classic",
+                           config={"group.instance.id": "static-1"}).start()
+    wait_for(lambda: any(e.kind == "txn_end" for e in exp.history.events()), "the processor's first commit", 60)
+    usurper = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": "static-1",
+                        "group.protocol": "classic"})
+    usurper.subscribe([src])
+    try:
+        wait_for(lambda: usurper.poll(0.2) is None and proc.status != "running", "the processor to end", 60,
+                 interval_s=0)
+    finally:
+        usurper.close()
+    assert proc.status == "fenced"
+    fenced = [e for e in exp.history.events() if e.kind == "fenced"]
+    assert [e.error for e in fenced] == ["FENCED_INSTANCE_ID"], fenced

@@ -325,7 +325,8 @@ _NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 def run_processor(loop: Loop) -> None:
     """Consume-transform-produce. ``transactional`` (default): KIP-447, outputs and input offsets
     commit in one transaction (``send_offsets_to_transaction`` with ``consumer_group_metadata()``).
-    Otherwise at-least-once: outputs are produced, then the consumer commits the offsets."""
+    Otherwise at-least-once: outputs are produced, then the consumer commits the offsets. A fatal error of either
+    client (librdkafka's error callback) ends the loop as fenced, for a supervisor to restart it."""
     s = loop.spec
     transactional = s.get("transactional", True)
     consumer = _consumer(loop, s["group_id"], **_NO_REBOOTSTRAP)
@@ -338,6 +339,8 @@ def run_processor(loop: Loop) -> None:
     idle_since = time.monotonic()
     try:
         while not _idle_done(loop, idle_since):
+            if loop.fatal is not None:  # e.g. the consumer's GROUP_ID_NOT_FOUND: the client is done; a restart is not
+                raise KafkaException(loop.fatal)
             msgs = _log_consumed(loop, guard.admit(consumer.consume(s.get("batch", 10), 0.5)), "read_committed")
             if msgs:
                 _process(loop, consumer, producer, msgs, transactional)

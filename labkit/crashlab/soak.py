@@ -32,6 +32,15 @@ from labkit.waiting import wait_for
 FAULTS = ("kill", "pause", "broker")
 #: The steps an at-least-once processor passes (a KIP-447 one passes all of ``STEPS["processor"]``).
 AT_LEAST_ONCE_STEPS = ("after_poll", "after_produce", "after_commit")
+#: What Kafka 4.4's group coordinator logs when a load of ``__consumer_offsets`` completes after a stale,
+#: earlier load's completion already made the partition ACTIVE (``CoordinatorRuntime`` checks the state, not
+#: the epoch). Seen after the combined node's restart, which loads the partition, is fenced and loads it again:
+#: the coordinator serves requests from a half-replayed state (a member may get GROUP_ID_NOT_FOUND, fatal to
+#: librdkafka) and the groups replayed after that point never arm their members' session timers, so a dead
+#: member keeps its partitions until the next load. The soak's operator restarts the broker then.
+LOAD_RACE = "Ignored load completion from __consumer_offsets"
+#: A group with no commit for this long, after the faults, with :data:`LOAD_RACE` logged, is stuck (s).
+STUCK_S = 30.0
 
 
 @dataclass
@@ -41,7 +50,8 @@ class SoakResult:
     restart, from the broker being ready to the next committed transaction (or offset commit). ``race_lost``:
     lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
     found and aborted before the final read. ``resets``: times a processor found its consumer starting a partition
-    below the group's committed offset and sought to it (librdkafka's reset, :mod:`labkit.crashlab.committed_start`)."""
+    below the group's committed offset and sought to it (librdkafka's reset, :mod:`labkit.crashlab.committed_start`). ``reloads``: broker restarts
+    by the soak's operator for a group stuck by Kafka's coordinator load race (:data:`LOAD_RACE`)."""
 
     seed: int
     records: int
@@ -53,12 +63,24 @@ class SoakResult:
     race_lost: int = 0
     restarts: int = 0
     resets: int = 0
+    reloads: int = 0
 
     @property
     def clean(self) -> bool:
         """No duplicate, no unprocessed input, and no lost write beyond the marker race's."""
         return (self.counts["duplicate"] == 0 and self.counts["unprocessed"] == 0
                 and self.counts["lost write"] == self.race_lost)
+
+
+def load_race_logged(broker: EmbeddedBroker, since: int) -> bool:
+    """Whether ``broker``'s ``server.log`` has :data:`LOAD_RACE` after its first ``since`` bytes."""
+    with open(broker.log_file, "rb") as f:
+        f.seek(since)
+        return LOAD_RACE.encode() in f.read()
+
+
+def _log_size(broker: EmbeddedBroker) -> int:
+    return broker.log_file.stat().st_size if broker.log_file.exists() else 0
 
 
 def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
@@ -125,14 +147,16 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     wait_for(lambda: any(e.kind == "ack" and e.participant.startswith("proc-") for e in exp.history.events()),
              f"soak {seed}: the processors never wrote an output", 120)
     drawn, ready_times, started = [rng.choice(FAULTS) for _ in range(faults)], [], time.monotonic()
-    done, skipped = [], []
+    done, skipped, marks = [], [], {}  # marks: a restarted broker -> its log's size before the schedule's restarts
     window_s = records * per_record_ms / processors / 1000  # from the first output on
     try:
         for fault, at in zip(drawn, sorted(rng.uniform(1, max(window_s, 2)) for _ in drawn)):
             time.sleep(max(0.0, started + at - time.monotonic()))
             victim = rng.choice(procs)
             if fault == "broker":
-                ready_times.append(exp.restart_broker(rng.choice(brokers) if len(brokers) > 1 else brokers[0]))
+                broker = rng.choice(brokers) if len(brokers) > 1 else brokers[0]
+                marks.setdefault(broker, _log_size(broker))
+                ready_times.append(exp.restart_broker(broker))
             else:
                 try:  # the victim may crash itself at its step, or be restarting, at any moment
                     victim.crash() if fault == "kill" else victim.pause()
@@ -144,8 +168,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
                     with contextlib.suppress(ParticipantStateError):  # it crashed itself just before SIGSTOP
                         victim.resume()
             done.append(fault)
-        wait_for(lambda: group_caught_up(exp.bootstrap, group, src), f"soak {seed}: group {group} caught up",
-                 deadline_s, interval_s=0.5)
+        reloads = _wait_caught_up(exp, group, src, marks, deadline_s, f"soak {seed}: group {group} caught up")
     finally:
         sup.stop()
         exp.stop_all()
@@ -166,7 +189,30 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
             recovery.append((nxt - ready) / 1e9)
     return SoakResult(seed, per * partitions, done, skipped, result.counts(), recovery,
                       [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], race_lost,
-                      sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events))
+                      sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events), reloads)
+
+
+def _wait_caught_up(exp: Experiment, group: str, topic: str, marks: dict, deadline_s: float, what: str) -> int:
+    """Wait until ``group`` caught up on ``topic``; restart a broker of ``marks`` whose log shows :data:`LOAD_RACE`
+    (since its mark) when the group made no commit for :data:`STUCK_S`, as an operator would. Returns how many
+    such restarts were needed.
+
+    Raises:
+        TimeoutError: not caught up within ``deadline_s`` seconds.
+    """
+    give_up, reloads, reloaded_ns = time.monotonic() + deadline_s, 0, 0
+    while not group_caught_up(exp.bootstrap, group, topic):
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"{what} within {deadline_s:g} s (see the experiment's *.stderr.log files)")
+        progress = max((e.mono_ns for e in exp.history.events() if e.kind == "offsets_committed"
+                        or e.kind == "txn_end" and e.outcome == "committed"), default=0)
+        if time.monotonic_ns() - max(progress, reloaded_ns) > STUCK_S * 1e9:
+            for broker in [b for b, mark in marks.items() if load_race_logged(b, mark)]:
+                marks[broker] = _log_size(broker)
+                reloaded_ns = exp.restart_broker(broker)
+                reloads += 1
+        time.sleep(0.5)
+    return reloads
 
 
 def summary(results: list[SoakResult]) -> str:
@@ -182,6 +228,7 @@ def summary(results: list[SoakResult]) -> str:
             f"{sum(r.restarts for r in results)} supervisor restarts: {total('duplicate')} duplicates, "
             f"{total('lost write')} lost writes ({sum(r.race_lost for r in results)} to Kafka's marker race), "
             f"{total('unprocessed')} unprocessed; {sum(r.resets for r in results)} starts below the committed offset "
-            f"corrected (librdkafka's reset); recovery after a broker restart median "
+            f"corrected (librdkafka's reset); {sum(r.reloads for r in results)} broker restarts for a group stuck by "
+            f"Kafka's coordinator load race; recovery after a broker restart median "
             f"{statistics.median(rec) if rec else float('nan'):.1f} s, max {max(rec, default=float('nan')):.1f} s; "
             f"stalls: {', '.join(s for r in results for s in r.stalls) or 'none'}")
