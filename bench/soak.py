@@ -27,33 +27,63 @@ from labkit.reset import delete_lab_topics
 MODES = (("KIP-447", True), ("at-least-once", False))
 
 
-def revive(kafka: EmbeddedBroker | EmbeddedCluster) -> None:
-    """Start this worker's Kafka again if a schedule left it down (a broker restart that timed out on a loaded
-    machine), so that one failure does not fail every later schedule of the worker."""
+#: Kafka 4.4's group coordinator, after the load race of ``labkit.crashlab.soak.LOAD_RACE`` let a member write
+#: into a half-replayed state, fails every later load of ``__consumer_offsets`` (docs/marker-race.md): no group
+#: works on that Kafka again.
+BROKEN = "Failed to load metadata from __consumer_offsets"
+
+
+def broken_coordinator(kafka: EmbeddedBroker | EmbeddedCluster, marks: dict) -> bool:
+    """Whether a broker of ``kafka`` logged :data:`BROKEN` after its mark in ``marks`` (broker -> log size)."""
+    brokers = kafka.brokers.values() if isinstance(kafka, EmbeddedCluster) else [kafka]
+    for broker in brokers:
+        with open(broker.log_file, "rb") as f:
+            f.seek(marks.get(broker, 0))
+            if BROKEN.encode() in f.read():
+                return True
+    return False
+
+
+def log_marks(kafka: EmbeddedBroker | EmbeddedCluster) -> dict:
+    brokers = kafka.brokers.values() if isinstance(kafka, EmbeddedCluster) else [kafka]
+    return {b: b.log_file.stat().st_size for b in brokers if b.log_file.exists()}
+
+
+def revive(kafka: EmbeddedBroker | EmbeddedCluster, cluster: int, broken: bool) -> EmbeddedBroker | EmbeddedCluster:
+    """This worker's Kafka for the next schedule: a fresh one if the group coordinator is ``broken``, the same one
+    started again if a schedule left it down (a broker restart that timed out on a loaded machine), so that one
+    failure does not fail every later schedule of the worker."""
     nodes = kafka.nodes.values() if isinstance(kafka, EmbeddedCluster) else [kafka]
-    if all(n.is_running for n in nodes):
-        return
     try:
-        kafka.stop()
-        kafka.start()
+        if broken:
+            kafka.close()
+            return (EmbeddedCluster(cluster) if cluster else EmbeddedBroker()).start()
+        if not all(n.is_running for n in nodes):
+            kafka.stop()
+            kafka.start()
     except Exception as exc:  # noqa: BLE001: the next schedule tries again, and says so if it cannot run
         print(f"    could not restart this worker's Kafka: {exc}", flush=True)
+    return kafka
 
 
 def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> list[tuple[str, object]]:
     """Run ``seeds`` on a Kafka of this worker's own; return ``(mode, SoakResult or error text)`` per run."""
     folder, out = tempfile.mkdtemp(prefix="labkit-soak-"), []
-    with (EmbeddedCluster(cluster) if cluster else EmbeddedBroker()) as kafka:
+    kafka = (EmbeddedCluster(cluster) if cluster else EmbeddedBroker()).start()
+    try:
         for seed in seeds:
             for mode, transactional in MODES:
                 if not transactional and seed % control_every:
                     continue
+                marks = log_marks(kafka)
                 try:
                     r = run_schedule(kafka, folder, seed, records=records, transactional=transactional)
                 except Exception as exc:  # noqa: BLE001: a schedule that did not finish is a result too
-                    print(f"{seed:3d} {mode:>13}: DID NOT FINISH: {exc}", flush=True)
-                    out.append((mode, f"seed {seed}: {exc}"))
-                    revive(kafka)
+                    broken = broken_coordinator(kafka, marks)
+                    cause = " [Kafka's group coordinator can no longer load __consumer_offsets]" if broken else ""
+                    print(f"{seed:3d} {mode:>13}: DID NOT FINISH: {exc}{cause}", flush=True)
+                    out.append((mode, f"seed {seed}: {exc}{cause}"))
+                    kafka = revive(kafka, cluster, broken)
                     continue
                 out.append((mode, r))
                 try:  # a broker that restarts with fewer logs restarts sooner
@@ -64,6 +94,8 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
                       f"{r.counts['lost write']:3d} lost ({r.race_lost} race) {r.counts['unprocessed']:3d} "
                       f"unprocessed, {r.restarts} restarts, {r.resets} resets corrected, {r.reloads} reloads, recovery {[round(s, 1) for s in r.recovery_s]}"
                       f"{', skipped ' + '; '.join(r.skipped) if r.skipped else ''}", flush=True)
+    finally:
+        kafka.close()
     return out
 
 
