@@ -339,14 +339,27 @@ def run_processor(loop: Loop) -> None:
     idle_since = time.monotonic()
     try:
         while not _idle_done(loop, idle_since):
-            if loop.fatal is not None:  # e.g. the consumer's GROUP_ID_NOT_FOUND: the client is done; a restart is not
-                raise KafkaException(loop.fatal)
-            msgs = _log_consumed(loop, guard.admit(consumer.consume(s.get("batch", 10), 0.5)), "read_committed")
+            batch = consumer.consume(s.get("batch", 10), 0.5)
+            _end_if_fatal(loop, batch)
+            msgs = _log_consumed(loop, guard.admit(batch), "read_committed")
             if msgs:
                 _process(loop, consumer, producer, msgs, transactional)
                 idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness
     finally:
         _close(consumer)
+
+
+def _end_if_fatal(loop: Loop, batch: list) -> None:
+    """Raise :class:`Fenced` (after a ``fenced`` event with the error) if a client of ``loop`` hit a fatal error: the
+    producer's comes through the error callback, the consumer's (e.g. GROUP_ID_NOT_FOUND after a broker restart,
+    FENCED_INSTANCE_ID) as an error message of ``consume()``, code _FATAL (its ``fatal()`` says False in
+    confluent-kafka 2.16), the cause in its text. Such a client is done; only a new instance (a supervisor's
+    restart) carries on."""
+    err = loop.fatal or next((m.error() for m in batch if m.error() is not None
+                              and (m.error().fatal() or m.error().code() == KafkaError._FATAL)), None)
+    if err is not None:
+        loop.log("fenced", txn=loop.txn, error=err.name() if err.code() != KafkaError._FATAL else err.str())
+        raise Fenced(err.name())
 
 
 def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, transactional: bool) -> None:
