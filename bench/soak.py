@@ -21,7 +21,7 @@ from multiprocessing import get_context
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.soak import run_schedule, summary
+from labkit.crashlab.soak import brokers_of, log_size, logged_since, run_schedule, summary
 from labkit.reset import delete_lab_topics
 
 MODES = (("KIP-447", True), ("at-least-once", False))
@@ -35,18 +35,7 @@ BROKEN = "Failed to load metadata from __consumer_offsets"
 
 def broken_coordinator(kafka: EmbeddedBroker | EmbeddedCluster, marks: dict) -> bool:
     """Whether a broker of ``kafka`` logged :data:`BROKEN` after its mark in ``marks`` (broker -> log size)."""
-    brokers = kafka.brokers.values() if isinstance(kafka, EmbeddedCluster) else [kafka]
-    for broker in brokers:
-        with open(broker.log_file, "rb") as f:
-            f.seek(marks.get(broker, 0))
-            if BROKEN.encode() in f.read():
-                return True
-    return False
-
-
-def log_marks(kafka: EmbeddedBroker | EmbeddedCluster) -> dict:
-    brokers = kafka.brokers.values() if isinstance(kafka, EmbeddedCluster) else [kafka]
-    return {b: b.log_file.stat().st_size for b in brokers if b.log_file.exists()}
+    return any(logged_since(b, marks.get(b, 0), BROKEN) for b in brokers_of(kafka))
 
 
 def revive(kafka: EmbeddedBroker | EmbeddedCluster, cluster: int, broken: bool) -> EmbeddedBroker | EmbeddedCluster:
@@ -75,7 +64,7 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
             for mode, transactional in MODES:
                 if not transactional and seed % control_every:
                     continue
-                marks = log_marks(kafka)
+                marks = {b: log_size(b) for b in brokers_of(kafka)}
                 try:
                     r = run_schedule(kafka, folder, seed, records=records, transactional=transactional)
                 except Exception as exc:  # noqa: BLE001: a schedule that did not finish is a result too

@@ -8,11 +8,12 @@ changed while that OffsetFetch was in flight, puts the partition back as pending
 starts it as if there were no committed offset: at ``auto.offset.reset`` (offset 0 here). The
 processor then redoes, and commits again, everything committed before. The lab's soak met it (a
 processor SIGKILLed with a transaction open, its partitions moving while that transaction was still
-open); ``tests/test_committed_start.py`` reproduces it with both group protocols.
+open); ``tests/test_committed_start.py`` reproduces it with the lab's group protocol (KIP-848); the classic
+protocol showed it too when the member kept the partition through the rebalance.
 
 :class:`CommittedStart` is the guard the processor role uses: it remembers which partitions were newly
 assigned and, before the first records of one are processed, asks ``Consumer.committed()`` (which
-waits for the open transaction, like the Java client). Records below the committed offset are dropped
+waits for the open transaction). Records below the committed offset are dropped
 and the consumer seeks to it; an ``offset_reset`` event records each correction.
 """
 

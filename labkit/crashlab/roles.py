@@ -326,7 +326,7 @@ def run_processor(loop: Loop) -> None:
     """Consume-transform-produce. ``transactional`` (default): KIP-447, outputs and input offsets
     commit in one transaction (``send_offsets_to_transaction`` with ``consumer_group_metadata()``).
     Otherwise at-least-once: outputs are produced, then the consumer commits the offsets. A fatal error of either
-    client (librdkafka's error callback) ends the loop as fenced, for a supervisor to restart it."""
+    client ends the loop as fenced, for a supervisor to restart it (:func:`_end_if_fatal`)."""
     s = loop.spec
     transactional = s.get("transactional", True)
     consumer = _consumer(loop, s["group_id"], **_NO_REBOOTSTRAP)

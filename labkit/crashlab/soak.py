@@ -49,9 +49,10 @@ class SoakResult:
     carried out (their victim was not running, e.g. being restarted), with why. ``recovery_s``: per broker
     restart, from the broker being ready to the next committed transaction (or offset commit). ``race_lost``:
     lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
-    found and aborted before the final read. ``resets``: times a processor found its consumer starting a partition
-    below the group's committed offset and sought to it (librdkafka's reset, :mod:`labkit.crashlab.committed_start`). ``reloads``: broker restarts
-    by the soak's operator for a group stuck by Kafka's coordinator load race (:data:`LOAD_RACE`)."""
+    found and aborted before the final read. ``resets``: times a processor found its consumer starting a
+    partition below the group's committed offset and sought to it (librdkafka's reset,
+    :mod:`labkit.crashlab.committed_start`). ``reloads``: broker restarts by the soak's operator for a group stuck
+    by Kafka's coordinator load race (:data:`LOAD_RACE`)."""
 
     seed: int
     records: int
@@ -72,14 +73,20 @@ class SoakResult:
                 and self.counts["lost write"] == self.race_lost)
 
 
-def load_race_logged(broker: EmbeddedBroker, since: int) -> bool:
-    """Whether ``broker``'s ``server.log`` has :data:`LOAD_RACE` after its first ``since`` bytes."""
+def brokers_of(kafka: EmbeddedBroker | EmbeddedCluster) -> list[EmbeddedBroker]:
+    """The brokers of ``kafka`` (a cluster's, without its controller; the lab's single node itself)."""
+    return list(kafka.brokers.values()) if isinstance(kafka, EmbeddedCluster) else [kafka]
+
+
+def logged_since(broker: EmbeddedBroker, since: int, text: str = LOAD_RACE) -> bool:
+    """Whether ``broker``'s ``server.log`` has ``text`` after its first ``since`` bytes (see :func:`log_size`)."""
     with open(broker.log_file, "rb") as f:
         f.seek(since)
-        return LOAD_RACE.encode() in f.read()
+        return text.encode() in f.read()
 
 
-def _log_size(broker: EmbeddedBroker) -> int:
+def log_size(broker: EmbeddedBroker) -> int:
+    """The size of ``broker``'s ``server.log`` now (bytes; 0 before it exists): a mark for :func:`logged_since`."""
     return broker.log_file.stat().st_size if broker.log_file.exists() else 0
 
 
@@ -126,7 +133,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
         raise ValueError(f"records={records}: at least 100 per partition ({100 * partitions} for {partitions})")
     rng = random.Random(seed)
     exp = Experiment(f"soak{seed}{'' if transactional else '-alo'}", kafka.bootstrap_servers, folder=folder)
-    brokers = list(kafka.brokers.values()) if isinstance(kafka, EmbeddedCluster) else [kafka]
+    brokers = brokers_of(kafka)
     src, out = exp.topic("input", partitions), exp.topic("output", partitions)
     for p in range(partitions):
         exp.participant(f"source-{p}", "producer", topic=src, partition=p, iterations=per // 100, batch=100).start()
@@ -155,7 +162,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
             victim = rng.choice(procs)
             if fault == "broker":
                 broker = rng.choice(brokers) if len(brokers) > 1 else brokers[0]
-                marks.setdefault(broker, _log_size(broker))
+                marks.setdefault(broker, log_size(broker))
                 ready_times.append(exp.restart_broker(broker))
             else:
                 try:  # the victim may crash itself at its step, or be restarting, at any moment
@@ -207,8 +214,8 @@ def _wait_caught_up(exp: Experiment, group: str, topic: str, marks: dict, deadli
         progress = max((e.mono_ns for e in exp.history.events() if e.kind == "offsets_committed"
                         or e.kind == "txn_end" and e.outcome == "committed"), default=0)
         if time.monotonic_ns() - max(progress, reloaded_ns) > STUCK_S * 1e9:
-            for broker in [b for b, mark in marks.items() if load_race_logged(b, mark)]:
-                marks[broker] = _log_size(broker)
+            for broker in [b for b, mark in marks.items() if logged_since(b, mark)]:
+                marks[broker] = log_size(broker)
                 reloaded_ns = exp.restart_broker(broker)
                 reloads += 1
         time.sleep(0.5)
