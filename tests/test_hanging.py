@@ -8,13 +8,14 @@ import pytest
 from confluent_kafka import Producer
 
 from labkit.broker import EmbeddedBroker
-from labkit.crashlab.hanging import abort_hanging, find_hanging, open_on_partitions
+from labkit.crashlab.hanging import abort_hanging, find_hanging, open_at_coordinator, open_on_partitions
 from labkit.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
 
 
 def test_a_transaction_in_progress_is_open_but_not_hanging(bootstrap):
     topic = create_topic(bootstrap, "inprogress")
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"live-{uuid.uuid4().hex[:6]}"})
+    tid = f"live-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(topic, b"open", partition=0)
@@ -23,10 +24,11 @@ def test_a_transaction_in_progress_is_open_but_not_hanging(bootstrap):
         assert last_stable_offsets(bootstrap, topic) == {0: 0} and high_watermarks(bootstrap, topic) == {0: 1}
         live = open_on_partitions(bootstrap, topic)
         assert list(live.coordinator_state) == ["Ongoing"] and list(live._coordinator_open) == [True]
-        assert find_hanging(bootstrap, topic).empty
+        assert find_hanging(bootstrap, topic).empty and open_at_coordinator(bootstrap, topic) == [tid]
     finally:
         producer.abort_transaction(30)
     assert open_on_partitions(bootstrap, topic).empty and find_hanging(bootstrap, topic).empty
+    assert open_at_coordinator(bootstrap, topic) == []
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +58,7 @@ def test_a_commit_lost_to_a_broker_crash_is_found_and_aborted(own_broker):
             break
     assert found is not None, "8 broker kills right after a commit left no hanging transaction"
     assert (found.transactional_id, found.coordinator_state, found.start_offset) == (tid, "CompleteCommit", 0)
+    assert open_at_coordinator(bs, topic) == []  # it will not end by itself: nothing to wait for
     assert read_topic(bs, topic, "read_uncommitted").value.tolist() == [f"c{i}" for i in range(5)]
     assert abort_hanging(bs, hanging) == 1
     assert last_stable_offsets(bs, topic) == high_watermarks(bs, topic)

@@ -62,6 +62,19 @@ def open_on_partitions(bootstrap: str, topic: str) -> pd.DataFrame:
     return frame.sort_values(["partition", "producer_id"], ignore_index=True)
 
 
+def open_at_coordinator(bootstrap: str, topic: str) -> list[str]:
+    """The ``transactional.id`` of each transaction open on a partition of ``topic`` that its coordinator still
+    holds open (Ongoing or Prepare*), sorted: the transactions that will end, by their producer, by a new instance's
+    ``init_transactions`` or by the coordinator after ``transaction.timeout.ms``. A hanging one is not among them
+    (:func:`find_hanging`).
+
+    Raises:
+        kafka.errors.KafkaError: the broker refused a request (e.g. unknown topic).
+    """
+    found = open_on_partitions(bootstrap, topic)
+    return sorted(set(found.transactional_id[found._coordinator_open]))
+
+
 def find_hanging(bootstrap: str, topic: str, confirm_after_s: float = 1.0) -> pd.DataFrame:
     """The hanging transactions of ``topic``: open on a partition, not open at the coordinator, seen so twice
     ``confirm_after_s`` seconds apart (a transaction whose markers are on their way is open on the partition

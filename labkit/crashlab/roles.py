@@ -336,15 +336,17 @@ def run_processor(loop: Loop) -> None:
                                               if transactional else {})))
     if transactional:
         init_transactions(loop, producer)
-    idle_since = time.monotonic()
+    idle_since, pending = time.monotonic(), {}  # pending: at-least-once offsets not committed yet
     try:
         while not _idle_done(loop, idle_since):
             batch = consumer.consume(s.get("batch", 10), 0.5)
             _end_if_fatal(loop, batch)
             msgs = _log_consumed(loop, guard.admit(batch), "read_committed")
             if msgs:
-                _process(loop, consumer, producer, msgs, transactional)
+                _process(loop, consumer, producer, msgs, transactional, pending)
                 idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness
+            elif pending:
+                _commit(loop, consumer, pending)
     finally:
         _close(consumer)
 
@@ -362,9 +364,10 @@ def _end_if_fatal(loop: Loop, batch: list) -> None:
         raise Fenced(err.name())
 
 
-def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, transactional: bool) -> None:
+def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, transactional: bool,
+             pending: dict) -> None:
     """One iteration of :func:`run_processor`: the outputs of ``msgs``, then their offsets (in the transaction,
-    or committed by the consumer after the outputs)."""
+    or added to ``pending`` and committed by the consumer after the outputs, :func:`_commit`)."""
     s = loop.spec
     loop.iteration += 1
     if transactional:
@@ -382,13 +385,35 @@ def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, tra
         _send_offsets(loop, producer, consumer, offsets)
         loop.commit(producer)
         return
-    try:  # under the lab's deadline like every blocking call: a commit stuck on a dead coordinator is "stalled"
-        loop.call("commit", lambda _timeout_s: consumer.commit(offsets=offsets, asynchronous=False))
+    pending.update({(o.topic, o.partition): o for o in offsets})
+    if _commit(loop, consumer, pending):
+        loop.step("after_commit")
+
+
+#: Offset commit errors worth another try (the causes of the Java consumer's RetriableCommitFailedException): the
+#: group coordinator moving or loading, e.g. after a broker restart.
+_RETRIABLE_COMMIT = frozenset({KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                               KafkaError.NOT_COORDINATOR, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT,
+                               KafkaError._TIMED_OUT})
+
+
+def _commit(loop: Loop, consumer: Consumer, pending: dict) -> bool:
+    """At-least-once: commit ``pending`` (``(topic, partition) -> TopicPartition`` of the next offset to process)
+    under the lab's deadline (a commit stuck on a dead coordinator is "stalled"), as an ``offsets_committed`` event
+    with the error if it failed. A retriable error (:data:`_RETRIABLE_COMMIT`) keeps the offsets for the next try, on
+    the next loop iteration even if no record comes: librdkafka answers a synchronous commit with e.g.
+    COORDINATOR_LOAD_IN_PROGRESS where Kafka's Java ``commitSync`` retries, and the last batch's offsets would
+    never be committed. Returns whether the commit succeeded."""
+    try:
+        loop.call("commit", lambda _timeout_s: consumer.commit(offsets=list(pending.values()), asynchronous=False))
     except KafkaException as exc:
-        loop.log("offsets_committed", topic=s["topic"], error=exc.args[0].name(), definite=True)
-        return
-    loop.log("offsets_committed", topic=s["topic"], definite=True)
-    loop.step("after_commit")
+        loop.log("offsets_committed", topic=loop.spec["topic"], error=exc.args[0].name(), definite=True)
+        if exc.args[0].code() not in _RETRIABLE_COMMIT:
+            pending.clear()
+        return False
+    pending.clear()
+    loop.log("offsets_committed", topic=loop.spec["topic"], definite=True)
+    return True
 
 
 def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: list) -> None:

@@ -22,7 +22,8 @@ from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import ParticipantStateError
-from labkit.crashlab.hanging import abort_hanging, find_hanging
+from labkit.crashlab.history import Event
+from labkit.crashlab.hanging import abort_hanging, find_hanging, open_at_coordinator
 from labkit.crashlab.roles import STEPS
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.records import committed_offsets, high_watermarks
@@ -41,6 +42,11 @@ AT_LEAST_ONCE_STEPS = ("after_poll", "after_produce", "after_commit")
 LOAD_RACE = "Ignored load completion from __consumer_offsets"
 #: A group with no commit for this long, after the faults, with :data:`LOAD_RACE` logged, is stuck (s).
 STUCK_S = 30.0
+#: How long the soak waits, once the group caught up, for the transactions still open on the output to end (s):
+#: a processor killed or paused inside one leaves it open until its restarted instance's ``init_transactions``
+#: aborts it, or else the coordinator does after the producer's ``transaction.timeout.ms`` (librdkafka's default,
+#: 60 000 ms; the lab broker looks for timed-out transactions every second). A read_committed reader waits as long.
+SETTLE_S = 90.0
 
 
 @dataclass
@@ -126,7 +132,10 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     Raises:
         ValueError: fewer than 100 records per partition (the sources write batches of 100; ``records`` is
             rounded down to a multiple of 100 per partition).
-        TimeoutError: the group did not catch up within ``deadline_s`` seconds (the message names it).
+        TimeoutError: the group did not catch up within ``deadline_s`` seconds, or a transaction on the output
+            was still open at its coordinator :data:`SETTLE_S` seconds later (the message names which). The
+            schedule ends once both are done, the supervisor still running: the final read_committed read would
+            otherwise wait on a killed processor's transaction that its restart had not yet aborted.
     """
     per = records // partitions // 100 * 100  # the sources write batches of 100
     if per == 0:
@@ -176,6 +185,8 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
                         victim.resume()
             done.append(fault)
         reloads = _wait_caught_up(exp, group, src, marks, deadline_s, f"soak {seed}: group {group} caught up")
+        wait_for(lambda: not open_at_coordinator(exp.bootstrap, out),  # with the supervisor still restarting
+                 f"soak {seed}: the transactions open on {out} ended", SETTLE_S, interval_s=1.0)
     finally:
         sup.stop()
         exp.stop_all()
@@ -191,12 +202,19 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     recovery = []
     for ready in ready_times:
         nxt = next((e.mono_ns for e in events if e.mono_ns > ready and e.participant.startswith("proc-")
-                    and (e.kind == "txn_end" and e.outcome == "committed" or e.kind == "offsets_committed")), None)
+                    and _progress(e)), None)
         if nxt is not None:
             recovery.append((nxt - ready) / 1e9)
     return SoakResult(seed, per * partitions, done, skipped, result.counts(), recovery,
                       [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], race_lost,
                       sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events), reloads)
+
+
+def _progress(event: Event) -> bool:
+    """Whether a history event is a processor's input offsets committed: a committed transaction, or an
+    at-least-once offset commit that did not fail."""
+    return (event.kind == "txn_end" and event.outcome == "committed"
+            or event.kind == "offsets_committed" and event.error is None)
 
 
 def _wait_caught_up(exp: Experiment, group: str, topic: str, marks: dict, deadline_s: float, what: str) -> int:
@@ -211,8 +229,7 @@ def _wait_caught_up(exp: Experiment, group: str, topic: str, marks: dict, deadli
     while not group_caught_up(exp.bootstrap, group, topic):
         if time.monotonic() > give_up:
             raise TimeoutError(f"{what} within {deadline_s:g} s (see the experiment's *.stderr.log files)")
-        progress = max((e.mono_ns for e in exp.history.events() if e.kind == "offsets_committed"
-                        or e.kind == "txn_end" and e.outcome == "committed"), default=0)
+        progress = max((e.mono_ns for e in exp.history.events() if _progress(e)), default=0)
         if time.monotonic_ns() - max(progress, reloaded_ns) > STUCK_S * 1e9:
             for broker in [b for b, mark in marks.items() if logged_since(b, mark)]:
                 marks[broker] = log_size(broker)
