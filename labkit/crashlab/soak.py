@@ -133,7 +133,8 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
         ValueError: fewer than 100 records per partition (the sources write batches of 100; ``records`` is
             rounded down to a multiple of 100 per partition).
         TimeoutError: the group did not catch up within ``deadline_s`` seconds, or a transaction on the output
-            was still open at its coordinator :data:`SETTLE_S` seconds later (the message names which). The
+            was still open at its coordinator :data:`SETTLE_S` seconds later (the message names the group or the
+            output topic; :func:`~labkit.crashlab.hanging.open_at_coordinator` lists the transactions). The
             schedule ends once both are done, the supervisor still running: the final read_committed read would
             otherwise wait on a killed processor's transaction that its restart had not yet aborted.
     """
