@@ -1,9 +1,11 @@
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.roles import STEPS, kafka_error
+from labkit.crashlab.roles import STEPS, Fenced, Loop, fatal_error, kafka_error
+from labkit.records import create_topic
 from labkit.waiting import wait_for
 
 
@@ -19,6 +21,42 @@ def test_kafka_error_is_found_in_every_shape_flush_raises():
     except SystemError as outer:
         assert kafka_error(outer).fatal()
     assert kafka_error(ValueError("not Kafka")) is None
+
+
+class _LosingProducer(Producer):
+    """A producer whose ``flush`` fails as confluent-kafka 2.16's did in CI (notebook 02's zombie): the fatal error
+    happened, its exception was cleared by a delivery callback's Python code, and flush raised a bare SystemError."""
+
+    def flush(self, timeout: float = -1) -> int:
+        lost = False
+        try:
+            return super().flush(timeout)
+        except:  # noqa: E722: the fatal error, in whatever shape: dropped, as the binding dropped it
+            lost = True
+        if lost:
+            raise SystemError("<method 'flush' of 'cimpl.Producer' objects> returned NULL without setting an exception")
+
+
+def test_a_fatal_error_the_client_lost_is_read_from_the_producer_and_ends_the_loop_fenced(bootstrap, tmp_path):
+    topic, tid = create_topic(bootstrap, "lost-fatal"), f"tid-{uuid.uuid4().hex[:8]}"
+    loop = Loop({"name": "zombie", "history": str(tmp_path / "history.jsonl"), "bootstrap": bootstrap})
+    zombie = _LosingProducer(loop.client_config(**{"transactional.id": tid}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    healthy = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{tid}-other"})
+    healthy.init_transactions(30)
+    healthy.begin_transaction()
+    Producer({"bootstrap.servers": bootstrap, "transactional.id": tid}).init_transactions(30)  # fences the zombie
+    loop.send(zombie, topic, 0, ["zombie-1"])
+    with pytest.raises(Fenced, match="_FENCED"):
+        loop.flush(zombie)
+    assert [e.error for e in loop.history.events() if e.kind == "fenced"] == ["_FENCED"]
+    assert fatal_error(zombie).name() == "_FENCED"
+    # a healthy producer in a transaction: no fatal error, and asking did not touch its transaction
+    healthy.produce(topic, b"healthy-1")
+    assert fatal_error(healthy) is None
+    healthy.commit_transaction(30)
+    assert fatal_error(Producer({"bootstrap.servers": bootstrap})) is None  # not transactional
 
 
 def test_every_role_has_named_steps_in_loop_order():

@@ -38,14 +38,30 @@ _INDEFINITE = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
-    """The KafkaError behind ``exc``. confluent-kafka 2.16 raises a fatal error (e.g. _FENCED) from
+    """The KafkaError behind ``exc``, or None. confluent-kafka 2.16 raises a fatal error (e.g. _FENCED) from
     ``flush()`` as a KafkaException, as a SystemError caused by one inside a delivery callback, or as
-    the KafkaError object itself, which is not a BaseException (only a bare ``except:`` catches it)."""
+    the KafkaError object itself, which is not a BaseException (only a bare ``except:`` catches it); when it
+    loses the error altogether, :meth:`Loop.call` asks the producer (:func:`fatal_error`)."""
     for candidate in (exc, getattr(exc, "__cause__", None), getattr(exc, "__context__", None)):
         if isinstance(candidate, KafkaError):
             return candidate
         if isinstance(candidate, KafkaException):
             return candidate.args[0]
+    return None
+
+
+def fatal_error(producer: Producer) -> KafkaError | None:
+    """The fatal error (e.g. _FENCED) ``producer`` has met, or None; for a transactional producer (librdkafka's
+    FATAL_ERROR state), None for any other. confluent-kafka 2.16 can lose such an error: it raises it from the call
+    serving callbacks (``flush``, ``commit_transaction``), and if a delivery callback runs next in the same call
+    (for a message the error purged, _PURGE_QUEUE) and its Python code handles an exception of its own, the fatal
+    one is cleared: the call fails with ``SystemError: ... returned NULL without setting an exception``.
+    librdkafka still holds it, and every transactional API returns it; ``init_transactions(0)`` is asked, which on
+    an initialised producer does nothing (it fails on the state, _STATE)."""
+    try:
+        producer.init_transactions(0)
+    except KafkaException as exc:
+        return exc.args[0] if exc.args[0].fatal() else None
     return None
 
 
@@ -63,7 +79,6 @@ class Loop:
         # transaction numbers go on across restarts (the handle passes the last one), so each
         # (participant, txn) names one transaction
         self.txn = spec.get("last_txn", 0)
-        self.fatal: KafkaError | None = None
         self._topic: str | None = None
         self._sends: list[tuple] = []  # (mono_ns, [value ids], partition) per batch handed over
         self._acks: list[tuple] = []  # (mono_ns, delivered Message): fields read when the batch is written
@@ -78,11 +93,19 @@ class Loop:
         """Run the blocking client call ``fn(*args, timeout_s)`` (e.g. ``commit_transaction``) under the lab's
         deadline: the spec's ``call_deadline_ms``, default ``timeout_s`` + 5 s. A call still running past it
         is reported (a ``stalled`` event naming the call, so the participant's status is "stalled") and left
-        to return or fail by itself: a client call in C cannot be interrupted safely. Returns ``fn``'s result."""
+        to return or fail by itself: a client call in C cannot be interrupted safely. Returns ``fn``'s result.
+        Raises what ``fn`` raises; a producer method's SystemError that hides a fatal error (:func:`fatal_error`)
+        as the KafkaException confluent-kafka meant to raise."""
         deadline_s = self.spec.get("call_deadline_ms", (timeout_s + 5) * 1000) / 1000
         self._call = (name, time.monotonic() + deadline_s, deadline_s)
         try:
             return fn(*args, timeout_s)
+        except SystemError as exc:  # a producer's fatal error lost by confluent-kafka: raise it as it should have
+            producer = getattr(fn, "__self__", None)
+            err = kafka_error(exc) or (fatal_error(producer) if isinstance(producer, Producer) else None)
+            if err is None:
+                raise
+            raise KafkaException(err) from exc
         finally:
             self._call = None
 
@@ -116,31 +139,26 @@ class Loop:
         return name == self.spec.get("crash_at") and self.spec.get("crash_iteration") in (None, self.iteration)
 
     def client_config(self, **extra: object) -> dict:
-        """A client's configs: the broker, the error callback, ``extra``, then the spec's ``config`` (which
-        overrides). Every client retries a lost broker at least every second (``reconnect.backoff.max.ms``;
-        librdkafka's default, 10 s, finds a restarted broker up to 10 s late)."""
-        return {"bootstrap.servers": self.spec["bootstrap"], "error_cb": self.on_error,
-                "reconnect.backoff.max.ms": 1000, **extra, **self.spec.get("config", {})}
-
-    def on_error(self, err: KafkaError) -> None:
-        """librdkafka's error callback: remember a fatal error (e.g. _FENCED: a newer producer
-        with our transactional.id bumped the epoch)."""
-        if err.fatal():
-            self.fatal = err
+        """A client's configs: the broker, ``extra``, then the spec's ``config`` (which overrides). Every client
+        retries a lost broker at least every second (``reconnect.backoff.max.ms``; librdkafka's default, 10 s,
+        finds a restarted broker up to 10 s late). No error callback: confluent-kafka 2.16 raises a fatal error
+        from the call that meets it instead of calling one, and the rest are transient (librdkafka retries)."""
+        return {"bootstrap.servers": self.spec["bootstrap"], "reconnect.backoff.max.ms": 1000, **extra,
+                **self.spec.get("config", {})}
 
     def flush(self, producer: Producer) -> None:
-        """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced."""
+        """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced (or met another
+        fatal error)."""
         try:
             self.call("flush", producer.flush)
         except:  # noqa: E722: a fatal error surfaces in several shapes, one not even a BaseException (kafka_error)
-            err = kafka_error(sys.exc_info()[1])
-            if err is None and self.fatal is None:
+            fatal = kafka_error(sys.exc_info()[1])
+            if fatal is None:
                 raise
-            self.fatal = err or self.fatal  # fenced, flush may even raise SystemError (NULL without an exception)
+            self.write_events()
+            self.log("fenced", txn=self.txn or None, error=fatal.name())
+            raise Fenced(fatal.name())
         self.write_events()
-        if self.fatal is not None:
-            self.log("fenced", txn=self.txn or None, error=self.fatal.name())
-            raise Fenced(self.fatal.name())
 
     def send(self, producer: Producer, topic: str, partition: int, vids: list[str], key: str | None = None) -> None:
         """Produce values ``vids`` to ``topic``/``partition``. Their ``send`` events share the time the
@@ -352,13 +370,13 @@ def run_processor(loop: Loop) -> None:
 
 
 def _end_if_fatal(loop: Loop, batch: list) -> None:
-    """Raise :class:`Fenced` (after a ``fenced`` event with the error) if a client of ``loop`` hit a fatal error: the
-    producer's comes through the error callback, the consumer's (e.g. GROUP_ID_NOT_FOUND after a broker restart,
-    FENCED_INSTANCE_ID) as an error message of ``consume()``, code _FATAL (its ``fatal()`` says False in
-    confluent-kafka 2.16), the cause in its text. Such a client is done; only a new instance (a supervisor's
-    restart) carries on."""
-    err = loop.fatal or next((m.error() for m in batch if m.error() is not None
-                              and (m.error().fatal() or m.error().code() == KafkaError._FATAL)), None)
+    """Raise :class:`Fenced` (after a ``fenced`` event with the error) if the consumer of ``loop`` hit a fatal error
+    (e.g. GROUP_ID_NOT_FOUND after a broker restart, FENCED_INSTANCE_ID): it comes as an error message of
+    ``consume()``, code _FATAL (its ``fatal()`` says False in confluent-kafka 2.16), the cause in its text (the
+    producer's is raised by its calls: :meth:`Loop.flush`, :meth:`Loop.commit`). Such a client is done; only a new
+    instance (a supervisor's restart) carries on."""
+    err = next((m.error() for m in batch if m.error() is not None
+                and (m.error().fatal() or m.error().code() == KafkaError._FATAL)), None)
     if err is not None:
         loop.log("fenced", txn=loop.txn, error=err.name() if err.code() != KafkaError._FATAL else err.str())
         raise Fenced(err.name())
