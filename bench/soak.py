@@ -21,7 +21,7 @@ from multiprocessing import get_context
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.soak import brokers_of, log_size, logged_since, run_schedule, summary
+from labkit.crashlab.soak import brokers_of, run_schedule, summary
 from labkit.reset import delete_lab_topics
 
 MODES = (("KIP-447", True), ("at-least-once", False))
@@ -35,7 +35,7 @@ BROKEN = "Failed to load metadata from __consumer_offsets"
 
 def broken_coordinator(kafka: EmbeddedBroker | EmbeddedCluster, marks: dict) -> bool:
     """Whether a broker of ``kafka`` logged :data:`BROKEN` after its mark in ``marks`` (broker -> log size)."""
-    return any(logged_since(b, marks.get(b, 0), BROKEN) for b in brokers_of(kafka))
+    return any(b.logged_since(marks.get(b, 0), BROKEN) for b in brokers_of(kafka))
 
 
 def revive(kafka: EmbeddedBroker | EmbeddedCluster, cluster: int, broken: bool) -> EmbeddedBroker | EmbeddedCluster:
@@ -64,7 +64,7 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
             for mode, transactional in MODES:
                 if not transactional and seed % control_every:
                     continue
-                marks = {b: log_size(b) for b in brokers_of(kafka)}
+                marks = {b: b.log_size() for b in brokers_of(kafka)}
                 try:
                     r = run_schedule(kafka, folder, seed, records=records, transactional=transactional)
                 except Exception as exc:  # noqa: BLE001: a schedule that did not finish is a result too

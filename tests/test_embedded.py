@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -119,6 +120,17 @@ def test_state_errors_are_clear(tmp_path):
         broker.kill()
     broker.stop()  # stopping a stopped broker does nothing
     assert broker.log_tail() == ""
+
+
+def test_a_controller_is_ready_once_this_start_logged_its_server_started(tmp_path):
+    """A controller has no client listener, so its log says when it is up; Kafka 4.4 logs two config dumps (450
+    lines) right after "Kafka Server started" (CI once waited 60 s for a controller up in 3: it read the last 400)."""
+    controller = EmbeddedBroker(tmp_path, roles="controller")  # not started: only its server.log is read
+    controller.log_file.write_text("[2026-11-23 20:36:54,931] INFO [KafkaRaftServer nodeId=1] Kafka Server started "
+                                   "(kafka.server.KafkaRaftServer)\n" + "\tsome.config = value\n" * 450)
+    assert controller._ready(time.monotonic() + 1)
+    assert controller.logged_since(0, "Kafka Server started")
+    assert not controller.logged_since(controller.log_size(), "Kafka Server started")  # a later start's mark
 
 
 CHILD = """

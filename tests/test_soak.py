@@ -5,7 +5,7 @@ import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.soak import FAULTS, SoakResult, logged_since, run_schedule, summary
+from labkit.crashlab.soak import FAULTS, LOAD_RACE, SoakResult, run_schedule, summary
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +64,13 @@ def test_the_coordinator_load_race_is_found_in_the_broker_log_after_a_mark(tmp_p
     broker = EmbeddedBroker(tmp_path)  # not started: only its server.log is read
     broker.log_file.write_text("[2026-11-23 14:13:19,113] INFO [GroupCoordinator id=1] Finished loading of metadata "
                                "from __consumer_offsets-0 with epoch 18 in 1924ms\n")
-    mark = broker.log_file.stat().st_size
-    assert not logged_since(broker, 0)
+    mark = broker.log_size()
+    assert not broker.logged_since(0, LOAD_RACE)
     with open(broker.log_file, "a") as f:
         f.write("[2026-11-23 14:13:19,441] INFO [GroupCoordinator id=1] Ignored load completion from "
                 "__consumer_offsets-0 because context is in ACTIVE state.\n")
-    assert logged_since(broker, mark) and logged_since(broker, 0)
-    assert not logged_since(broker, broker.log_file.stat().st_size)  # only what came after the mark counts
+    assert broker.logged_since(mark, LOAD_RACE) and broker.logged_since(0, LOAD_RACE)
+    assert not broker.logged_since(broker.log_size(), LOAD_RACE)  # only what came after the mark counts
 
 
 def test_summary_counts_the_guard_and_the_operator():

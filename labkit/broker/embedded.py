@@ -92,6 +92,7 @@ class EmbeddedBroker:
         self.settings = lab_settings(overrides)
         self.node_id, self.roles, self.quorum, self.cluster_id = node_id, roles, quorum, cluster_id
         self._proc: subprocess.Popen | None = None
+        self._log_mark = 0  # server.log's size when the JVM last started (bytes)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -119,6 +120,19 @@ class EmbeddedBroker:
     def log_file(self) -> Path:
         """The broker's log4j2 log, ``<data_dir>/server.log``."""
         return self.data_dir / "server.log"
+
+    def log_size(self) -> int:
+        """The size of ``server.log`` now (bytes; 0 before it exists): a mark for :meth:`logged_since`."""
+        return self.log_file.stat().st_size if self.log_file.exists() else 0
+
+    def logged_since(self, mark: int, text: str) -> bool:
+        """Whether ``server.log`` has ``text`` after its first ``mark`` bytes (a :meth:`log_size`; every start of
+        the JVM appends to the same file)."""
+        if not self.log_file.exists():
+            return False
+        with open(self.log_file, "rb") as f:
+            f.seek(mark)
+            return text.encode() in f.read()
 
     def log_tail(self, n: int = 40) -> str:
         """The last ``n`` lines of ``server.log`` ("" if there is none yet)."""
@@ -149,6 +163,7 @@ class EmbeddedBroker:
                f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.data_dir}", "-cp", cp]
         if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
             self._format(jvm, props)
+        self._log_mark = self.log_size()  # a controller's readiness is read in what this start logs
         with open(self.data_dir / "jvm.out", "ab") as out:
             self._proc = subprocess.Popen(jvm + ["kafka.Kafka", str(props)], stdout=out, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True,
@@ -248,8 +263,8 @@ class EmbeddedBroker:
         (self.data_dir / "kafka-version").write_text(self.version + "\n")
 
     def _ready(self, deadline: float) -> bool:
-        if self.roles == "controller":  # no client listener: it logs when its KRaft server is up
-            return "Kafka Server started" in self.log_tail(400)
+        if self.roles == "controller":  # no client listener: it logs when its KRaft server is up (then config dumps
+            return self.logged_since(self._log_mark, "Kafka Server started")  # of 450 lines may follow at once)
         return probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline - time.monotonic())))
 
     def _wait_ready(self) -> None:

@@ -84,18 +84,6 @@ def brokers_of(kafka: EmbeddedBroker | EmbeddedCluster) -> list[EmbeddedBroker]:
     return list(kafka.brokers.values()) if isinstance(kafka, EmbeddedCluster) else [kafka]
 
 
-def logged_since(broker: EmbeddedBroker, since: int, text: str = LOAD_RACE) -> bool:
-    """Whether ``broker``'s ``server.log`` has ``text`` after its first ``since`` bytes (see :func:`log_size`)."""
-    with open(broker.log_file, "rb") as f:
-        f.seek(since)
-        return text.encode() in f.read()
-
-
-def log_size(broker: EmbeddedBroker) -> int:
-    """The size of ``broker``'s ``server.log`` now (bytes; 0 before it exists): a mark for :func:`logged_since`."""
-    return broker.log_file.stat().st_size if broker.log_file.exists() else 0
-
-
 def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
     """Whether ``group``'s committed offsets of ``topic`` have reached its high watermarks; ``False`` while the
     broker is down or the coordinator loading. Asked from a child process (at most ``timeout_s`` seconds): the
@@ -172,7 +160,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
             victim = rng.choice(procs)
             if fault == "broker":
                 broker = rng.choice(brokers) if len(brokers) > 1 else brokers[0]
-                marks.setdefault(broker, log_size(broker))
+                marks.setdefault(broker, broker.log_size())
                 ready_times.append(exp.restart_broker(broker))
             else:
                 try:  # the victim may crash itself at its step, or be restarting, at any moment
@@ -232,8 +220,8 @@ def _wait_caught_up(exp: Experiment, group: str, topic: str, marks: dict, deadli
             raise TimeoutError(f"{what} within {deadline_s:g} s (see the experiment's *.stderr.log files)")
         progress = max((e.mono_ns for e in exp.history.events() if _progress(e)), default=0)
         if time.monotonic_ns() - max(progress, reloaded_ns) > STUCK_S * 1e9:
-            for broker in [b for b, mark in marks.items() if logged_since(b, mark)]:
-                marks[broker] = log_size(broker)
+            for broker in [b for b, mark in marks.items() if b.logged_since(mark, LOAD_RACE)]:
+                marks[broker] = broker.log_size()
                 reloaded_ns = exp.restart_broker(broker)
                 reloads += 1
         time.sleep(0.5)
