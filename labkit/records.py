@@ -112,11 +112,29 @@ def end_offsets(bootstrap: str, topic: str, isolation_level: str, timeout_s: flo
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG,
                          "isolation.level": isolation_level})
+    deadline = time.monotonic() + timeout_s
     try:
         parts = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in parts}
+        return {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in parts}
     finally:
         consumer.close()
+
+
+#: ListOffsets errors of a partition whose leader is moving or not acting yet (a topic just created: the metadata
+#: names its leader before that broker serves it as leader).
+_NOT_LEADING_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+
+
+def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
+    """``get_watermark_offsets(tp)``'s end offset, asked again on :data:`_NOT_LEADING_YET` until ``deadline``
+    (monotonic clock, s); raises its KafkaException past it."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(0.1, deadline - time.monotonic()))[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NOT_LEADING_YET or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committed",
