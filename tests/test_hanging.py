@@ -49,7 +49,7 @@ def test_a_committed_transaction_whose_marker_the_partition_lost_is_found_and_ab
     # recovers the segment on restart and rebuilds the producer's state from the 5 records, an open transaction.
     bs = own_broker.bootstrap_servers
     topic, tid = create_topic(bs, "lost"), f"lost-{uuid.uuid4().hex[:6]}"
-    partition = own_broker.data_dir / "kraft-logs" / f"{topic}-0"
+    partition = own_broker.log_dirs / f"{topic}-0"
     segment = partition / "00000000000000000000.log"
     producer = Producer({"bootstrap.servers": bs, "transactional.id": tid})
     producer.init_transactions(30)

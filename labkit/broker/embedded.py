@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labkit.broker import probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
-from labkit.broker.settings import (FEATURES_BY_VERSION, kafka_version, lab_settings, render_log4j2,
+from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version, lab_settings, render_log4j2,
                                     render_server_properties)
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
 from labkit.procs import die_with_parent
@@ -117,6 +117,12 @@ class EmbeddedBroker:
         return self._proc.pid if self.is_running else None
 
     @property
+    def log_dirs(self) -> Path:
+        """Kafka's ``log.dirs``, ``<data_dir>/kraft-logs``: one folder per partition (``<topic>-<partition>``,
+        holding its segments), the KRaft metadata log and ``meta.properties``."""
+        return self.data_dir / LOG_DIRS
+
+    @property
     def log_file(self) -> Path:
         """The broker's log4j2 log, ``<data_dir>/server.log``."""
         return self.data_dir / "server.log"
@@ -161,7 +167,7 @@ class EmbeddedBroker:
         log4j.write_text(render_log4j2(self.log_file))
         jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.data_dir}", "-cp", cp]
-        if not (self.data_dir / "kraft-logs" / "meta.properties").exists():
+        if not (self.log_dirs / "meta.properties").exists():
             self._format(jvm, props)
         self._log_mark = self.log_size()  # a controller's readiness is read in what this start logs
         with open(self.data_dir / "jvm.out", "ab") as out:
@@ -239,7 +245,7 @@ class EmbeddedBroker:
 
     def _check_storage_version(self) -> None:
         noted = self.data_dir / "kafka-version"
-        formatted = (self.data_dir / "kraft-logs" / "meta.properties").exists()
+        formatted = (self.log_dirs / "meta.properties").exists()
         release = noted.read_text().strip() if noted.exists() else None
         if formatted and release and release != self.version:
             raise BrokerStateError(

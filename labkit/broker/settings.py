@@ -16,6 +16,9 @@ from labkit.errors import LabkitError
 #: ``docker-compose.yml`` pin the same version; a test checks it.
 DEFAULT_KAFKA_VERSION = "4.4.0"
 
+#: The folder under a broker's data_dir that is its ``log.dirs`` (topic partitions, KRaft metadata, meta.properties).
+LOG_DIRS = "kraft-logs"
+
 #: Feature levels passed to ``kafka-storage format --feature``, per supported release: each is the
 #: release's own default (``kafka.tools.StorageTool version-mapping``; a test checks them against the
 #: jars). ``share.version=2`` (4.4) adds the share-group DLQ and the ARCHIVING record state.
@@ -134,7 +137,7 @@ def render_server_properties(
         "advertised.listeners": listeners if roles == "controller" else f"PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(data_dir / "kraft-logs"),
+        "log.dirs": str(data_dir / LOG_DIRS),
     }
     if roles != "controller":
         base["inter.broker.listener.name"] = "PLAINTEXT"
