@@ -3,6 +3,7 @@ is not and gets a hint; an unanswered exercise asks for an answer. Real broker, 
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from instructor.solutions import SOLUTIONS, WRONG
@@ -13,6 +14,8 @@ from labkit.crashlab.spark_timeline import batch_rows
 from labkit.exercise import UNANSWERED, Verdict, compare, unanswered
 from labkit.lessons import broker_crashes, fencing, idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
 from tests.test_spark_timeline import transactional_history
+
+ORDERS = ("ack_first", "sink_first")
 
 
 def both_ways(check, exercise: str, hint: str) -> None:
@@ -53,14 +56,24 @@ def test_01_pick_the_configs_that_stop_the_duplicates(broker, tmp_path):
 
 
 def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
-    exp = Experiment("exercise02", bootstrap, folder=tmp_path)
-    both_ways(lambda a: fencing.check_offsets_step(exp, a), "02", "same transaction as the outputs")
-
+    # the answer is the code the processor runs, so each answer needs a real run of its own: the three run side by
+    # side, each in its own experiment (own topics, group and transactional.id)
     def nothing(producer, consumer, offsets):  # offsets never committed: the restart reads everything again
         pass
 
-    assert "Which producer call" in fencing.check_offsets_step(exp, nothing).message
+    answers = {"right": SOLUTIONS["02"], "wrong": WRONG["02"], "nothing": nothing}
+    with ThreadPoolExecutor(len(answers)) as pool:
+        runs = {key: pool.submit(fencing.check_offsets_step, Experiment(f"exercise02-{key}", bootstrap, folder=tmp_path),
+                                 answer) for key, answer in answers.items()}
+        verdicts = {key: run.result() for key, run in runs.items()}
+    assert verdicts["right"].ok, verdicts["right"]
+    assert not verdicts["wrong"].ok and "same transaction as the outputs" in verdicts["wrong"].message, verdicts["wrong"]
+    assert not verdicts["nothing"].ok and "Which producer call" in verdicts["nothing"].message, verdicts["nothing"]
+    exp = Experiment("exercise02", bootstrap, folder=tmp_path)  # answers refused before any run
+    blank = fencing.check_offsets_step(exp, UNANSWERED)
+    assert not blank.ok and "in place of `...`" in blank.message
     assert "with def" in fencing.check_offsets_step(exp, print).message
+    assert not exp.participants
 
 
 def test_03_predict_the_lso(bootstrap):
@@ -82,7 +95,8 @@ def test_05_write_the_guard(bootstrap, tmp_path):
 
 def test_06_choose_the_acknowledgement_order(bootstrap, tmp_path):
     exp = Experiment("exercise06", bootstrap, folder=tmp_path)
-    topics = {order: share_groups.framework_sink(exp, order)["topic"] for order in ("ack_first", "sink_first")}
+    with ThreadPoolExecutor(2) as pool:  # the two orders' runs side by side (own topics, groups and workers)
+        topics = dict(zip(ORDERS, pool.map(lambda order: share_groups.framework_sink(exp, order)["topic"], ORDERS)))
     runs = {order: check_share(exp.history.events(), topic=topic, sink=True) for order, topic in topics.items()}
     both_ways(lambda a: share_groups.check_order(a, runs), "06", "no offset to seek back to")
     assert "one of" in share_groups.check_order("both", runs).message
@@ -96,3 +110,6 @@ def test_08_predict_the_restart_after_a_commit(bootstrap, tmp_path):
     exp = Experiment("exercise08", bootstrap, folder=tmp_path)
     both_ways(lambda a: broker_crashes.check_restart_prediction(exp, a), "08", "what is left for init_transactions")
     assert "exactly the keys" in broker_crashes.check_restart_prediction(exp, {"state": "x"}).message
+    # every answer was graded against one real run: one processor, restarted once after its kill
+    assert sum(e.kind == "txn_init" for e in exp.history.events()) == 1
+    assert sum(e.kind == "crash" for e in exp.history.events()) == 1

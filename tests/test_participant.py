@@ -130,14 +130,18 @@ def test_no_participant_outlives_its_kernel(bootstrap, tmp_path, how):
     assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or process_state(pid) == "Z", 10)
 
 
-def test_rerunning_a_cell_replaces_the_old_process(bootstrap, history):
+def test_rerunning_a_cell_replaces_the_old_process_of_that_experiment_only(bootstrap, tmp_path):
     topic = create_topic(bootstrap, "rerun")
-    first = Participant("same", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=10_000,
-                        interval_ms=50).start()
+    endless = dict(topic=topic, iterations=10_000, interval_ms=50)
+    first = Experiment("cell", bootstrap, folder=tmp_path).participant("same", "producer", **endless).start()
+    other = Experiment("other-cell", bootstrap, folder=tmp_path).participant("same", "producer", **endless).start()
     old_pid = first.pid
-    second = Participant("same", "producer", history=history, bootstrap=bootstrap, topic=topic, iterations=1).start()
+    rerun = Experiment("cell", bootstrap, folder=tmp_path)  # the cell again: a new run of the same experiment
+    second = rerun.participant("same", "producer", topic=topic, iterations=1).start()
     assert first.status == "crashed" and not os.path.exists(f"/proc/{old_pid}")
     assert second.wait(60) == "finished"
+    assert other.status == "running"  # another experiment's participant of the same name runs on
+    other.stop()
 
 
 def test_at_least_once_processor_commits_offsets_after_writing(bootstrap, history, exp):

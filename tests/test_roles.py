@@ -71,7 +71,8 @@ def test_a_processor_whose_consumer_hits_a_fatal_error_ends_fenced(bootstrap, tm
     src, out, group = exp.topic("input"), exp.topic("output"), f"g-{uuid.uuid4().hex[:8]}"
     exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
     proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=group, batch=1,
-                           transactional_id=f"{group}-tid", idle_ms=120_000, group_protocol="classic",
+                           transactional_id=f"{group}-tid", idle_ms=120_000, stop_when_caught_up=False,
+                           group_protocol="classic",
                            config={"group.instance.id": "static-1"}).start()
     commits = lambda: sum(e.kind == "txn_end" and e.outcome == "committed" for e in exp.history.events())  # noqa: E731
     wait_for(lambda: commits() == 2, "the processor's two commits", 60)  # then it polls, idle

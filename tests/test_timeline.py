@@ -4,7 +4,7 @@ import plotly.graph_objects as go
 
 from labkit.crashlab.history import Event, History
 from labkit.crashlab.timeline import LiveTimeline, segments, timeline_figure
-from tests.figure_truth import contradictions
+from labkit.crashlab.figure_truth import contradictions
 from tests.histories import OUT, H
 
 

@@ -14,13 +14,15 @@ from collections import deque
 from pathlib import Path
 
 from labkit.broker import probe, runtime
-from labkit.broker.ports import HOST, ensure_free, free_port
+from labkit.broker.ports import HOST, ensure_free, free_port, port_is_free
 from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version, lab_settings, render_log4j2,
                                     render_server_properties)
-from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
+from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, PortInUseError
 from labkit.procs import die_with_parent
 
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
+#: How many times :meth:`EmbeddedBroker.start` tries ports it picked itself when the JVM finds one taken.
+BIND_ATTEMPTS = 3
 
 
 @atexit.register
@@ -150,23 +152,42 @@ class EmbeddedBroker:
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> "EmbeddedBroker":
         """Format storage if needed, start the JVM and return once the broker is ready: it answers
-        a metadata request and topic ``_labkit_ready`` exists with a leader. Returns ``self``."""
+        a metadata request and topic ``_labkit_ready`` exists with a leader. Returns ``self``.
+
+        A port labkit picked itself (none was given) can be taken by another process between the pick and the
+        JVM's bind (parallel test workers, an outgoing connection): the start is then tried again on freshly
+        picked ports, up to :data:`BIND_ATTEMPTS` times; a port the caller gave fails at once."""
         if self.is_running:
             raise BrokerStateError(f"The broker at {self.bootstrap_servers} is already running.")
         java = runtime.find_java()
         self._check_storage_version()
         cp = runtime.classpath(runtime.ensure_jars(version=self.version))
-        self._pick_ports()
+        jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+               f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}", f"-Dkafka.logs.dir={self.data_dir}",
+               "-cp", cp]
+        picked_now = self.port is None  # restarts keep the ports of the first start
+        attempt = 1
+        while True:
+            self._pick_ports()
+            try:
+                self._launch(jvm)
+                return self
+            except BrokerExitedError:
+                lost_race = picked_now and self.logged_since(self._log_mark, "Address already in use")
+                if not lost_race or attempt == BIND_ATTEMPTS:
+                    raise
+            attempt += 1
+            self.port = self.controller_port = self.proxied_listener_port = self.proxy_port = None
+
+    def _launch(self, jvm: list[str]) -> None:
+        """Write the configs for the picked ports, format storage if it is new, spawn the JVM, wait until ready."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props = self.data_dir / "server.properties"
         props.write_text(render_server_properties(
             data_dir=self.data_dir, port=self.port, controller_port=self.controller_port, settings=self.settings,
             proxied=(self.proxied_listener_port, self.proxy_port) if self.proxy_listener else None,
             node_id=self.node_id, roles=self.roles, quorum=self.quorum))
-        log4j = self.data_dir / "log4j2.properties"
-        log4j.write_text(render_log4j2(self.log_file))
-        jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.data_dir}", "-cp", cp]
+        (self.data_dir / "log4j2.properties").write_text(render_log4j2(self.log_file))
         if not (self.log_dirs / "meta.properties").exists():
             self._format(jvm, props)
         self._log_mark = self.log_size()  # a controller's readiness is read in what this start logs
@@ -176,7 +197,6 @@ class EmbeddedBroker:
                                           preexec_fn=die_with_parent)
         _LIVE.add(self)
         self._wait_ready()
-        return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Shut the broker down cleanly (SIGTERM, then SIGKILL after ``timeout_s`` seconds).
@@ -225,23 +245,29 @@ class EmbeddedBroker:
 
     # -- helpers ----------------------------------------------------------------------------
     def _pick_ports(self) -> None:
-        if self.port is None:  # first start: the requested ports, or free ones; restarts keep them
-            picked: set[int] = set()
-
-            def pick(requested: int | None = None) -> int:
-                port = requested or free_port()
-                while port in picked:
-                    port = free_port()
-                picked.add(port)
-                return port
-
-            self.port, self.controller_port = pick(self._requested[0]), pick(self._requested[1])
-            if self.proxy_listener:
-                self.proxied_listener_port, self.proxy_port = pick(), pick()
-        ensure_free(self.port, "Kafka client listener")
-        ensure_free(self.controller_port, "KRaft controller listener")
-        if self.proxy_listener:
-            ensure_free(self.proxied_listener_port, "PROXIED listener")
+        """The first start's ports: each requested one (checked free), or one the kernel picks (picked again if it
+        is taken by the time it is checked); restarts keep them, checked free."""
+        names = ["port", "controller_port"] + (["proxied_listener_port", "proxy_port"] if self.proxy_listener else [])
+        requested = dict(zip(names, self._requested + (None, None)))
+        what = {"port": "Kafka client listener", "controller_port": "KRaft controller listener",
+                "proxied_listener_port": "PROXIED listener", "proxy_port": "fault proxy"}
+        if self.port is not None:  # a restart: the same ports
+            requested = {name: getattr(self, name) for name in names}
+        taken: set[int] = set()
+        for name in names:
+            port = requested[name]
+            for _ in range(BIND_ATTEMPTS * 10):
+                if port is not None:
+                    break
+                candidate = free_port()
+                if candidate not in taken and port_is_free(candidate):
+                    port = candidate
+            if port is None:
+                raise PortInUseError(f"No free port for the {what[name]} on {HOST} after {BIND_ATTEMPTS * 10} picks.")
+            if name != "proxy_port":  # the fault proxy binds it later, when one is made
+                ensure_free(port, what[name])
+            taken.add(port)
+            setattr(self, name, port)
 
     def _check_storage_version(self) -> None:
         noted = self.data_dir / "kafka-version"

@@ -26,7 +26,10 @@ from labkit.errors import LabkitError
 from labkit.waiting import wait_until
 from labkit.procs import die_with_parent, process_state
 
-_LIVE: dict[str, "Participant"] = {}
+#: The last started participant of each (experiment, name): an experiment is its history's folder and name without
+#: the run id (``<name>-<8 hex>.jsonl``), so a re-run notebook cell, which makes a new run of the same experiment,
+#: replaces the process the last run left, and two experiments can run participants of the same name side by side.
+_LIVE: dict[tuple[str, str], "Participant"] = {}
 
 
 class ParticipantStateError(LabkitError):
@@ -59,7 +62,8 @@ class Participant:
             long without records), ``batch`` (records per poll); processor ``output_topic``,
             ``per_record_ms`` (processing time per record, before its output is produced),
             ``transactional`` (default True: KIP-447; False: at-least-once, outputs then offset
-            commit); ``sleep_at`` ({step: ms}: wait at a step, e.g. to pause it there);
+            commit), ``stop_when_caught_up`` (default True: stop, before ``idle_ms``, once the group has
+            committed every input partition up to its high watermark; False: only ``idle_ms`` or a stop ends it); ``sleep_at`` ({step: ms}: wait at a step, e.g. to pause it there);
             ``config`` (dict of extra client configs); any role: ``call_deadline_ms`` (the lab's deadline
             for each blocking client call, after which the participant is reported stalled; default the
             call's own timeout + 5 000).
@@ -90,7 +94,7 @@ class Participant:
         """Start the process. Raises :class:`ParticipantStateError` if it already runs."""
         if self._alive():
             raise ParticipantStateError(f"{self.name} is already {self.status}; stop() or crash() it first.")
-        old = _LIVE.get(self.name)
+        old = _LIVE.get(self._live_key)
         if old is not None and old is not self and old._alive():  # a re-run cell: the old process goes
             old._signal(signal.SIGKILL)
             old._proc.wait()
@@ -103,7 +107,7 @@ class Participant:
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                           preexec_fn=die_with_parent, process_group=0)
         self._paused = self._stopped = False
-        _LIVE[self.name] = self
+        _LIVE[self._live_key] = self
         return self
 
     def crash(self) -> None:
@@ -223,6 +227,10 @@ class Participant:
         return f"Participant({self.name!r}, {self.role}, {self.status})"
 
     # -- helpers ----------------------------------------------------------------------------
+    @property
+    def _live_key(self) -> tuple[str, str]:
+        return str(self.history.path.parent / self.history.path.stem.rsplit("-", 1)[0]), self.name
+
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

@@ -143,6 +143,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     sup = Supervisor().start()
     procs = [sup.supervise(exp.participant(f"proc-{i}", "processor", topic=src, output_topic=out, group_id=group,
                                            transactional_id=f"{group}-{i}", batch=50, idle_ms=600_000,
+                                           stop_when_caught_up=False,  # the schedule's faults may come after
                                            per_record_ms=per_record_ms,
                                            transactional=transactional, call_deadline_ms=20_000,
                                            crash_at=at_step.choice(steps),

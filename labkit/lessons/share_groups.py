@@ -22,11 +22,14 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.share_observer import ShareObserver
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
+from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.records import read_topic
 from labkit.waiting import wait_for
 
 #: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms.
 LOCK_MS = 5000
+#: Kafka's default ``share.delivery.count.limit`` (``GroupConfig``, KIP-932), for a group that does not set one.
+DEFAULT_DELIVERY_LIMIT = 5
 
 
 def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None = None,
@@ -139,7 +142,7 @@ def acknowledgement_types(exp: Experiment, delivery_limit: int = 3, dlq: bool | 
     dead-letter queue topic (``dlq.`` prefix, ``errors.deadletterqueue.group.enable=true``).
 
     Returns:
-        ``{"topic", "group", "consumer", "dlq_topic", "dlq"}``: ``dlq`` is the DLQ's records as a
+        ``{"topic", "group", "consumer", "dlq_topic", "records", "delivery_limit", "dlq"}``: ``dlq`` is the DLQ's records as a
         DataFrame (its headers name the source offset and why), or ``None`` without a DLQ.
     """
     dlq = dlq_supported() if dlq is None else dlq
@@ -151,7 +154,8 @@ def acknowledgement_types(exp: Experiment, delivery_limit: int = 3, dlq: bool | 
                                           "source-acks-4": "release"}).start()
     consumer.wait(120)
     _settle(observer)
-    return {"topic": topic, "group": group, "consumer": consumer, "dlq_topic": dlq_topic,
+    return {"topic": topic, "group": group, "consumer": consumer, "dlq_topic": dlq_topic, "records": 6,
+            "delivery_limit": delivery_limit,
             "dlq": read_topic(exp.bootstrap, dlq_topic, "read_uncommitted", headers=True) if dlq_topic else None}
 
 
@@ -165,7 +169,7 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     Args:
         how: "pause" or "crash".
     Returns:
-        ``{"topic", "group", "a", "b", "how"}``.
+        ``{"topic", "group", "a", "b", "how", "records", "delivery_limit"}``.
     Raises:
         ValueError: ``how`` is neither.
     """
@@ -187,7 +191,8 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
         a.wait(60)
     b.wait(60)
     _settle(observer)
-    return {"topic": topic, "group": group, "a": a, "b": b, "how": how}
+    return {"topic": topic, "group": group, "a": a, "b": b, "how": how, "records": records,
+            "delivery_limit": DEFAULT_DELIVERY_LIMIT}
 
 
 def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:
@@ -232,6 +237,31 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
     worker.wait(120)
     _settle(observer)
     return {"topic": topic, "group": group, "worker": worker, "sink": sink}
+
+
+def model_replay(exp: Experiment, run: dict) -> dict:
+    """The model of a share partition (:mod:`labkit.models.share_partition`, MODELLED) against a real run of this
+    notebook (:func:`acknowledgement_types` or :func:`lock_expiry`: ``run`` is what it returned): the run's client
+    steps from ``exp``'s history are replayed through the model
+    (:func:`~labkit.models.share_partition.replay_client_events`), and each record's final state is compared
+    with what the broker persisted.
+
+    Returns:
+        ``{"unexplained", "late_accept", "broker", "model", "terminal"}``: ``unexplained``, the disagreements
+        between model and broker (none expected); ``late_accept``, the one known one: confluent-kafka reports
+        success for a late ACCEPT of a record another consumer has already committed, while the broker leaves the
+        record as it was (the model says INVALID_RECORD_STATE, which is what the broker did); ``broker`` and
+        ``model``, ``{offset: state}`` at the end (the broker's ARCHIVING read as ARCHIVED); ``terminal``,
+        whether the model ended every record in a terminal state.
+    """
+    model, disagreements = replay_client_events(exp.history.events(), run["topic"], run["records"],
+                                                run["delivery_limit"], LOCK_MS)
+    late = [d for d in disagreements if "broker None, model INVALID_RECORD_STATE" in d and "ACCEPT" in d]
+    frame = persisted(exp, run["topic"])
+    return {"unexplained": [d for d in disagreements if d not in late], "late_accept": late,
+            "broker": {o: ("ARCHIVED" if s == "ARCHIVING" else s) for o, s in zip(frame.offset, frame.state)},
+            "model": {o: r.state for o, r in enumerate(model.offsets)},
+            "terminal": all(r.state in TERMINAL for r in model.offsets)}
 
 
 def check_order(answer: object, runs: dict) -> Verdict:

@@ -1,5 +1,9 @@
-"""Does a timeline figure agree with the broker? Its rows, read back from the plotly figure, against the final
-read_committed read the history recorded (one output topic, one partition)."""
+"""Does a timeline figure agree with the broker? Its rows, read back from the plotly figure
+(:func:`labkit.crashlab.timeline.timeline_figure`), against the final read_committed read the history recorded (one
+output topic, one partition). Notebooks assert it on the figures they draw; ``tests/test_timeline.py`` shows it
+catches each kind of contradiction."""
+
+from __future__ import annotations
 
 import re
 
@@ -7,7 +11,8 @@ SURVIVING = ("committed", "written")
 
 
 def last_drawn_states(fig) -> dict[str, str]:
-    """Each write row's state at its right end, as drawn (the state trace whose segment ends last)."""
+    """Each write row's state at its right end, as drawn (the state trace whose segment ends last):
+    ``{row label: state}`` (states: committed, written, aborted, uncommitted ...)."""
     last = {}
     for trace in fig.data:
         if trace.mode != "lines":
@@ -20,9 +25,9 @@ def last_drawn_states(fig) -> dict[str, str]:
 
 
 def contradictions(fig, events, topic: str) -> list[str]:
-    """What the figure of writes to ``topic`` draws that read_committed contradicts: a write drawn committed or
-    written whose offset read_committed does not return, one drawn otherwise whose offset it does, and an
-    offset it returns with no row."""
+    """What the plotly figure ``fig`` (drawn from the history ``events``) shows of the writes to ``topic`` that
+    read_committed contradicts: a write drawn committed or written whose offset read_committed does not return, one
+    drawn otherwise whose offset it does, and an offset it returns with no row. One message per contradiction."""
     visible = {e.offset for e in events if e.kind == "final_read" and e.topic == topic and e.offset is not None
                and e.isolation_level == "read_committed"}
     wrong, drawn = [], set()
