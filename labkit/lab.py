@@ -113,10 +113,31 @@ def _start_broker(timeout_s: float) -> str:
     return running_broker()
 
 
+#: Settings the lab's JupyterLab starts with (JupyterLab's ``overrides.json``, keyed by plugin): it never asks about
+#: "official Jupyter news" (that prompt covers the lower right of every notebook) and never looks for a newer
+#: JupyterLab (the lab pins its version; the check needs the news feed anyway). A learner can still change both.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def write_lab_settings(app_settings_dir: Path | None = None) -> Path:
+    """Merge :data:`LAB_SETTINGS` into ``overrides.json`` of JupyterLab's application settings folder
+    (``app_settings_dir``; default ``<sys.prefix>/share/jupyter/lab/settings``: the lab's own virtual environment,
+    so no other JupyterLab is touched), keeping any other override found there. Returns the file's path."""
+    folder = app_settings_dir or Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
+    path = folder / "overrides.json"
+    overrides = json.loads(path.read_text()) if path.exists() else {}
+    for plugin, values in LAB_SETTINGS.items():
+        overrides[plugin] = {**overrides.get(plugin, {}), **values}
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(overrides, indent=2) + "\n")
+    return path
+
+
 def _start_jupyter(timeout_s: float) -> str:
     state = _read("jupyter")
     if state:
         return state["url"]
+    write_lab_settings()
     port, token = free_port(), secrets.token_hex(16)
     args = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ip={HOST}", f"--port={port}",
             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO / 'notebooks'}"]

@@ -1,18 +1,28 @@
 """End to end in a real browser: JupyterLab in headless Chromium (Debian's package, driven by
-Playwright), notebook 02's control panel: Pause, Resume and Crash a real participant process."""
+Playwright), notebook 02's control panel: Pause, Resume and Crash a real participant process.
+
+The lab's JupyterLab runs as on a machine that never ran Jupyter (empty config, data, settings and workspace
+folders: no saved layout, no user setting) and Chromium starts on a new profile; the test runs notebook 02 from its
+top, one cell at a time, each to its end, down to the cell tagged ``control-panel``."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "notebooks" / "02_zombie_fencing.ipynb"
+PANEL_TAG = "control-panel"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+#: Where Jupyter keeps a user's state: the test's JupyterLab gets empty ones (a first start).
+JUPYTER_DIRS = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                 reason="needs Debian's chromium: `apt-get install chromium` (make test does, as root)")
@@ -20,7 +30,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
 
 @pytest.fixture
 def jupyter(tmp_path, bootstrap):
-    env = {**os.environ, "LABKIT_HOME": str(tmp_path), "LABKIT_BOOTSTRAP": bootstrap}
+    env = {**os.environ, "LABKIT_HOME": str(tmp_path), "LABKIT_BOOTSTRAP": bootstrap,
+           **{name: str(tmp_path / name.lower()) for name in JUPYTER_DIRS}}
     lab = lambda cmd: subprocess.run([sys.executable, "-m", "labkit", cmd], env=env, cwd=REPO,  # noqa: E731
                                      capture_output=True, text=True, timeout=180)
     up = lab("up")
@@ -31,23 +42,39 @@ def jupyter(tmp_path, bootstrap):
         lab("down")
 
 
+def panel_cell() -> int:
+    """Index of notebook 02's cell tagged :data:`PANEL_TAG` (the playground and its control panel)."""
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    tagged = [i for i, cell in enumerate(cells) if PANEL_TAG in cell.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{NOTEBOOK.name} must have one cell tagged {PANEL_TAG!r}, not {len(tagged)}"
+    return tagged[0]
+
+
 def test_control_panel_buttons_change_the_participant_status(jupyter, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    url = jupyter.replace("00_tour.ipynb", "02_zombie_fencing.ipynb")
+    cells, panel_at = nbformat.read(NOTEBOOK, as_version=4).cells, panel_cell()
+    url = jupyter.replace("00_tour.ipynb", NOTEBOOK.name)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         try:
             page.goto(url)
-            page.locator(".jp-Notebook .jp-Cell").first.click()
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(timeout=60_000)
-            for _ in range(4):  # title, imports + connect, prose, the playground and its panel
+            idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+            expect(idle).to_be_visible(timeout=90_000)  # the kernel started
+            shown = page.locator(".jp-Notebook .jp-Cell")
+            expect(shown.nth(panel_at)).to_contain_text("ControlPanel(", timeout=30_000)
+            shown.first.click()
+            for i, cell in enumerate(cells[:panel_at + 1]):  # each cell run to its end before the next
                 page.keyboard.press("Shift+Enter")
-            status = page.locator(".widget-html-content code").first
+                if cell.cell_type == "code":
+                    prompt = shown.nth(i).locator(".jp-InputArea-prompt")
+                    expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=90_000)
+                expect(idle).to_be_visible(timeout=90_000)
+            status = shown.nth(panel_at).locator(".widget-html-content code").first
             expect(status).to_have_text("running", timeout=90_000)
             for button, expected in (("Pause", "paused"), ("Resume", "running"), ("Crash", "crashed")):
-                page.get_by_role("button", name=button, exact=True).click()
+                shown.nth(panel_at).get_by_role("button", name=button, exact=True).click()
                 expect(status).to_have_text(expected, timeout=20_000)
             page.screenshot(path=str(tmp_path / "panel.png"))
         finally:

@@ -49,6 +49,10 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
         base, token = url.split("/lab/")[0], url.split("token=")[1]
         with urllib.request.urlopen(f"{base}/api/contents/00_tour.ipynb?token={token}", timeout=10) as r:
             assert json.load(r)["name"] == "00_tour.ipynb"
+        plugin = "@jupyterlab/apputils-extension:notification"  # no "official Jupyter news?" prompt
+        with urllib.request.urlopen(f"{base}/lab/api/settings/{plugin}?token={token}", timeout=10) as r:
+            defaults = json.load(r)["schema"]["properties"]
+        assert defaults["fetchNews"]["default"] == "false" and defaults["checkForUpdates"]["default"] is False
         again = lab("up", env)  # a second `up` finds both running and starts nothing new
         assert url in again.stdout and state["broker"]["bootstrap"] in again.stdout
         assert json.loads((tmp_path / "lab" / "jupyter.json").read_text())["pid"] == state["jupyter"]["pid"]
@@ -73,3 +77,15 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
     assert "broker" in down.stdout and "jupyter" in down.stdout
     assert wait_until(lambda: not any(alive(s["pid"]) for s in state.values()), 30)
     assert lab("status", env).stdout.count("not running") == 2
+
+
+def test_lab_settings_keep_other_overrides(tmp_path):
+    from labkit.lab import LAB_SETTINGS, write_lab_settings
+
+    (tmp_path / "overrides.json").write_text(json.dumps({
+        "@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"},
+        "@jupyterlab/apputils-extension:notification": {"doNotDisturbMode": True, "fetchNews": "true"}}))
+    written = json.loads(write_lab_settings(tmp_path).read_text())
+    assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
+    assert written["@jupyterlab/apputils-extension:notification"] == {
+        "doNotDisturbMode": True, **LAB_SETTINGS["@jupyterlab/apputils-extension:notification"]}
