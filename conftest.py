@@ -48,7 +48,6 @@ SLOWEST = (
     "notebooks/02_zombie_fencing.ipynb",
     "tests/test_older_releases.py",
     "tests/test_soak.py",
-    "tests/test_broker_crashes.py",
     "tests/test_browser.py",
 )
 
