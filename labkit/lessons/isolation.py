@@ -123,13 +123,15 @@ def _seen_ns(exp: Experiment, participant: str, kind: str, value_id: str | None 
 
 
 def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
-    """A transaction stays open ``open_s`` seconds. Half a second after it opened, a
-    non-transactional producer writes record ``plain-1`` to the same partition. A read_committed and
-    a read_uncommitted consumer (participants) read the partition all along (KIP-98: read_committed
-    reads only below the LSO, which the open transaction holds at its first offset).
+    """A transaction stays open ``open_s`` seconds, and at least until the read_uncommitted consumer (the control)
+    has read ``plain-1``: half a second after the transaction opened, a non-transactional producer writes record
+    ``plain-1`` to the same partition. A read_committed and a read_uncommitted consumer (participants) read the
+    partition all along (KIP-98: read_committed reads only below the LSO, which the open transaction holds at its
+    first offset). Waiting for the control, not only for a clock, keeps the lesson true on a busy machine: plain-1
+    was readable while the transaction was open, and only read_committed did not get it.
 
     Args:
-        open_s: how long the transaction stays open, in seconds (at least 1).
+        open_s: how long the transaction stays open at least, in seconds (at least 1).
     Returns:
         ``{"topic", "samples", "marks", "write_ns", "commit_start_ns", "commit_ns", "seen_ns": {level: ns}}``:
         offset samples (high watermark, LSO), and (``time.monotonic_ns()``) when plain-1 was written,
@@ -159,6 +161,8 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
         opened = time.monotonic()
         time.sleep(0.5)
         _write(exp, plain, "plain-producer", topic, "plain-1")
+        control = consumers["read_uncommitted"]
+        wait_for(lambda: _seen_ns(exp, control.name, "consume", "plain-1"), f"{control.name} never read plain-1")
         time.sleep(max(0.0, open_s - (time.monotonic() - opened)))
         exp.history.append("txn_commit_start", "txn-producer", txn=1)
         txn.commit_transaction(30)
