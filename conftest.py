@@ -40,15 +40,18 @@ def labkit_children() -> list[int]:
 #: ``--durations``): handed out first, so that no long file starts last and keeps one worker busy alone at the end.
 #: Every other file follows in collection order. A file missing here only costs balance, never correctness.
 SLOWEST = (
-    "notebooks/08_broker_crashes.ipynb",
     "notebooks/04_spark_pipeline.ipynb",
-    "notebooks/06_share_groups.ipynb",
+    "notebooks/08_broker_crashes.ipynb",
     "tests/test_exercise.py",
-    "notebooks/05_unassigned_partition.ipynb",
+    "notebooks/06_share_groups.ipynb",
+    "tests/test_soak.py",
+    "tests/test_embedded.py",
     "notebooks/02_zombie_fencing.ipynb",
     "tests/test_older_releases.py",
-    "tests/test_soak.py",
-    "tests/test_browser.py",
+    "notebooks/05_unassigned_partition.ipynb",
+    "tests/test_multinode.py",
+    "tests/test_spark_role.py",
+    "tests/test_participant.py",
 )
 
 
