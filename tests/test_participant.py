@@ -13,7 +13,7 @@ from labkit.crashlab.check import check
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant, ParticipantStateError
 from labkit.procs import process_state
-from labkit.records import create_topic, read_topic
+from labkit.records import committed_offsets, create_topic, read_topic
 
 
 def producing(name, bootstrap, history):
@@ -95,17 +95,26 @@ def test_wrong_crash_point_lists_the_steps(history):
         Participant("x", "broker", history=history, bootstrap="127.0.0.1:1")
 
 
-def test_processor_copies_input_exactly_once(bootstrap, history, exp):
-    src, out = create_topic(bootstrap, "in"), create_topic(bootstrap, "out")
-    Participant("src", "producer", history=history, bootstrap=bootstrap, topic=src, iterations=6).start().wait(60)
-    proc = Participant("proc", "processor", history=history, bootstrap=bootstrap, topic=src, output_topic=out,
-                       group_id=f"g-{uuid.uuid4()}", transactional_id=f"t-{uuid.uuid4()}", idle_ms=4000)
-    assert proc.start().wait(120) == "finished"
+def test_processor_copies_input_exactly_once_and_stops_once_caught_up(bootstrap, history, exp):
+    src, out = create_topic(bootstrap, "in", partitions=2), create_topic(bootstrap, "out", partitions=2)
+    for p in (0, 1):
+        Participant(f"src{p}", "producer", history=history, bootstrap=bootstrap, topic=src, partition=p,
+                    iterations=3).start().wait(60)
+    group = f"g-{uuid.uuid4()}"
+    spec = dict(history=history, bootstrap=bootstrap, topic=src, output_topic=out, group_id=group, idle_ms=600_000)
+    proc = Participant("proc", "processor", transactional_id=f"t-{uuid.uuid4()}", **spec).start()
+    # the control: the same processor in the same group, told to wait for more input
+    waiting = Participant("waiting", "processor", transactional_id=f"t-{uuid.uuid4()}", stop_when_caught_up=False,
+                          **spec).start()
+    assert proc.wait(90) == "finished"  # long before its 600 s idle limit: the group committed all 6 inputs
+    assert waiting.status == "running"
+    waiting.stop()
+    assert committed_offsets(bootstrap, group, src) == {0: 3, 1: 3}
     exp.final_reads(src)
     exp.final_reads(out)
     result = check(history.events(), output_topic=out, input_topic=src)
     assert result.ok, result.table()
-    assert sorted(read_topic(bootstrap, out)["value"]) == sorted(f"src-{n}>out" for n in range(1, 7))
+    assert sorted(read_topic(bootstrap, out)["value"]) == sorted(f"src{p}-{n}>out" for p in (0, 1) for n in (1, 2, 3))
 
 
 CHILD = """
