@@ -36,7 +36,7 @@ def labkit_children() -> list[int]:
     return found
 
 
-#: The files that take longest, slowest first (seconds measured in a ``make test`` run with 3 workers, printed by its
+#: The files that take longest, slowest first (seconds measured in a ``make test`` run with 4 workers, printed by its
 #: ``--durations``): handed out first, so that no long file starts last and keeps one worker busy alone at the end.
 #: Every other file follows in collection order. A file missing here only costs balance, never correctness.
 SLOWEST = (
