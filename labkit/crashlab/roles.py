@@ -50,16 +50,22 @@ def kafka_error(exc: BaseException) -> KafkaError | None:
     return None
 
 
+#: How long :func:`fatal_error` waits for librdkafka's answer (s); the answer is immediate unless the machine is busy.
+FATAL_QUERY_S = 5.0
+
+
 def fatal_error(producer: Producer) -> KafkaError | None:
     """The fatal error (e.g. _FENCED) ``producer`` has met, or None; for a transactional producer (librdkafka's
     FATAL_ERROR state), None for any other. confluent-kafka 2.16 can lose such an error: it raises it from the call
     serving callbacks (``flush``, ``commit_transaction``), and if a delivery callback runs next in the same call
     (for a message the error purged, _PURGE_QUEUE) and its Python code handles an exception of its own, the fatal
     one is cleared: the call fails with ``SystemError: ... returned NULL without setting an exception``.
-    librdkafka still holds it, and every transactional API returns it; ``init_transactions(0)`` is asked, which on
-    an initialised producer does nothing (it fails on the state, _STATE)."""
+    librdkafka still holds it, and every transactional API returns it; ``init_transactions`` is asked, which on
+    an initialised producer does nothing (it fails on the state, _STATE), within :data:`FATAL_QUERY_S` seconds: the
+    answer comes from librdkafka's main thread, which on a busy machine can take longer than a 0 s timeout allows
+    (the call then fails with _TIMED_OUT, and the fatal error would be missed; seen with one core kept busy)."""
     try:
-        producer.init_transactions(0)
+        producer.init_transactions(FATAL_QUERY_S)
     except KafkaException as exc:
         return exc.args[0] if exc.args[0].fatal() else None
     return None
