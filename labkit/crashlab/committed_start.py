@@ -8,8 +8,9 @@ changed while that OffsetFetch was in flight, puts the partition back as pending
 starts it as if there were no committed offset: at ``auto.offset.reset`` (offset 0 here). The
 processor then redoes, and commits again, everything committed before. The lab's soak met it (a
 processor SIGKILLed with a transaction open, its partitions moving while that transaction was still
-open); ``tests/test_committed_start.py`` reproduces it with the lab's group protocol (KIP-848); the classic
-protocol showed it too when the member kept the partition through the rebalance.
+open); notebook 08's part 5 (:func:`labkit.lessons.broker_crashes.start_below_committed`, checked by its claims
+cell) reproduces it with the lab's group protocol (KIP-848); the classic protocol showed it too when the member kept
+the partition through the rebalance.
 
 :class:`CommittedStart` is the guard the processor role uses: it remembers which partitions were newly
 assigned and, before the first records of one are processed, asks ``Consumer.committed()`` (which
