@@ -89,21 +89,14 @@ def test_a_picked_port_taken_before_the_jvm_binds_it_is_picked_again(tmp_path, m
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        picks = iter([taken])
-        monkeypatch.setattr(embedded, "free_port", lambda: next(picks, None) or _kernel_port())
-        monkeypatch.setattr(embedded, "port_is_free", lambda port: True)  # the race: free when it was checked
-        monkeypatch.setattr(embedded, "ensure_free", lambda port, what: None)
+        picks, kernel_pick = iter([taken]), embedded.free_port
+        monkeypatch.setattr(embedded, "free_port", lambda: next(picks, None) or kernel_pick())
+        monkeypatch.setattr(embedded, "ensure_free", lambda port, what: None)  # the race: free when it was checked
         with EmbeddedBroker(tmp_path / "b") as broker:
             assert broker.port != taken and broker.controller_port != taken
             assert broker.logged_since(0, "Address already in use")  # the first JVM lost the race and exited
             assert values(read_topic(broker.bootstrap_servers, create_topic(broker.bootstrap_servers, "after"),
                                      "read_committed")) == []
-
-
-def _kernel_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_broker_exiting_during_start_reports_its_log(tmp_path):

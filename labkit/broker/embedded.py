@@ -14,10 +14,10 @@ from collections import deque
 from pathlib import Path
 
 from labkit.broker import probe, runtime
-from labkit.broker.ports import HOST, ensure_free, free_port, port_is_free
+from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version, lab_settings, render_log4j2,
                                     render_server_properties)
-from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, PortInUseError
+from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
 from labkit.procs import die_with_parent
 
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
@@ -245,29 +245,23 @@ class EmbeddedBroker:
 
     # -- helpers ----------------------------------------------------------------------------
     def _pick_ports(self) -> None:
-        """The first start's ports: each requested one (checked free), or one the kernel picks (picked again if it
-        is taken by the time it is checked); restarts keep them, checked free."""
-        names = ["port", "controller_port"] + (["proxied_listener_port", "proxy_port"] if self.proxy_listener else [])
-        requested = dict(zip(names, self._requested + (None, None)))
-        what = {"port": "Kafka client listener", "controller_port": "KRaft controller listener",
-                "proxied_listener_port": "PROXIED listener", "proxy_port": "fault proxy"}
-        if self.port is not None:  # a restart: the same ports
-            requested = {name: getattr(self, name) for name in names}
-        taken: set[int] = set()
-        for name in names:
-            port = requested[name]
-            for _ in range(BIND_ATTEMPTS * 10):
-                if port is not None:
-                    break
-                candidate = free_port()
-                if candidate not in taken and port_is_free(candidate):
-                    port = candidate
-            if port is None:
-                raise PortInUseError(f"No free port for the {what[name]} on {HOST} after {BIND_ATTEMPTS * 10} picks.")
-            if name != "proxy_port":  # the fault proxy binds it later, when one is made
-                ensure_free(port, what[name])
-            taken.add(port)
-            setattr(self, name, port)
+        if self.port is None:  # first start (or one again after a lost bind race): the requested ports, or free ones
+            picked: set[int] = set()
+
+            def pick(requested: int | None = None) -> int:
+                port = requested or free_port()
+                while port in picked:
+                    port = free_port()
+                picked.add(port)
+                return port
+
+            self.port, self.controller_port = pick(self._requested[0]), pick(self._requested[1])
+            if self.proxy_listener:
+                self.proxied_listener_port, self.proxy_port = pick(), pick()
+        ensure_free(self.port, "Kafka client listener")
+        ensure_free(self.controller_port, "KRaft controller listener")
+        if self.proxy_listener:
+            ensure_free(self.proxied_listener_port, "PROXIED listener")
 
     def _check_storage_version(self) -> None:
         noted = self.data_dir / "kafka-version"

@@ -18,17 +18,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_is_free(port: int) -> bool:
-    """Whether ``port`` can be bound on 127.0.0.1 right now (``SO_REUSEADDR``, as a server binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-        return True
-
-
 def ensure_free(port: int, what: str) -> None:
     """Check that ``port`` can be bound on 127.0.0.1.
 
@@ -38,7 +27,12 @@ def ensure_free(port: int, what: str) -> None:
     Raises:
         PortInUseError: something already holds the port.
     """
-    if not port_is_free(port):
-        raise PortInUseError(
-            f"Port {port} on {HOST} ({what}) is in use: stop what holds it "
-            f"(`ss -ltnp 'sport = :{port}'` names it), or leave the port unset so labkit picks a free one.")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError as exc:
+            raise PortInUseError(
+                f"Port {port} on {HOST} ({what}) is in use: stop what holds it "
+                f"(`ss -ltnp 'sport = :{port}'` names it), or leave the port unset so labkit picks a free one."
+            ) from exc
