@@ -190,3 +190,16 @@ def committed_offsets(bootstrap: str, group: str, topic: str, timeout_s: float =
     client = admin(bootstrap)  # held while the future runs: a collected AdminClient never completes it
     done = client.list_consumer_group_offsets([request], request_timeout=timeout_s)[group].result(timeout_s + 1)
     return {tp.partition: tp.offset for tp in done.topic_partitions}
+
+
+def caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 10.0) -> bool:
+    """Whether consumer group ``group`` has committed every partition of ``topic`` up to its high watermark (an empty
+    partition counts as done): :func:`committed_offsets`, which counts an offset committed in a transaction once the
+    transaction committed, against :func:`high_watermarks`. ``False`` while the broker is down, the group
+    coordinator loading, or no answer came within ``timeout_s`` per request (up to three requests)."""
+    try:
+        done = committed_offsets(bootstrap, group, topic, timeout_s)
+        ends = high_watermarks(bootstrap, topic, timeout_s)
+    except Exception:  # noqa: BLE001: the coordinator is loading or the broker is down: not yet
+        return False
+    return all(end == 0 or done[p] >= end for p, end in ends.items())

@@ -1,9 +1,9 @@
 import uuid
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from labkit.records import create_topic, high_watermarks, produce, read_topic
+from labkit.records import caught_up, create_topic, high_watermarks, produce, read_topic
 
 
 def test_topics_get_unique_names(bootstrap):
@@ -45,3 +45,18 @@ def test_open_transaction_holds_a_read_committed_read_back(bootstrap):
 def test_bad_outcome_is_refused_before_sending(bootstrap):
     with pytest.raises(ValueError, match="outcome must be 'commit' or 'abort'"):
         produce(bootstrap, "never-created", ["x"], transactional_id="t", outcome="maybe")
+
+
+def test_caught_up_once_every_partition_with_records_is_committed_to_its_end(bootstrap):
+    topic, group = create_topic(bootstrap, "caught", partitions=2), f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, ["a", "b"])  # partition 0; partition 1 stays empty, and counts as done
+    assert not caught_up(bootstrap, group, topic)  # nothing committed yet
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        assert not caught_up(bootstrap, group, topic)
+        consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+        assert caught_up(bootstrap, group, topic)
+    finally:
+        consumer.close()
+    assert not caught_up("127.0.0.1:1", group, topic, timeout_s=1)  # no broker: not yet, within seconds

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from labkit.crashlab.check import derived_id, value_id
 from labkit.crashlab.committed_start import CommittedStart
 from labkit.crashlab.history import History
+from labkit.records import caught_up
 
 #: The named steps of each role's loop, in loop order: valid ``crash_at`` values.
 STEPS = {
@@ -371,30 +372,19 @@ def run_processor(loop: Loop) -> None:
                 idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness
             elif pending:
                 _commit(loop, consumer, pending)
-            elif s.get("stop_when_caught_up", True) and _caught_up(loop, consumer):
+            elif s.get("stop_when_caught_up", True) and _group_done(loop):
                 break
     finally:
         _close(consumer)
 
 
-def _caught_up(loop: Loop, consumer: Consumer) -> bool:
-    """Whether the group has consumed and committed the whole input: for every partition of the spec's ``topic``,
-    the group's committed offset (OffsetFetch; an offset committed in a transaction counts once it committed) has
-    reached the high watermark (ListOffsets). Asked when a poll returned nothing and no commit is pending, so a
-    processor stops as soon as the work is done instead of after ``idle_ms`` of silence; a broker that does not
-    answer within 5 s, or an open transaction holding offsets (UNSTABLE_OFFSET_COMMIT), is "not yet". An input
-    whose last entry is a control record (written in transactions) is never caught up this way: ``idle_ms`` ends
-    such a processor."""
-    topic = loop.spec["topic"]
-    try:
-        meta = loop.call("metadata", lambda t: consumer.list_topics(topic, timeout=t), timeout_s=5)
-        partitions = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
-        committed = loop.call("committed", lambda t: consumer.committed(partitions, timeout=t), timeout_s=5)
-        ends = [loop.call("get_watermark_offsets", lambda t, tp=tp: consumer.get_watermark_offsets(tp, t, False),
-                          timeout_s=5)[1] for tp in partitions]
-    except KafkaException:
-        return False
-    return bool(partitions) and all(tp.error is None and tp.offset >= end for tp, end in zip(committed, ends))
+def _group_done(loop: Loop) -> bool:
+    """Whether the processor's group has consumed and committed its whole input (:func:`labkit.records.caught_up`),
+    asked when a poll returned nothing and no commit is pending, under the lab's deadline (1 s per request): the
+    processor stops as soon as the work is done instead of after ``idle_ms`` of silence. An input whose last entry is
+    a control record (written in transactions) is never caught up this way: ``idle_ms`` ends such a processor."""
+    s = loop.spec
+    return loop.call("caught_up", lambda t: caught_up(s["bootstrap"], s["group_id"], s["topic"], t), timeout_s=1)
 
 
 def _end_if_fatal(loop: Loop, batch: list) -> None:

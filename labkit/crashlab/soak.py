@@ -26,7 +26,6 @@ from labkit.crashlab.history import Event
 from labkit.crashlab.hanging import abort_hanging, find_hanging, open_at_coordinator
 from labkit.crashlab.roles import STEPS
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
-from labkit.records import committed_offsets, high_watermarks
 from labkit.waiting import wait_for
 
 #: The faults a schedule draws from, at random moments.
@@ -85,25 +84,15 @@ def brokers_of(kafka: EmbeddedBroker | EmbeddedCluster) -> list[EmbeddedBroker]:
 
 
 def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
-    """Whether ``group``'s committed offsets of ``topic`` have reached its high watermarks; ``False`` while the
-    broker is down or the coordinator loading. Asked from a child process (at most ``timeout_s`` seconds): the
+    """:func:`labkit.records.caught_up`, asked from a child process (at most ``timeout_s`` seconds): the
     soak polls across broker restarts, and a librdkafka client polled across one crashed the polling process
     once (SIGSEGV in its ``rdk:main`` thread, librdkafka 2.16.0); the soak must outlive the faults it deals."""
-    child = [sys.executable, "-c", "import sys; from labkit.crashlab.soak import _caught_up; "
-             "sys.exit(0 if _caught_up(*sys.argv[1:]) else 1)", bootstrap, group, topic]
+    child = [sys.executable, "-c", "import sys; from labkit.records import caught_up; "
+             "sys.exit(0 if caught_up(*sys.argv[1:]) else 1)", bootstrap, group, topic]
     try:
         return subprocess.run(child, capture_output=True, timeout=timeout_s).returncode == 0
     except subprocess.TimeoutExpired:
         return False
-
-
-def _caught_up(bootstrap: str, group: str, topic: str) -> bool:
-    try:
-        done = committed_offsets(bootstrap, group, topic)
-    except Exception:  # noqa: BLE001: the coordinator is loading or the broker is down: not yet
-        return False
-    ends = high_watermarks(bootstrap, topic)
-    return all(end == 0 or done[p] >= end for p, end in ends.items())
 
 
 def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int, *, records: int = 1200, partitions: int = 3,
