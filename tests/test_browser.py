@@ -42,9 +42,8 @@ def jupyter(tmp_path, bootstrap):
         lab("down")
 
 
-def panel_cell() -> int:
-    """Index of notebook 02's cell tagged :data:`PANEL_TAG` (the playground and its control panel)."""
-    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+def panel_cell(cells: list) -> int:
+    """Index of the cell of ``cells`` (notebook 02's) tagged :data:`PANEL_TAG`: the playground and its control panel."""
     tagged = [i for i, cell in enumerate(cells) if PANEL_TAG in cell.metadata.get("tags", [])]
     assert len(tagged) == 1, f"{NOTEBOOK.name} must have one cell tagged {PANEL_TAG!r}, not {len(tagged)}"
     return tagged[0]
@@ -53,7 +52,8 @@ def panel_cell() -> int:
 def test_control_panel_buttons_change_the_participant_status(jupyter, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    cells, panel_at = nbformat.read(NOTEBOOK, as_version=4).cells, panel_cell()
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    panel_at = panel_cell(cells)
     url = jupyter.replace("00_tour.ipynb", NOTEBOOK.name)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)

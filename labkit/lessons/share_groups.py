@@ -147,14 +147,15 @@ def acknowledgement_types(exp: Experiment, delivery_limit: int = 3, dlq: bool | 
     """
     dlq = dlq_supported() if dlq is None else dlq
     dlq_topic = exp.topic("acks", prefix="dlq.", config={"errors.deadletterqueue.group.enable": "true"}) if dlq else None
-    topic, group = share_group(exp, "acks", 6, delivery_limit=delivery_limit, dlq_topic=dlq_topic)
+    records = 6
+    topic, group = share_group(exp, "acks", records, delivery_limit=delivery_limit, dlq_topic=dlq_topic)
     observer = _observed(exp, topic, group)
     consumer = exp.participant("share-acks", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
                                per_record_ms=per_record_ms, decisions={"source-acks-2": ["release", "accept"], "source-acks-3": "reject",
                                           "source-acks-4": "release"}).start()
     consumer.wait(120)
     _settle(observer)
-    return {"topic": topic, "group": group, "consumer": consumer, "dlq_topic": dlq_topic, "records": 6,
+    return {"topic": topic, "group": group, "consumer": consumer, "dlq_topic": dlq_topic, "records": records,
             "delivery_limit": delivery_limit,
             "dlq": read_topic(exp.bootstrap, dlq_topic, "read_uncommitted", headers=True) if dlq_topic else None}
 
