@@ -1,7 +1,7 @@
 """The share observer's cost on share-consumer throughput, as a ratio measured in the same run.
 
 A share consumer participant (explicit acknowledgement, ACCEPT) drains a topic of ``records``
-records, with a :class:`~labkit.crashlab.share_observer.ShareObserver` sampling the group every
+records, with a :class:`~labkit.share.observer.ShareObserver` sampling the group every
 0.5 s (its default in the lessons is 0.3 s) and without one, in interleaved rounds on one broker.
 Throughput = records / (last committed acknowledgement - first delivery), from the history.
 Goal: observer on >= 0.9x of observer off.
@@ -15,7 +15,7 @@ import tempfile
 
 from labkit.broker import EmbeddedBroker
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.share_observer import ShareObserver
+from labkit.share.observer import ShareObserver
 from labkit.lessons.share_groups import configure_group
 
 

@@ -21,13 +21,13 @@ from multiprocessing import get_context
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.soak import brokers_of, run_schedule, summary
+from labkit.soak import brokers_of, run_schedule, summary
 from labkit.reset import delete_lab_topics
 
 MODES = (("KIP-447", True), ("at-least-once", False))
 
 
-#: Kafka 4.4's group coordinator, after the load race of ``labkit.crashlab.soak.LOAD_RACE`` let a member write
+#: Kafka 4.4's group coordinator, after the load race of ``labkit.soak.LOAD_RACE`` let a member write
 #: into a half-replayed state, fails every later load of ``__consumer_offsets`` (docs/marker-race.md): no group
 #: works on that Kafka again.
 BROKEN = "Failed to load metadata from __consumer_offsets"

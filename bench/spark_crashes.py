@@ -19,7 +19,7 @@ import threading
 import time
 
 from labkit.broker import EmbeddedBroker
-from labkit.crashlab.spark_role import SINKS, in_flight
+from labkit.spark.roles.spark_pipeline import SINKS, in_flight
 from labkit.lessons import spark_pipeline as sp
 from labkit.waiting import wait_until
 

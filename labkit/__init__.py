@@ -1,6 +1,44 @@
-"""labkit: a teaching lab for Kafka exactly-once semantics and share groups, on a real broker."""
+"""labkit: a teaching lab for Kafka exactly-once semantics and share groups, on a real broker.
 
-from labkit.broker import EmbeddedBroker, kafka_version
-from labkit.connect import connect, fault_proxy
+The names a notebook uses are here, imported when first used (a participant process, which imports
+``labkit.crashlab.run``, pays for none of them): ``import labkit`` then ``labkit.connect()``,
+``labkit.Experiment(...)``, ``labkit.timeline_figure(...)``. Each lesson's own functions are in
+``labkit.lessons.<notebook name>``.
+"""
 
-__all__ = ["EmbeddedBroker", "connect", "fault_proxy", "kafka_version"]
+from __future__ import annotations
+
+import importlib
+
+#: Public name -> the module that defines it.
+_PUBLIC = {
+    "EmbeddedBroker": "labkit.broker", "kafka_version": "labkit.broker",
+    "connect": "labkit.connection", "fault_proxy": "labkit.connection",
+    "Experiment": "labkit.crashlab.experiment", "Participant": "labkit.crashlab.participant",
+    "ControlPanel": "labkit.crashlab.panel", "Supervisor": "labkit.crashlab.supervisor",
+    "LiveTimeline": "labkit.crashlab.timeline", "timeline_figure": "labkit.crashlab.timeline",
+    "contradictions": "labkit.crashlab.figure_truth", "last_drawn_states": "labkit.crashlab.figure_truth",
+    "History": "labkit.history",
+    "read_topic": "labkit.kafka.records",
+    "describe_producers": "labkit.kafka.producers", "find_hanging": "labkit.kafka.hanging",
+    "plot_offsets": "labkit.kafka.offsets",
+    "ShareObserver": "labkit.share.observer", "Sink": "labkit.share.sink", "check_share": "labkit.share.check",
+    "share_timeline_figure": "labkit.share.timeline",
+    "StandaloneCluster": "labkit.spark.cluster",
+    "wait_for": "labkit.waiting", "wait_until": "labkit.waiting",
+}
+#: Public module name -> the module.
+_MODULES = {"records": "labkit.kafka.records", "logview": "labkit.logview"}
+__all__ = sorted([*_PUBLIC, *_MODULES])
+
+
+def __getattr__(name: str) -> object:
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'labkit' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -21,7 +21,7 @@ def partition_log(high_watermark: int, **acked: pd.DataFrame) -> pd.DataFrame:
     Args:
         high_watermark: the partition's high watermark (offset after its last entry).
         **acked: kind name to the records of that kind as the producer saw them acked (frames from
-            :func:`labkit.records.produce`, with ``offset`` and ``value``), e.g.
+            :func:`labkit.kafka.records.produce`, with ``offset`` and ``value``), e.g.
             ``committed=..., aborted=...``; a kind name is any label ("record", "committed", ...).
     Returns:
         Columns offset, kind, value; offsets no producer was given are kind "control record".
@@ -42,7 +42,7 @@ def partition_log(high_watermark: int, **acked: pd.DataFrame) -> pd.DataFrame:
 def side_by_side(reads: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per offset that any reader saw, one column per reader with the value it read there
     (empty where it saw nothing). ``reads`` maps a reader's name to its frame from
-    :func:`labkit.records.read_topic`."""
+    :func:`labkit.kafka.records.read_topic`."""
     table = pd.concat({name: frame.set_index("offset")["value"] for name, frame in reads.items()}, axis=1)
     return table.sort_index().fillna("")
 
@@ -53,7 +53,7 @@ def plot_log(log: pd.DataFrame, reads: dict[str, pd.DataFrame], title: str = "")
 
     Args:
         log: from :func:`partition_log`.
-        reads: reader name (e.g. "read_committed") to its frame from :func:`labkit.records.read_topic`.
+        reads: reader name (e.g. "read_committed") to its frame from :func:`labkit.kafka.records.read_topic`.
     """
     fig = go.Figure()
     for kind, part in log.groupby("kind", sort=False):

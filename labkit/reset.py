@@ -1,6 +1,6 @@
 """``make reset``: remove the lab's topics and experiment files, and nothing else.
 
-The lab's topics are the ones :func:`labkit.records.create_topic` names, ``<prefix>-<8 hex digits>`` (every
+The lab's topics are the ones :func:`labkit.kafka.records.create_topic` names, ``<prefix>-<8 hex digits>`` (every
 notebook's and experiment's). They are deleted from the
 broker the lab uses (``LABKIT_BOOTSTRAP``, else the running ``make lab`` broker); when no lab broker runs, each
 lab broker data folder (``$LABKIT_HOME/lab/broker-data-<version>``) is opened by a broker of its release for the
@@ -19,7 +19,7 @@ from pathlib import Path
 from labkit.broker.probe import admin, check_reachable
 from labkit.broker.runtime import labkit_home
 
-#: The names :func:`labkit.records.create_topic` gives: ``<prefix>-<8 hex digits>``.
+#: The names :func:`labkit.kafka.records.create_topic` gives: ``<prefix>-<8 hex digits>``.
 LAB_TOPIC = re.compile(r"[A-Za-z0-9._-]+-[0-9a-f]{8}")
 
 

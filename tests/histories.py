@@ -1,6 +1,6 @@
 """Hand-written histories for the checker and timeline tests."""
 
-from labkit.crashlab.history import Event
+from labkit.history import Event
 
 OUT, IN = "out", "in"
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from labkit.crashlab.check import ANOMALIES, check, derived_id
+from labkit.crashlab.check import ANOMALIES, check
+from labkit.history import derived_id
 from tests.histories import IN, OUT, H
 
 

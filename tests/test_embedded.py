@@ -13,7 +13,7 @@ from labkit.broker import EmbeddedBroker
 from labkit.broker.settings import FEATURES_BY_VERSION
 from labkit.waiting import wait_until
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, PortInUseError
-from labkit.records import create_topic, produce, read_topic
+from labkit.kafka.records import create_topic, produce, read_topic
 
 
 def gone(pid: int) -> bool:

@@ -9,8 +9,8 @@ from pathlib import Path
 from instructor.solutions import SOLUTIONS, WRONG
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.proxy import FaultProxy
-from labkit.crashlab.share_check import check_share
-from labkit.crashlab.spark_timeline import batch_rows
+from labkit.share.check import check_share
+from labkit.spark.timeline import batch_rows
 from labkit.exercise import UNANSWERED, Verdict, compare, unanswered
 from labkit.lessons import broker_crashes, fencing, idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
 from tests.test_spark_timeline import transactional_history

@@ -28,7 +28,7 @@ def test_a_state_limit_stops_it_and_says_so():
 
 
 def test_the_counterexample_figure_shows_the_duplicate_in_virtual_time():
-    from labkit.crashlab.share_timeline import share_timeline_figure
+    from labkit.share.timeline import share_timeline_figure
     from labkit.models.kip1289 import INPUT
 
     options = {**SMALL, "lock_while_pending": "release"}

@@ -1,8 +1,9 @@
 import multiprocessing
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from labkit.crashlab.history import COLUMNS, History
+from labkit.history import COLUMNS, History
 
 
 def test_events_round_trip_with_their_fields(tmp_path):
@@ -88,3 +89,25 @@ def test_a_line_still_being_written_is_left_out(tmp_path):
     with open(history.path, "a") as f:
         f.write('"}\n')
     assert sorted(e.kind for e in history.events()) == ["send", "start"]
+
+
+def test_reads_are_incremental_and_agree_with_a_fresh_read(tmp_path):
+    history = History(tmp_path / "h.jsonl")
+    history.append("start", "p")
+    history.events()
+    read_to = history._read_to
+    history.append_batch("send", "p", {"mono_ns": [1, 2], "value_id": ["p-1", "p-2"]}, topic="t")
+    history.append("stop", "p")
+    events = history.events()
+    assert history._read_to > read_to  # only the new lines were parsed
+    assert events == History(history.path).events()
+    assert [e.kind for e in events] == ["send", "send", "start", "stop"]  # in mono_ns order, the batch's early
+
+
+def test_threads_reading_one_history_see_each_event_once(tmp_path):
+    history = History(tmp_path / "h.jsonl")
+    for i in range(2000):
+        history.append("send", "p", value_id=f"p-{i}")
+    with ThreadPoolExecutor(8) as pool:
+        reads = list(pool.map(lambda _: len(history.events()), range(8)))
+    assert reads == [2000] * 8 and len(history.events()) == 2000

@@ -6,7 +6,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from labkit.crashlab.share_check import check_share
+from labkit.share.check import check_share
 from labkit.models.kip1289 import INPUT, World
 from labkit.models.share_partition import PENDING, TERMINAL, Record
 from labkit.models.txn_coordinator import DataRecord

@@ -7,9 +7,9 @@ import pytest
 
 from labkit.broker.multinode import EmbeddedCluster, replicated
 from labkit.broker.probe import admin
-from labkit.crashlab.producers import describe_producers
+from labkit.kafka.producers import describe_producers
 from labkit.errors import BrokerStateError
-from labkit.records import create_topic, produce, read_topic
+from labkit.kafka.records import create_topic, produce, read_topic
 
 
 def test_replication_settings_and_bad_input():

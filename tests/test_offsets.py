@@ -5,8 +5,8 @@ import uuid
 
 from confluent_kafka import Producer
 
-from labkit.crashlab.offsets import OffsetSampler, plot_offsets
-from labkit.records import create_topic
+from labkit.kafka.offsets import OffsetSampler, plot_offsets
+from labkit.kafka.records import create_topic
 
 
 def test_sampler_sees_the_lso_held_by_an_open_transaction(bootstrap):

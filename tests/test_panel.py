@@ -3,11 +3,11 @@
 import pytest
 
 from labkit.waiting import wait_until
-from labkit.crashlab.history import History
+from labkit.history import History
 from labkit.crashlab.panel import ControlPanel, ParticipantPanel
 from labkit.crashlab.participant import Participant
 from labkit.procs import process_state
-from labkit.records import create_topic
+from labkit.kafka.records import create_topic
 
 
 @pytest.fixture
@@ -49,4 +49,4 @@ def test_a_share_consumer_panel_counts_deliveries_not_sends(tmp_path):
     share = Participant("sc", "share_consumer", history=History(tmp_path / "h.jsonl"), bootstrap="127.0.0.1:1",
                         topic="t", group_id="g")
     panel = ParticipantPanel(share)
-    assert panel.status.value == "<code>not started</code> · delivered 0 · acknowledged 0 · effects 0"
+    assert panel.status.value == "<code>not started</code> · delivered 0 · ack committed 0 · effects 0"

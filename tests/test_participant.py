@@ -13,7 +13,7 @@ from labkit.crashlab.check import check
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant, ParticipantStateError
 from labkit.procs import process_state
-from labkit.records import committed_offsets, create_topic, read_topic
+from labkit.kafka.records import committed_offsets, create_topic, read_topic
 
 
 def producing(name, bootstrap, history):
@@ -119,7 +119,7 @@ def test_processor_copies_input_exactly_once_and_stops_once_caught_up(bootstrap,
 
 CHILD = """
 import sys
-from labkit.crashlab.history import History
+from labkit.history import History
 from labkit.crashlab.participant import Participant
 p = Participant("orphan", "producer", history=History(sys.argv[1]), bootstrap=sys.argv[2], topic=sys.argv[3],
                 iterations=100000, interval_ms=100).start()

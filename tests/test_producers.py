@@ -1,7 +1,7 @@
 import uuid
 
-from labkit.crashlab.producers import describe_producers, describe_transaction
-from labkit.records import create_topic, produce
+from labkit.kafka.producers import describe_producers, describe_transaction
+from labkit.kafka.records import create_topic, produce
 
 
 def test_idempotent_producers_show_their_id_epoch_and_last_sequence(bootstrap):

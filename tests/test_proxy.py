@@ -6,7 +6,7 @@ from confluent_kafka import Producer
 
 from labkit.broker import EmbeddedBroker
 from labkit.crashlab.proxy import FaultProxy
-from labkit.records import create_topic, read_topic
+from labkit.kafka.records import create_topic, read_topic
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from labkit.records import caught_up, create_topic, high_watermarks, produce, read_topic
+from labkit.kafka.records import caught_up, create_topic, high_watermarks, produce, read_topic
 
 
 def test_topics_get_unique_names(bootstrap):

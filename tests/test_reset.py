@@ -11,7 +11,7 @@ from labkit.broker import EmbeddedBroker
 from labkit.broker.probe import admin
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import BrokerUnreachableError
-from labkit.records import create_topic
+from labkit.kafka.records import create_topic
 from labkit.reset import lab_topics, reset
 
 

@@ -4,8 +4,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.roles import STEPS, Fenced, Loop, fatal_error, kafka_error
-from labkit.records import create_topic
+from labkit.crashlab.loop import Fenced, Loop, fatal_error, kafka_error
+from labkit.crashlab.registry import load
+from labkit.kafka.records import create_topic
 from labkit.waiting import wait_for
 
 
@@ -60,7 +61,7 @@ def test_a_fatal_error_the_client_lost_is_read_from_the_producer_and_ends_the_lo
 
 
 def test_every_role_has_named_steps_in_loop_order():
-    assert STEPS["producer"][0] == "before_produce" and STEPS["processor"][-1] == "after_commit"
+    assert load("producer").steps[0] == "before_produce" and load("processor").steps[-1] == "after_commit"
 
 
 def test_a_processor_whose_consumer_hits_a_fatal_error_ends_fenced(bootstrap, tmp_path):

@@ -59,7 +59,7 @@ def test_missing_maven_names_the_fix(tmp_path):
 
 def test_a_session_reads_kafka_with_the_connector(bootstrap, tmp_path):
     """A real local[2] session (in a subprocess: one SparkContext per process) reads a topic through the connector."""
-    from labkit.records import create_topic, produce
+    from labkit.kafka.records import create_topic, produce
 
     topic = create_topic(bootstrap, "session")
     produce(bootstrap, topic, ["a", "b", "c"])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from labkit.crashlab.share_check import SHARE_ANOMALIES, check_share
+from labkit.share.check import SHARE_ANOMALIES, check_share
 from tests.histories import SHARE, S
 
 

@@ -1,7 +1,7 @@
 """The observer records what the broker persisted, the SPSO and lag, and who holds the partition."""
 
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.share_observer import ShareObserver
+from labkit.share.observer import ShareObserver
 from labkit.lessons.share_groups import configure_group
 
 

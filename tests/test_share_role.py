@@ -4,7 +4,8 @@ accepts, crashes at a named step, and writes a sink."""
 import pytest
 
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.share_role import Sink, decision
+from labkit.share.roles.share_consumer import decision
+from labkit.share.sink import Sink
 from labkit.lessons.share_groups import configure_group
 from labkit.waiting import wait_until
 
@@ -13,7 +14,7 @@ def test_bad_settings_name_the_choices(tmp_path):
     exp = Experiment("role", "127.0.0.1:1", folder=tmp_path)  # nothing is contacted
     with pytest.raises(ValueError, match="unknown decision 'keep'; the decisions are accept, release, reject, hold"):
         exp.participant("s", "share_consumer", topic="t", group_id="g", decisions={"x": ["release", "keep"]})
-    with pytest.raises(ValueError, match="unknown order 'later'; the orders are sink_first, ack_first"):
+    with pytest.raises(ValueError, match="unknown order 'later' for a share_consumer; the choices are sink_first, ack_first"):
         exp.participant("s", "share_consumer", topic="t", group_id="g", sink="x.db", order="later")
     with pytest.raises(ValueError, match="order= needs sink="):
         exp.participant("s", "share_consumer", topic="t", group_id="g", order="ack_first")

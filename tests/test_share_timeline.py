@@ -1,6 +1,6 @@
 """The share-group timeline on hand-written histories: it draws what the history says, and tells broker from client."""
 
-from labkit.crashlab.share_timeline import acquisitions, broker_segments, share_timeline_figure
+from labkit.share.timeline import acquisitions, broker_segments, share_timeline_figure
 from tests.histories import SHARE, S
 
 

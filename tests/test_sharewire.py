@@ -8,11 +8,11 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from labkit.broker.ports import free_port
-from labkit.crashlab.sharewire import (Reader, ShareWireError, StateBatch, Writer, decode_state_record,
+from labkit.kafka.sharewire import (Reader, ShareWireError, StateBatch, Writer, decode_state_record,
                                        describe_share_group, describe_share_group_offsets)
 from labkit.errors import BrokerUnreachableError
 from labkit.lessons.share_groups import configure_group
-from labkit.records import create_topic, produce
+from labkit.kafka.records import create_topic, produce
 from labkit.waiting import wait_until
 
 RECORDED = Path(__file__).parent / "data" / "share_state_records_4.4.0.jsonl"

@@ -5,7 +5,7 @@ import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.soak import FAULTS, LOAD_RACE, SoakResult, run_schedule, summary
+from labkit.soak import FAULTS, LOAD_RACE, SoakResult, run_schedule, summary
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from labkit.crashlab.check import value_id
+from labkit.history import value_id
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.history import History
+from labkit.history import History
 from labkit.crashlab.participant import Participant
-from labkit.crashlab.roles import Loop
-from labkit.crashlab.spark_role import CheckpointWatcher, caught_up, committed_batch, end_offsets, in_flight, validate
-from labkit.records import produce
+from labkit.crashlab.loop import Loop
+from labkit.spark.roles.spark_pipeline import ROLE, CheckpointWatcher, caught_up, committed_batch, end_offsets, in_flight
+from labkit.kafka.records import produce
 from labkit.waiting import wait_for
 
 REQUIRED = {"topic": "in", "output_topic": "out", "checkpoint": "/tmp/x"}
@@ -25,16 +25,16 @@ def offsets_file(path, ends: dict[int, int], topic: str = "in") -> None:
     path.write_text(f"v1\n{json.dumps(meta)}\n{json.dumps({topic: {str(p): o for p, o in ends.items()}})}")
 
 
-def test_validate_names_the_choices():
-    validate({**REQUIRED, "sink": "kafka"}, "mid_produce")
+def test_the_options_are_checked_naming_the_choices():
+    assert ROLE.spec({**REQUIRED, "sink": "kafka"}, "mid_produce")["max_offsets"] == 200
     with pytest.raises(ValueError, match="needs topic, output_topic, checkpoint"):
-        validate({}, None)
-    with pytest.raises(ValueError, match="the sinks are kafka, transactional"):
-        validate({**REQUIRED, "sink": "exactly-once"}, None)
+        ROLE.spec({}, None)
+    with pytest.raises(ValueError, match="the choices are kafka, transactional"):
+        ROLE.spec({**REQUIRED, "sink": "exactly-once"}, None)
     with pytest.raises(ValueError, match="needs marker_topic"):
-        validate({**REQUIRED, "sink": "transactional"}, None)
+        ROLE.spec({**REQUIRED, "sink": "transactional"}, None)
     with pytest.raises(ValueError, match="its points are before_produce, mid_produce, after_produce"):
-        validate({**REQUIRED, "sink": "kafka"}, "after_commit")
+        ROLE.spec({**REQUIRED, "sink": "kafka"}, "after_commit")
 
 
 def test_participant_refuses_a_crash_point_of_the_other_sink(tmp_path):

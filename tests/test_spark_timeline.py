@@ -1,7 +1,7 @@
 """The micro-batch timeline on hand-written histories: it draws what the history says."""
 
 from labkit.crashlab.check import check
-from labkit.crashlab.spark_timeline import batch_rows, spark_timeline_figure
+from labkit.spark.timeline import batch_rows, spark_timeline_figure
 from tests.histories import H
 
 IN, OUT = "in", "out"

@@ -2,7 +2,7 @@ import time
 
 import plotly.graph_objects as go
 
-from labkit.crashlab.history import Event, History
+from labkit.history import Event, History
 from labkit.crashlab.timeline import LiveTimeline, segments, timeline_figure
 from labkit.crashlab.figure_truth import contradictions
 from tests.histories import OUT, H

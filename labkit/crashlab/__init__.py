@@ -1,3 +1,4 @@
-"""The crash lab engine, with no lesson code: participants (real client processes you can crash,
-pause and restart), the fault proxy, one history per experiment, the checkers (exactly-once, and
-share groups), timelines, the control panel, and the share-group observer and wire decoder."""
+"""The crash lab engine, naming no topic: participants (real client processes you can crash, pause and restart)
+and the loop their roles share, the role registry (a role is one module, found by name), the fault proxy, the
+supervisor, the exactly-once checker, experiments, timelines and the control panel. Topics plug in as roles
+(``labkit/<package>/roles/``); tests/test_layout.py keeps share groups, Spark, lessons and models out."""

@@ -1,9 +1,9 @@
 """The exactly-once checker: a pure function from an experiment's history to named anomalies.
 
-It reads only the history (:mod:`labkit.crashlab.history`), including its ``final_read`` events
+It reads only the history (:mod:`labkit.history`), including its ``final_read`` events
 (what a read_committed and a read_uncommitted consumer see at the end). Value ids follow
-:func:`value_id` (``"<writer>-<n>"``, n counting the writer's sends from 1) and
-:func:`derived_id` (``"<input id>><stage>"``, the output a processor writes for one input record),
+:func:`labkit.history.value_id` (``"<writer>-<n>"``, n counting the writer's sends from 1) and
+:func:`labkit.history.derived_id` (``"<input id>><stage>"``, the output a processor writes for one input record),
 so the same input processed twice yields the same output id, and a duplicate shows as one id read twice.
 
 Anomalies (the guarantees of KIP-98 transactions and the idempotent producer):
@@ -32,20 +32,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from labkit.crashlab.history import Event
+from labkit.history import Event, derived_id
 
 ANOMALIES = ("duplicate", "lost write", "unprocessed", "aborted read", "precommitted read", "gap", "out-of-order")
 _TABLE = ["anomaly", "value_id", "participant", "topic", "partition", "offset", "detail"]
-
-
-def value_id(writer: str, n: int) -> str:
-    """The id of ``writer``'s n-th value (n from 1): ``"<writer>-<n>"``."""
-    return f"{writer}-{n}"
-
-
-def derived_id(input_id: str, stage: str = "out") -> str:
-    """The id of the record a processor writes for input ``input_id``: ``"<input_id>><stage>"``."""
-    return f"{input_id}>{stage}"
 
 
 @dataclass(frozen=True)
@@ -64,7 +54,7 @@ class Anomaly:
 @dataclass
 class CheckResult:
     """What a checker found. Falsy-free: use :attr:`ok`. ``names`` are the anomalies that checker
-    looks for (:data:`ANOMALIES` here; :data:`labkit.crashlab.share_check.SHARE_ANOMALIES` for share groups)."""
+    looks for (:data:`ANOMALIES` here; :data:`labkit.share.check.SHARE_ANOMALIES` for share groups)."""
 
     anomalies: list[Anomaly] = field(default_factory=list)
     names: tuple[str, ...] = ANOMALIES
@@ -109,7 +99,7 @@ def check(events: Iterable[Event], *, output_topic: str, input_topic: str | None
         output_topic: the topic whose records are checked.
         input_topic: for a consume-transform-produce experiment: every input record in its
             read_committed final read must have exactly one output ``derived_id(input, stage)``.
-        stage: the stage name processors use in :func:`derived_id`.
+        stage: the stage name processors use in :func:`labkit.history.derived_id`.
     Returns:
         A :class:`CheckResult`.
     Raises:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from labkit.broker.runtime import labkit_home
 from labkit.crashlab.check import CheckResult, check
-from labkit.crashlab.history import History
+from labkit.history import History
 from labkit.crashlab.participant import Participant
-from labkit.records import create_topic, read_topic
+from labkit.kafka.records import create_topic, read_topic
 
 if TYPE_CHECKING:
     from labkit.broker import EmbeddedBroker

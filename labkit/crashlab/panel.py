@@ -59,19 +59,10 @@ class ParticipantPanel:
     def refresh(self) -> None:
         """Show the current status and counters."""
         c = self.participant.counters()
-        shown = _ROLE_COUNTERS.get(self.participant.role, _COUNTERS)
         where, status = self.participant.stalled_in, self.participant.status
         status = f"<code style='color:#d62728'>stalled in {where}</code>" if status == "stalled" and where \
             else f"<code>{status}</code>"
-        self.status.value = status + " · " + " · ".join(f"{label} {c[key]}" for key, label in shown)
-
-
-_COUNTERS = [("sent", "sent"), ("acked", "acked"), ("consumed", "consumed"), ("committed", "committed"),
-             ("aborted", "aborted")]
-_ROLE_COUNTERS = {
-    "share_consumer": [("delivered", "delivered"), ("ack_committed", "acknowledged"), ("effects", "effects")],
-    "spark_pipeline": [("batches", "sink runs"), ("batches_done", "commits/N"), ("skipped", "skipped"),
-                       ("committed", "transactions committed")]}
+        self.status.value = status + " · " + " · ".join(f"{key.replace('_', ' ')} {n}" for key, n in c.items())
 
 
 class ControlPanel:

@@ -19,10 +19,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from labkit.crashlab.history import History
-from labkit.crashlab import share_role, spark_role
-from labkit.crashlab.roles import EXIT_FENCED, STEPS
+from labkit.crashlab.loop import EXIT_FENCED
+from labkit.crashlab.registry import load
 from labkit.errors import LabkitError
+from labkit.history import History
 from labkit.waiting import wait_until
 from labkit.procs import die_with_parent, process_state
 
@@ -43,48 +43,34 @@ def _kill_all() -> None:
 
 
 class Participant:
-    """One role (see :data:`labkit.crashlab.roles.STEPS`) running in its own process.
+    """One role running in its own process.
 
     Args:
         name: unique name in the experiment, e.g. "producer-1"; it writes ``"<name>-<n>"`` value ids.
-        role: "producer", "consumer", "processor", "share_consumer" (KIP-932; its options are in
-            :mod:`labkit.crashlab.share_role`) or "spark_pipeline" (a Structured Streaming query; its
-            options are in :mod:`labkit.crashlab.spark_role`).
-        history: the experiment's :class:`~labkit.crashlab.history.History`.
+        role: a role's name: "producer", "consumer", "processor" (:mod:`labkit.crashlab.roles`),
+            "share_consumer" (KIP-932, :mod:`labkit.share.roles.share_consumer`), "spark_pipeline" (a Structured
+            Streaming query, :mod:`labkit.spark.roles.spark_pipeline`), or the dotted path of a module defining
+            ``ROLE`` (:mod:`labkit.crashlab.registry`).
+        history: the experiment's :class:`~labkit.history.History`.
         bootstrap: broker address, "host:port".
         crash_at: a step of the role's loop where the process SIGKILLs itself, or ``None``.
         crash_iteration: crash only on this iteration (1-based; a Spark pipeline's iteration is the
             micro-batch id, from 0); ``None``: the first time the step is reached.
-        **options: the role's settings: ``topic``; producer ``mode`` ("plain", "idempotent",
-            "transactional"), ``transactional_id``, ``iterations``, ``batch`` (records per iteration),
-            ``interval_ms``, ``first`` (first value number); consumer/processor ``group_id``,
-            ``group_protocol`` ("classic"/"consumer"), ``isolation_level``, ``idle_ms`` (stop after this
-            long without records), ``batch`` (records per poll); processor ``output_topic``,
-            ``per_record_ms`` (processing time per record, before its output is produced),
-            ``transactional`` (default True: KIP-447; False: at-least-once, outputs then offset
-            commit), ``stop_when_caught_up`` (default True: stop, before ``idle_ms``, once the group has
-            committed every input partition up to its high watermark; False: only ``idle_ms`` or a stop ends it); ``sleep_at`` ({step: ms}: wait at a step, e.g. to pause it there);
-            ``config`` (dict of extra client configs); any role: ``call_deadline_ms`` (the lab's deadline
-            for each blocking client call, after which the participant is reported stalled; default the
-            call's own timeout + 5 000).
+        **options: the role's settings: its module's ``ROLE.options`` and :data:`labkit.crashlab.registry.COMMON`
+            (``topic``, ``config``, ``sleep_at``, ``call_deadline_ms``), each with its type, unit and default.
     Raises:
-        ValueError: unknown role, ``crash_at`` is not a step of the role, or a share consumer's
-            option is unknown (the message lists the choices).
+        ValueError: unknown role, ``crash_at`` is not a step of the role, or an option is unknown, of the wrong
+            type or missing (the message names the valid ones).
     """
 
     def __init__(self, name: str, role: str, *, history: History, bootstrap: str, crash_at: str | None = None,
                  crash_iteration: int | None = None, **options: object) -> None:
-        if role not in STEPS:
-            raise ValueError(f"unknown role {role!r}; the roles are {', '.join(STEPS)}")
-        if crash_at is not None and crash_at not in STEPS[role]:
-            raise ValueError(f"{crash_at!r} is not a step of a {role}; its steps are {', '.join(STEPS[role])}")
-        if role == "share_consumer":
-            share_role.validate(options)
-        if role == "spark_pipeline":
-            spark_role.validate(options, crash_at)
+        self.role_def = load(role)
         self.name, self.role, self.history = name, role, history
         self.spec = {"name": name, "role": role, "history": str(history.path), "bootstrap": bootstrap,
-                     "crash_at": crash_at, "crash_iteration": crash_iteration, **options}
+                     "crash_at": crash_at, "crash_iteration": crash_iteration,
+                     **self.role_def.spec(options, crash_at)}
+        self._options = dict(options)
         self._proc: subprocess.Popen | None = None
         self._paused = False
         self._stopped = False
@@ -155,7 +141,9 @@ class Participant:
         """Stop the process if it runs, then start it again with the same settings; ``changes``
         override some (e.g. ``crash_at=None`` so it does not crash again, ``first=11``)."""
         self.stop()
-        self.spec.update(changes)
+        own = {k: changes.pop(k, self.spec[k]) for k in ("bootstrap", "crash_at", "crash_iteration")}
+        self._options.update(changes)
+        self.spec.update(self.role_def.spec(self._options, own["crash_at"]), **own)
         return self.start()
 
     def wait(self, timeout_s: float = 60.0) -> str:
@@ -208,9 +196,9 @@ class Participant:
         return self._proc.pid if self._alive() else None
 
     def counters(self) -> dict[str, int]:
-        """Live counts from the history: sent, acked, failed, consumed, committed, aborted (transactions);
-        for share consumers delivered, ack_committed (acknowledgements whose commit returned) and effects;
-        for a Spark pipeline batches (sink runs), batches_done (``commits/N`` written) and skipped."""
+        """Live counts from the history, by the role's ``counters`` (label to event kind; "committed" and
+        "aborted" count transactions by outcome), e.g. a producer's sent, acked, consumed, committed, aborted, a
+        share consumer's delivered, ack_committed (acknowledgements whose commit returned) and effects."""
         c = Counter()
         for e in self.history.events():
             if e.participant != self.name:
@@ -218,10 +206,7 @@ class Participant:
             c[e.kind] += 1
             if e.kind == "txn_end" and e.outcome:
                 c[e.outcome] += 1
-        return {"sent": c["send"], "acked": c["ack"], "failed": c["send_failed"], "consumed": c["consume"],
-                "committed": c["committed"], "aborted": c["aborted"], "delivered": c["delivered"],
-                "ack_committed": c["ack_committed"], "effects": c["effect"], "batches": c["batch_start"],
-                "batches_done": c["batch_committed"], "skipped": c["batch_skipped"]}
+        return {label: c[kind] for label, kind in self.role_def.counters}
 
     def __repr__(self) -> str:
         return f"Participant({self.name!r}, {self.role}, {self.status})"

@@ -1,24 +1,21 @@
-"""A participant's process: ``python -m labkit.crashlab.run <spec as JSON>`` runs the role the spec names."""
+"""A participant's process: ``python -m labkit.crashlab.run <spec as JSON>`` runs the role the spec names,
+importing that role's module only (:func:`labkit.crashlab.registry.load`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from labkit.crashlab.roles import (EXIT_FENCED, FENCED_ERRORS, Fenced, Loop, kafka_error, run_consumer, run_processor,
-                                   run_producer)
-from labkit.crashlab.share_role import run_share_consumer
-from labkit.crashlab.spark_role import run_spark_pipeline
-
-ROLES = {"producer": run_producer, "consumer": run_consumer, "processor": run_processor,
-         "share_consumer": run_share_consumer, "spark_pipeline": run_spark_pipeline}
+from labkit.crashlab.loop import EXIT_FENCED, FENCED_ERRORS, Fenced, Loop, kafka_error
+from labkit.crashlab.registry import load
 
 
 def main(spec: dict) -> int:
     """Run the role named in ``spec["role"]``; exit 0 when finished, :data:`EXIT_FENCED` if fenced."""
+    run = load(spec["role"]).run
     loop = Loop(spec)
     try:
-        ROLES[spec["role"]](loop)
+        run(loop)
     except Fenced:
         return EXIT_FENCED
     except:  # noqa: E722: see Loop.flush

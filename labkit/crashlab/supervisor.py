@@ -3,7 +3,7 @@
 crash-loop back-off).
 
 On a fatal or fenced error a participant closes its clients and exits; a crashed one is simply gone; a
-stalled one (a client call past the lab's deadline, :meth:`labkit.crashlab.roles.Loop.call`) is SIGKILLed
+stalled one (a client call past the lab's deadline, :meth:`labkit.crashlab.loop.Loop.call`) is SIGKILLed
 first, as a watchdog would. The supervisor starts it again after a back-off that doubles on each restart, up to
 a limit. The new instance's ``init_transactions`` fences every older producer epoch of its
 ``transactional.id`` and ends the transaction the old one left open (KIP-98; the coordinator aborts an

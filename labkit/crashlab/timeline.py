@@ -18,7 +18,7 @@ from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
-from labkit.crashlab.history import Event, History
+from labkit.history import Event, History
 
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
                  "send failed": "#b279a2"}
@@ -171,12 +171,12 @@ class LiveTimeline:
     while an experiment runs (needs a Jupyter front end; in CI use :func:`timeline_figure`).
 
     Args:
-        history: the experiment's :class:`~labkit.crashlab.history.History`.
+        history: the experiment's :class:`~labkit.history.History`.
         interval_s: seconds between redraws.
         title: the figure's title.
         draw: ``draw(events, title=..., figure=...)`` draws the events into the widget; default
             :func:`timeline_figure` (e.g. ``functools.partial(share_timeline_figure, topic=t)`` for
-            a share group, :mod:`labkit.crashlab.share_timeline`).
+            a share group, :mod:`labkit.share.timeline`).
     """
 
     def __init__(self, history: History, interval_s: float = 1.0, title: str = "",

@@ -11,14 +11,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.check import CheckResult, derived_id, value_id
+from labkit.crashlab.check import CheckResult
+from labkit.history import derived_id, value_id
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.hanging import abort_hanging, find_hanging
-from labkit.crashlab.producers import describe_transaction
-from labkit.crashlab.soak import group_caught_up
+from labkit.kafka.hanging import abort_hanging, find_hanging
+from labkit.kafka.producers import describe_transaction
+from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.exercise import Verdict, compare, unanswered
-from labkit.records import high_watermarks, last_stable_offsets, produce, read_topic
+from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import wait_for, wait_until
 
 
@@ -109,7 +110,7 @@ def commit_then_kill(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster, 
     coordinates the transaction) is kill -9'd the moment ``commit_transaction`` returns, then restarted. After
     the restart, wait up to ``finalize_timeout_s`` s for the last stable offset to reach the high watermark
     (the COMMIT marker written); if it does not, look for a hanging transaction as an operator would
-    (:func:`labkit.crashlab.hanging.find_hanging`) and abort it (the only way to unblock read_committed readers).
+    (:func:`labkit.kafka.hanging.find_hanging`) and abort it (the only way to unblock read_committed readers).
 
     Returns:
         One row per trial: ``trial``, ``outcome`` ("finalized" or "hanging"), ``finalized_s`` (from the broker
@@ -142,7 +143,7 @@ def commit_then_kill(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster, 
 def supervised_processor(exp: Experiment, *, inputs: int = 6, crash_iteration: int = 3,
                          crash_at: str = "after_produce") -> dict:
     """A KIP-447 processor (one input per transaction) under a :class:`~labkit.crashlab.supervisor.Supervisor`,
-    SIGKILLed at ``crash_at`` (a processor step, :data:`labkit.crashlab.roles.STEPS`; by default
+    SIGKILLed at ``crash_at`` (a processor step, :data:`labkit.crashlab.roles.processor.ROLE`; by default
     ``after_produce``: its transaction open, its output written) of input ``crash_iteration``. The
     supervisor starts it again; the new instance's ``init_transactions`` fences the old epoch and aborts the
     transaction it left (``txn_init`` and ``txn_end`` in the history), and it carries on.
@@ -253,7 +254,7 @@ def _plain_first_offset(bootstrap: str, topic: str, group: str, join_after_s: fl
 
 
 def start_below_committed(exp: Experiment, committed: int = 50, pending: int = 80) -> pd.DataFrame:
-    """librdkafka 2.16 starting a partition below its committed offset (:mod:`labkit.crashlab.committed_start`),
+    """librdkafka 2.16 starting a partition below its committed offset (:mod:`labkit.kafka.committed_start`),
     twice on ``exp``'s broker. Input: 2 partitions of 200 records. In a fresh group, partition 0 has offset
     ``committed`` committed and ``pending`` held by an open transaction; a member subscribes and a second joins
     3 s later (the assignment changes while the first one's offset fetch is answered UNSTABLE_OFFSET_COMMIT);

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.producers import describe_transaction
+from labkit.kafka.producers import describe_transaction
 from labkit.exercise import Verdict, unanswered
 from labkit.waiting import wait_for
 

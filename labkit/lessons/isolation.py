@@ -13,9 +13,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.offsets import OffsetSampler
+from labkit.kafka.offsets import OffsetSampler
 from labkit.exercise import Verdict, unanswered
-from labkit.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
+from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import wait_for
 
 
@@ -76,7 +76,7 @@ def read_with_client_defaults(bootstrap: str, topic: str, timeout_s: float = 10.
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTopicPartition
 
-    from labkit.records import high_watermarks
+    from labkit.kafka.records import high_watermarks
 
     end = high_watermarks(bootstrap, topic)[0]
     values = {}

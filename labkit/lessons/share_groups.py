@@ -3,8 +3,8 @@ acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter 
 the acquisition lock under a pause and a crash, implicit acknowledgement, and a framework's sink that
 is either lossy or duplicating whichever order it acknowledges in.
 
-Every function runs real share consumer participants (:mod:`labkit.crashlab.share_role`) while a
-:class:`~labkit.crashlab.share_observer.ShareObserver` records what the broker persisted, and returns
+Every function runs real share consumer participants (:mod:`labkit.share.roles.share_consumer`) while a
+:class:`~labkit.share.observer.ShareObserver` records what the broker persisted, and returns
 the handles it made; the history holds what happened (``exp.history``).
 """
 
@@ -19,11 +19,11 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from labkit.broker.probe import admin
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.share_observer import ShareObserver
+from labkit.share.observer import ShareObserver
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
 from labkit.models.share_partition import TERMINAL, replay_client_events
-from labkit.records import read_topic
+from labkit.kafka.records import read_topic
 from labkit.waiting import wait_for
 
 #: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms.
@@ -268,7 +268,7 @@ def model_replay(exp: Experiment, run: dict) -> dict:
 def check_order(answer: object, runs: dict) -> Verdict:
     """Notebook 06's exercise: ``answer``, ``"ack_first"`` or ``"sink_first"``, is the order that loses no record
     when the worker crashes between its two steps. Checked against this notebook's real runs: ``runs`` maps each
-    order to its :func:`~labkit.crashlab.share_check.check_share` result (``sink=True``)."""
+    order to its :func:`~labkit.share.check.check_share` result (``sink=True``)."""
     if (v := unanswered(answer, '"ack_first" or "sink_first"')):
         return v
     if answer not in runs:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from labkit.crashlab.history import Event
-from labkit.crashlab.share_check import check_share
+from labkit.history import Event
+from labkit.share.check import check_share
 from labkit.exercise import Verdict, unanswered
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
@@ -67,7 +67,7 @@ def run(steps: list[tuple], records: int = 2, **options: object) -> tuple[World,
 def outcome(world: World) -> dict:
     """What a scenario left: each input offset's final state and delivery count, how many times its
     output was committed, what read_committed returns, the invariants broken, and the share checker's
-    counts (:func:`~labkit.crashlab.share_check.check_share`, as for the real runs of notebook 06)."""
+    counts (:func:`~labkit.share.check.check_share`, as for the real runs of notebook 06)."""
     committed = [r.source for r in world.out.records if r.outcome == "committed"]
     check = check_share(world.events, topic=INPUT, delivery_limit=world.sp.limit, lock_ms=world.lock_ms,
                         slack_ms=0, sink=True)

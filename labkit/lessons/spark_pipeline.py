@@ -17,14 +17,15 @@ import plotly.graph_objects as go
 from confluent_kafka import ConsumerGroupTopicPartitions
 
 from labkit.broker.probe import admin
-from labkit.crashlab.check import CheckResult, value_id
+from labkit.crashlab.check import CheckResult
+from labkit.history import value_id
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
-from labkit.crashlab.spark_role import SINKS, end_offsets
-from labkit.crashlab.spark_timeline import BatchRow, batch_rows, spark_timeline_figure
+from labkit.spark.roles.spark_pipeline import SINKS, end_offsets
+from labkit.spark.timeline import BatchRow, batch_rows, spark_timeline_figure
 from labkit.crashlab.timeline import LiveTimeline
 from labkit.exercise import Verdict, unanswered
-from labkit.records import produce
+from labkit.kafka.records import produce
 
 #: The lesson's names of the sinks: A, Spark's Kafka writer; B, one Kafka transaction per micro-batch.
 SINK_NAMES = {"A": "kafka", "B": "transactional"}
@@ -90,7 +91,7 @@ class PipelineRun:
         return self.result
 
     def batches(self) -> list[BatchRow]:
-        """The micro-batches as the history tells them (:func:`~labkit.crashlab.spark_timeline.batch_rows`)."""
+        """The micro-batches as the history tells them (:func:`~labkit.spark.timeline.batch_rows`)."""
         return batch_rows(self.experiment.history.events(), self.input_topic, self.output_topic)
 
     def batch_table(self) -> pd.DataFrame:
@@ -107,7 +108,7 @@ class PipelineRun:
                                          output_topic=self.output_topic))
 
     def figure(self, title: str | None = None) -> go.Figure:
-        """The micro-batch timeline (:func:`~labkit.crashlab.spark_timeline.spark_timeline_figure`)."""
+        """The micro-batch timeline (:func:`~labkit.spark.timeline.spark_timeline_figure`)."""
         label = {"A": "sink A, Spark's Kafka writer (at-least-once)", "B": "sink B, one transaction per micro-batch"}
         return spark_timeline_figure(self.experiment.history.events(), self.input_topic, self.output_topic,
                                      title=title or f"{label[self.sink]}: {self.crashes} driver crash(es)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from labkit.exercise import Verdict, unanswered
-from labkit.records import create_topic, produce, read_topic
+from labkit.kafka.records import create_topic, produce, read_topic
 
 LEVELS = ("read_committed", "read_uncommitted")
 

@@ -15,7 +15,7 @@ from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
-from labkit.records import committed_offsets
+from labkit.kafka.records import committed_offsets
 from labkit.waiting import wait_for
 
 

@@ -6,7 +6,7 @@ producers run the seed's consume-transform-produce loop (§2.1: poll, ``send(out
 :class:`~labkit.models.share_partition.SharePartition` (input), a
 :class:`~labkit.models.txn_coordinator.TxnCoordinator` and an output
 :class:`~labkit.models.txn_coordinator.DataPartition`; faults are steps like any other. Each step
-writes the history events a real run writes (:mod:`labkit.crashlab.history`), so notebook 06's
+writes the history events a real run writes (:mod:`labkit.history`), so notebook 06's
 share timeline and checker work on it unchanged. Sources of the rules: the modules above, and
 
 * [KIP-1289 seed §2.1, §4.1-4.2] ``send_share_acks_to_transaction`` = AddShareAcksToTxn (the
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from labkit.crashlab.history import Event
+from labkit.history import Event
 from labkit.models.share_partition import ACQUIRED, PENDING, TERMINAL, SharePartition
 from labkit.models.txn_coordinator import (ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PRODUCER_FENCED, DataPartition,
                                            TxnCoordinator)

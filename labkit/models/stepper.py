@@ -12,7 +12,7 @@ import ipywidgets as widgets
 import pandas as pd
 import plotly.graph_objects as go
 
-from labkit.crashlab.share_timeline import share_timeline_figure
+from labkit.share.timeline import share_timeline_figure
 from labkit.models.kip1289 import INPUT, World
 
 FAULT_STYLE = {"crash": "danger", "zombie": "warning", "timeout": "warning", "tc_crash": "danger",

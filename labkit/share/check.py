@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from labkit.crashlab.check import Anomaly, CheckResult
-from labkit.crashlab.history import Event
+from labkit.history import Event
 
 SHARE_ANOMALIES = ("not delivered", "not terminal", "over delivery limit", "concurrent delivery", "lost effect",
                    "duplicate effect")

@@ -20,7 +20,7 @@ import pandas as pd
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import AbortTransactionSpec
 
-from labkit.records import high_watermarks, last_stable_offsets
+from labkit.kafka.records import high_watermarks, last_stable_offsets
 
 HANGING_COLUMNS = ["topic", "partition", "producer_id", "producer_epoch", "coordinator_epoch", "start_offset",
                    "last_stable_offset", "high_watermark", "transactional_id", "coordinator_state"]

@@ -21,13 +21,13 @@ Steps (crash points): after_poll, before_sink, after_sink, after_acknowledge, be
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from pathlib import Path
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
-from labkit.crashlab.roles import Loop
+from labkit.crashlab.loop import Loop
+from labkit.crashlab.registry import REQUIRED, Option, Role
+from labkit.share.sink import Sink
 
 DECISIONS = ("accept", "release", "reject", "hold")
 ORDERS = ("sink_first", "ack_first")
@@ -35,75 +35,38 @@ _ACK = {"accept": AcknowledgeType.ACCEPT, "hold": AcknowledgeType.ACCEPT, "relea
         "reject": AcknowledgeType.REJECT}
 
 
-class Sink:
-    """A framework's own state store: one SQLite table ``effects(value_id, written_ns)``; every
-    :meth:`write` is its own SQLite transaction. Duplicates are kept (they are the lesson).
-
-    Args:
-        path: the SQLite file (created if missing).
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        with sqlite3.connect(self.path, timeout=30) as db:
-            db.execute("CREATE TABLE IF NOT EXISTS effects (value_id TEXT NOT NULL, written_ns INTEGER NOT NULL)")
-
-    def write(self, value_ids: list[str]) -> None:
-        """Write one effect per value id, committed before this returns."""
-        with sqlite3.connect(self.path, timeout=30) as db:
-            db.executemany("INSERT INTO effects VALUES (?, ?)", [(v, time.monotonic_ns()) for v in value_ids])
-
-    def effects(self) -> list[str]:
-        """Every effect's value id, in the order written."""
-        with sqlite3.connect(self.path, timeout=30) as db:
-            return [row[0] for row in db.execute("SELECT value_id FROM effects ORDER BY rowid")]
-
-
-def validate(options: dict) -> None:
-    """Check a share consumer's settings before its process starts.
-
-    Raises:
-        ValueError: an unknown decision, order or ack mode, or a sink order without a sink (the
-            message lists the choices).
-    """
+def _check(options: dict, _crash_at: str | None) -> None:
+    """Each decision is one of :data:`DECISIONS`; an ``order`` needs a ``sink``."""
     decisions = list(options.get("decisions", {}).values()) + [options.get("default", "accept")]
     for d in (x for d in decisions for x in ([d] if isinstance(d, str) else d)):
         if d not in DECISIONS:
             raise ValueError(f"unknown decision {d!r}; the decisions are {', '.join(DECISIONS)}")
-    if options.get("order", "sink_first") not in ORDERS:
-        raise ValueError(f"unknown order {options['order']!r}; the orders are {', '.join(ORDERS)}")
-    if options.get("ack_mode", "explicit") not in ("explicit", "implicit"):
-        raise ValueError(f"ack_mode must be 'explicit' or 'implicit', not {options['ack_mode']!r}")
     if "order" in options and not options.get("sink"):
         raise ValueError("order= needs sink= (the SQLite file the effects go to)")
 
 
 def decision(spec: dict, value_id: str, delivery_count: int) -> str:
     """What the consumer does with ``value_id`` on its ``delivery_count``-th delivery (1-based)."""
-    d = spec.get("decisions", {}).get(value_id, spec.get("default", "accept"))
+    d = spec["decisions"].get(value_id, spec["default"])
     return d if isinstance(d, str) else d[min(delivery_count, len(d)) - 1]
 
 
-def run_share_consumer(loop: Loop) -> None:
-    """The share consumer loop; spec keys: ``topic``, ``group_id``, ``ack_mode`` ("explicit" default,
-    or "implicit"), ``decisions`` ({value id: decision}), ``default`` (decision, "accept"), ``hold_ms``,
-    ``per_record_ms``, ``sink`` (SQLite path), ``order`` ("sink_first"/"ack_first"), ``idle_ms`` (stop
-    after this long without records, once some came), ``first_ms`` (stop if none came this long after
-    the start: joining a share group takes a few heartbeats; default 30 000)."""
+def run(loop: Loop) -> None:
+    """The share consumer loop (see the module docstring and :data:`ROLE`'s options)."""
     s = loop.spec
-    explicit = s.get("ack_mode", "explicit") == "explicit"
+    explicit = s["ack_mode"] == "explicit"
     consumer = ShareConsumer(loop.client_config(**{
         "group.id": s["group_id"], "client.id": loop.name,
         "share.acknowledgement.mode": "explicit" if explicit else "implicit"}))
     consumer.subscribe([s["topic"]])
-    sink = Sink(s["sink"]) if s.get("sink") else None
-    idle_since, patience = time.monotonic(), s.get("first_ms", 30_000) / 1000
+    sink = Sink(s["sink"]) if s["sink"] else None
+    idle_since, patience = time.monotonic(), s["first_ms"] / 1000
     try:
         while not loop.stopping and time.monotonic() - idle_since <= patience:
             msgs = [m for m in consumer.poll(0.5) if not m.error()]
             if not msgs:
                 continue
-            patience = s.get("idle_ms", 10_000) / 1000
+            patience = s["idle_ms"] / 1000
             loop.iteration += 1
             idle_since = time.monotonic()
             now = time.monotonic_ns()
@@ -114,13 +77,13 @@ def run_share_consumer(loop: Loop) -> None:
             loop.step("after_poll")
             decided = [(m, decision(s, m.value().decode(), m.delivery_count() or 1)) for m in msgs]
             for _, d in decided:
-                time.sleep((s.get("per_record_ms", 0) + (s.get("hold_ms", 0) if d == "hold" else 0)) / 1000)
+                time.sleep((s["per_record_ms"] + (s["hold_ms"] if d == "hold" else 0)) / 1000)
             processed = [m for m, d in decided if d in ("accept", "hold")]
-            if sink and s.get("order", "sink_first") == "sink_first":
+            if sink and s["order"] == "sink_first":
                 _write_effects(loop, sink, processed)
             if explicit:
                 _acknowledge(loop, consumer, decided)
-            if sink and s.get("order") == "ack_first":
+            if sink and s["order"] == "ack_first":
                 _write_effects(loop, sink, processed)
     finally:
         consumer.close()
@@ -156,3 +119,23 @@ def _acknowledge(loop: Loop, consumer: ShareConsumer, decided: list) -> None:
         "mono_ns": [time.monotonic_ns()] * len(decided), **columns,
         "error": [results.get(m.partition(), "NO_RESULT") for m, _ in decided]}, topic=topic, definite=True)
     loop.step("after_commit")
+
+
+ROLE = Role(
+    name="share_consumer",
+    steps=("after_poll", "before_sink", "after_sink", "after_acknowledge", "before_commit", "after_commit"),
+    options={
+        "group_id": Option(REQUIRED, str, "the share group (group.id)"),
+        "ack_mode": Option("explicit", str, "share.acknowledgement.mode (KIP-932)", ("explicit", "implicit")),
+        "decisions": Option({}, dict, "{value id: decision, or a list of one per delivery, the last repeating}"),
+        "default": Option("accept", (str, list), "the decision for a record not in decisions"),
+        "hold_ms": Option(0, int, "how long a 'hold' record is processed (ms), e.g. past the acquisition lock"),
+        "per_record_ms": Option(0, int, "processing time per record (ms)"),
+        "sink": Option(None, (str, type(None)), "the SQLite file accepted records' effects go to (Sink)"),
+        "order": Option("sink_first", str, "effect before the acknowledgement, or after its commit", ORDERS),
+        "idle_ms": Option(10_000, int, "stop after this long without records, once some came (ms)"),
+        "first_ms": Option(30_000, int, "stop if none came this long after the start (ms): joining a share "
+                           "group takes a few heartbeats"),
+    },
+    run=run, check=_check,
+    counters=(("delivered", "delivered"), ("ack_committed", "ack_committed"), ("effects", "effect")))

@@ -1,8 +1,9 @@
-"""The loops participants run, each in its own OS process (``python -m labkit.crashlab.run <spec>``).
+"""What every role's loop shares, in its own OS process (``python -m labkit.crashlab.run <spec>``).
 
 Every loop appends what it does to the experiment's history and passes named steps where a learner
-can crash it (:data:`STEPS`). A crash is a real SIGKILL of this process at that step. SIGTERM asks
-the loop to finish its iteration and close its clients (a graceful stop).
+can crash it (a role's ``steps``, :mod:`labkit.crashlab.registry`). A crash is a real SIGKILL of this process at
+that step. SIGTERM asks the loop to finish its iteration and close its clients (a graceful stop). The roles
+themselves are modules of their own (``labkit/*/roles/``).
 """
 
 from __future__ import annotations
@@ -15,22 +16,11 @@ import time
 from collections.abc import Callable
 from time import monotonic_ns
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
-from labkit.crashlab.check import derived_id, value_id
-from labkit.crashlab.committed_start import CommittedStart
-from labkit.crashlab.history import History
-from labkit.records import caught_up
+from labkit.crashlab.registry import REQUIRED, Option
+from labkit.history import History
 
-#: The named steps of each role's loop, in loop order: valid ``crash_at`` values.
-STEPS = {
-    "producer": ("before_produce", "after_produce", "before_commit", "after_commit"),
-    "consumer": ("after_poll", "after_commit"),
-    "processor": ("after_poll", "after_produce", "after_send_offsets", "before_commit", "after_commit"),
-    "share_consumer": ("after_poll", "before_sink", "after_sink", "after_acknowledge", "before_commit",
-                       "after_commit"),
-    "spark_pipeline": ("before_produce", "mid_produce", "after_produce", "before_commit", "after_commit"),
-}
 #: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
 EXIT_FENCED = 3
 FENCED_ERRORS = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_FENCED",
@@ -85,7 +75,7 @@ class Loop:
         self.iteration, self.stopping = 0, False
         # transaction numbers go on across restarts (the handle passes the last one), so each
         # (participant, txn) names one transaction
-        self.txn = spec.get("last_txn", 0)
+        self.txn = spec.get("last_txn") or 0
         self._topic: str | None = None
         self._sends: list[tuple] = []  # (mono_ns, [value ids], partition) per batch handed over
         self._acks: list[tuple] = []  # (mono_ns, delivered Message): fields read when the batch is written
@@ -103,7 +93,7 @@ class Loop:
         to return or fail by itself: a client call in C cannot be interrupted safely. Returns ``fn``'s result.
         Raises what ``fn`` raises; a producer method's SystemError that hides a fatal error (:func:`fatal_error`)
         as the KafkaException confluent-kafka meant to raise."""
-        deadline_s = self.spec.get("call_deadline_ms", (timeout_s + 5) * 1000) / 1000
+        deadline_s = (self.spec.get("call_deadline_ms") or (timeout_s + 5) * 1000) / 1000
         self._call = (name, time.monotonic() + deadline_s, deadline_s)
         try:
             return fn(*args, timeout_s)
@@ -234,9 +224,9 @@ def init_transactions(loop: Loop, producer: Producer) -> None:
     record what it did: the coordinator's state of the ``transactional.id`` before, the new producer epoch
     (every older one is fenced) and, if the old instance's transaction was still open, its end (aborted, or
     committed if it was in PrepareCommit) as a ``txn_end`` of that transaction."""
-    restarted = "last_txn" in loop.spec
+    restarted = loop.spec.get("last_txn") is not None
     if restarted:
-        from labkit.crashlab.producers import describe_transaction  # kafka-python: only restarts pay for it
+        from labkit.kafka.producers import describe_transaction  # kafka-python: only restarts pay for it
 
         tid = loop.spec["transactional_id"]
         try:
@@ -257,46 +247,30 @@ def init_transactions(loop: Loop, producer: Producer) -> None:
             loop.log("txn_end", txn=old_txn, outcome=outcome, step="init_transactions", definite=True)
 
 
-def run_producer(loop: Loop) -> None:
-    s = loop.spec
-    mode = s.get("mode", "idempotent")
-    extra = {"enable.idempotence": mode != "plain"}
-    if mode == "transactional":
-        extra["transactional.id"] = s["transactional_id"]
-    producer = Producer(loop.client_config(**extra))
-    producer.list_topics(s["topic"], timeout=30)  # metadata first, so the loop measures sending only
-    if mode == "transactional":
-        init_transactions(loop, producer)
-    n = s.get("first", 1) - 1
-    for loop.iteration in range(1, s.get("iterations", 10) + 1):
-        if loop.stopping:
-            break
-        if mode == "transactional":
-            producer.begin_transaction()
-            loop.txn += 1
-            loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
-        loop.step("before_produce")
-        batch = s.get("batch", 1)
-        loop.send(producer, s["topic"], s.get("partition", 0), [value_id(loop.name, n + i) for i in range(1, batch + 1)],
-                  s.get("key"))
-        n += batch
-        loop.flush(producer)
-        loop.step("after_produce")
-        if mode == "transactional":
-            loop.commit(producer)
-        time.sleep(s.get("interval_ms", 0) / 1000)
-    loop.flush(producer)
+#: The options of a role whose loop has a group consumer (:func:`group_consumer`, :func:`idle_done`).
+GROUP_OPTIONS = {
+    "group_id": Option(REQUIRED, str, "the consumer group (group.id)"),
+    "group_protocol": Option("consumer", str, "group.protocol: 'consumer' (KIP-848) or 'classic'",
+                             ("consumer", "classic")),
+    "isolation_level": Option("read_committed", str, "isolation.level (KIP-98)", ("read_committed", "read_uncommitted")),
+    "batch": Option(10, int, "records per poll, at most"),
+    "idle_ms": Option(10_000, int, "stop after this long without records (ms)"),
+}
 
 
-def _consumer(loop: Loop, group_id: str, **extra: object) -> Consumer:
+def group_consumer(loop: Loop, **extra: object) -> Consumer:
+    """A consumer of the spec's ``group_id`` with its ``group_protocol`` and ``isolation_level``, offsets committed by
+    the loop (``enable.auto.commit`` false), starting at the earliest offset; ``extra`` configs added."""
     s = loop.spec
     return Consumer(loop.client_config(**{
-        "group.id": group_id, "group.protocol": s.get("group_protocol", "consumer"),
-        "isolation.level": s.get("isolation_level", "read_committed"),
+        "group.id": s["group_id"], "group.protocol": s["group_protocol"],
+        "isolation.level": s["isolation_level"],
         "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra}))
 
 
-def _log_consumed(loop: Loop, msgs, level: str) -> list:
+def log_consumed(loop: Loop, msgs: list, level: str) -> list:
+    """Record a ``consume`` event per record of ``msgs`` read at isolation ``level``; returns the records (errors
+    left out)."""
     good = [m for m in msgs if not m.error()]
     for m in good:
         loop.log("consume", topic=m.topic(), partition=m.partition(), offset=m.offset(),
@@ -304,174 +278,16 @@ def _log_consumed(loop: Loop, msgs, level: str) -> list:
     return good
 
 
-def _idle_done(loop: Loop, idle_since: float) -> bool:
-    return loop.stopping or time.monotonic() - idle_since > loop.spec.get("idle_ms", 10_000) / 1000
+def idle_done(loop: Loop, idle_since: float) -> bool:
+    """Whether the loop should end: it was asked to stop, or nothing came for the spec's ``idle_ms`` since
+    ``idle_since`` (``time.monotonic()``, s)."""
+    return loop.stopping or time.monotonic() - idle_since > loop.spec["idle_ms"] / 1000
 
 
-def _close(consumer: Consumer) -> None:
+def close_consumer(consumer: Consumer) -> None:
     """Close ``consumer``; a failure (e.g. leaving a group that already fenced this member) goes to stderr, so
     it does not hide why the loop ended (a fence, a crash point, a stop)."""
     try:
         consumer.close()
     except KafkaException as exc:
         print(f"consumer.close() failed: {exc.args[0]}", file=sys.stderr)
-
-
-def run_consumer(loop: Loop) -> None:
-    s = loop.spec
-    consumer, idle_since = _consumer(loop, s["group_id"]), time.monotonic()
-    consumer.subscribe([s["topic"]])
-    level = s.get("isolation_level", "read_committed")
-    try:
-        while not _idle_done(loop, idle_since):
-            msgs = _log_consumed(loop, consumer.consume(s.get("batch", 10), 0.5), level)
-            if not msgs:
-                continue
-            loop.iteration += 1
-            idle_since = time.monotonic()
-            loop.step("after_poll")
-            consumer.commit(asynchronous=False)
-            loop.log("offsets_committed", topic=s["topic"])
-            loop.step("after_commit")
-            idle_since = time.monotonic()
-    finally:
-        _close(consumer)
-
-
-#: The processor's clients (its transactional producer and its consumer) do not re-bootstrap when every broker
-#: is down: librdkafka's re-bootstrap leaves its cached coordinator on the dead connection, and the first
-#: coordinator request after a broker restart (``send_offsets_to_transaction``; a consumer's offset commit or
-#: group heartbeat) then hangs until another connection changes state (librdkafka issues 5456 and 5511;
-#: :func:`labkit.lessons.broker_crashes.broker_restart_in_transaction`). A spec's ``config`` overrides it
-#: (``{"metadata.recovery.strategy": "rebootstrap"}``: librdkafka's default).
-_NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
-
-
-def run_processor(loop: Loop) -> None:
-    """Consume-transform-produce. ``transactional`` (default): KIP-447, outputs and input offsets
-    commit in one transaction (``send_offsets_to_transaction`` with ``consumer_group_metadata()``).
-    Otherwise at-least-once: outputs are produced, then the consumer commits the offsets. A fatal error of either
-    client ends the loop as fenced, for a supervisor to restart it (:func:`_end_if_fatal`)."""
-    s = loop.spec
-    transactional = s.get("transactional", True)
-    consumer = _consumer(loop, s["group_id"], **_NO_REBOOTSTRAP)
-    guard = CommittedStart(loop, consumer)  # librdkafka may start a partition below its committed offset
-    consumer.subscribe([s["topic"]], **guard.callbacks())
-    producer = Producer(loop.client_config(**(_NO_REBOOTSTRAP | {"transactional.id": s["transactional_id"]}
-                                              if transactional else {})))
-    if transactional:
-        init_transactions(loop, producer)
-    idle_since, pending = time.monotonic(), {}  # pending: at-least-once offsets not committed yet
-    try:
-        while not _idle_done(loop, idle_since):
-            batch = consumer.consume(s.get("batch", 10), 0.5)
-            _end_if_fatal(loop, batch)
-            msgs = _log_consumed(loop, guard.admit(batch), "read_committed")
-            if msgs:
-                _process(loop, consumer, producer, msgs, transactional, pending)
-                idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness
-            elif pending:
-                _commit(loop, consumer, pending)
-            elif s.get("stop_when_caught_up", True) and _group_done(loop):
-                break
-    finally:
-        _close(consumer)
-
-
-def _group_done(loop: Loop) -> bool:
-    """Whether the processor's group has consumed and committed its whole input (:func:`labkit.records.caught_up`),
-    asked when a poll returned nothing and no commit is pending, under the lab's deadline (1 s per request): the
-    processor stops as soon as the work is done instead of after ``idle_ms`` of silence. An input whose last entry is
-    a control record (written in transactions) is never caught up this way: ``idle_ms`` ends such a processor."""
-    s = loop.spec
-    return loop.call("caught_up", lambda t: caught_up(s["bootstrap"], s["group_id"], s["topic"], t), timeout_s=1)
-
-
-def _end_if_fatal(loop: Loop, batch: list) -> None:
-    """Raise :class:`Fenced` (after a ``fenced`` event with the error) if the consumer of ``loop`` hit a fatal error
-    (e.g. GROUP_ID_NOT_FOUND after a broker restart, FENCED_INSTANCE_ID): it comes as an error message of
-    ``consume()``, code _FATAL (its ``fatal()`` says False in confluent-kafka 2.16), the cause in its text (the
-    producer's is raised by its calls: :meth:`Loop.flush`, :meth:`Loop.commit`). Such a client is done; only a new
-    instance (a supervisor's restart) carries on."""
-    err = next((m.error() for m in batch if m.error() is not None
-                and (m.error().fatal() or m.error().code() == KafkaError._FATAL)), None)
-    if err is not None:
-        loop.log("fenced", txn=loop.txn, error=err.name() if err.code() != KafkaError._FATAL else err.str())
-        raise Fenced(err.name())
-
-
-def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, transactional: bool,
-             pending: dict) -> None:
-    """One iteration of :func:`run_processor`: the outputs of ``msgs``, then their offsets (in the transaction,
-    or added to ``pending`` and committed by the consumer after the outputs, :func:`_commit`)."""
-    s = loop.spec
-    loop.iteration += 1
-    if transactional:
-        producer.begin_transaction()
-        loop.txn += 1
-        loop.log("txn_begin", txn=loop.txn, transactional_id=s["transactional_id"])
-    loop.step("after_poll")
-    for m in msgs:
-        time.sleep(s.get("per_record_ms", 0) / 1000)  # "processing" the record
-        loop.send(producer, s["output_topic"], m.partition(), [derived_id(m.value().decode(), s.get("stage", "out"))])
-    loop.flush(producer)
-    loop.step("after_produce")
-    offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
-    if transactional:
-        _send_offsets(loop, producer, consumer, offsets)
-        loop.commit(producer)
-        return
-    pending.update({(o.topic, o.partition): o for o in offsets})
-    if _commit(loop, consumer, pending):
-        loop.step("after_commit")
-
-
-#: Offset commit errors worth another try (the causes of the Java consumer's RetriableCommitFailedException): the
-#: group coordinator moving or loading, e.g. after a broker restart.
-_RETRIABLE_COMMIT = frozenset({KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                               KafkaError.NOT_COORDINATOR, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT,
-                               KafkaError._TIMED_OUT})
-
-
-def _commit(loop: Loop, consumer: Consumer, pending: dict) -> bool:
-    """At-least-once: commit ``pending`` (``(topic, partition) -> TopicPartition`` of the next offset to process)
-    under the lab's deadline (a commit stuck on a dead coordinator is "stalled"), as an ``offsets_committed`` event
-    with the error if it failed. A retriable error (:data:`_RETRIABLE_COMMIT`) keeps the offsets for the next try, on
-    the next loop iteration even if no record comes: librdkafka answers a synchronous commit with e.g.
-    COORDINATOR_LOAD_IN_PROGRESS where Kafka's Java ``commitSync`` retries, and the last batch's offsets would
-    never be committed. Returns whether the commit succeeded."""
-    try:
-        loop.call("commit", lambda _timeout_s: consumer.commit(offsets=list(pending.values()), asynchronous=False))
-    except KafkaException as exc:
-        loop.log("offsets_committed", topic=loop.spec["topic"], error=exc.args[0].name(), definite=True)
-        if exc.args[0].code() not in _RETRIABLE_COMMIT:
-            pending.clear()
-        return False
-    pending.clear()
-    loop.log("offsets_committed", topic=loop.spec["topic"], definite=True)
-    return True
-
-
-def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: list) -> None:
-    """``send_offsets_to_transaction``; the group coordinator rejects a zombie's (KIP-447). A spec's
-    ``offsets_step`` (``{"source", "name"}``: a learner's function ``name(producer, consumer, offsets)``, notebook
-    02's exercise) runs in its place, under the same deadline."""
-    step = loop.spec.get("offsets_step")
-    if step:
-        namespace: dict = {}
-        exec(step["source"], namespace)  # noqa: S102: the learner's own cell, run in the learner's own process
-        call = ("your " + step["name"], lambda _timeout_s: namespace[step["name"]](producer, consumer, offsets))
-    else:
-        call = ("send_offsets_to_transaction", lambda timeout_s: producer.send_offsets_to_transaction(
-            offsets, consumer.consumer_group_metadata(), timeout_s))
-    try:
-        loop.call(*call)
-    except KafkaException as exc:
-        err = exc.args[0]
-        loop.log("fenced", txn=loop.txn, error=err.name())
-        if err.txn_requires_abort():
-            loop.call("abort_transaction", producer.abort_transaction)
-            loop.log("txn_end", txn=loop.txn, outcome="aborted", definite=True)
-        raise Fenced(err.name()) from exc
-    loop.log("offsets_sent", topic=loop.spec["topic"], txn=loop.txn)
-    loop.step("after_send_offsets")

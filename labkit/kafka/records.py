@@ -6,14 +6,16 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.waiting import wait_until
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 READ_COLUMNS = ["partition", "offset", "key", "value"]
 
@@ -48,7 +50,7 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
 
 def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | None = None,
             transactional_id: str | None = None, outcome: str = "commit", partition: int = 0,
-            timeout_s: float = 30.0, **config: object) -> pd.DataFrame:
+            timeout_s: float = 30.0, **config: object) -> "pd.DataFrame":
     """Produce ``values`` (UTF-8 strings) to ``topic``/``partition`` and wait for every ack.
 
     Args:
@@ -88,6 +90,8 @@ def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | Non
         raise KafkaException(errors[0])
     if transactional_id:
         (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(timeout_s)
+    import pandas as pd  # a participant process (caught_up) goes without it
+
     return pd.DataFrame(acked, columns=READ_COLUMNS)
 
 
@@ -138,7 +142,7 @@ def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
 
 
 def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committed",
-               timeout_s: float = 15.0, *, headers: bool = False) -> pd.DataFrame:
+               timeout_s: float = 15.0, *, headers: bool = False) -> "pd.DataFrame":
     """Read every record of ``topic`` from the beginning to the end as a consumer with
     ``isolation.level=isolation_level`` sees it (``read_committed`` stops at the LSO and skips
     aborted records; both skip control records). No consumer group offsets are committed.
@@ -174,6 +178,8 @@ def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committe
     finally:
         consumer.close()
     columns = READ_COLUMNS + ["headers"] if headers else READ_COLUMNS
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=columns).sort_values(["partition", "offset"], ignore_index=True)
 
 

@@ -22,15 +22,15 @@ from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import ParticipantStateError
-from labkit.crashlab.history import Event
-from labkit.crashlab.hanging import abort_hanging, find_hanging, open_at_coordinator
-from labkit.crashlab.roles import STEPS
+from labkit.history import Event
+from labkit.kafka.hanging import abort_hanging, find_hanging, open_at_coordinator
+from labkit.crashlab.roles.processor import ROLE as PROCESSOR
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.waiting import wait_for
 
 #: The faults a schedule draws from, at random moments.
 FAULTS = ("kill", "pause", "broker")
-#: The steps an at-least-once processor passes (a KIP-447 one passes all of ``STEPS["processor"]``).
+#: The steps an at-least-once processor passes (a KIP-447 one passes all of ``PROCESSOR.steps``).
 AT_LEAST_ONCE_STEPS = ("after_poll", "after_produce", "after_commit")
 #: What Kafka 4.4's group coordinator logs when a load of ``__consumer_offsets`` completes after a stale,
 #: earlier load's completion already made the partition ACTIVE (``CoordinatorRuntime`` checks the state, not
@@ -56,7 +56,7 @@ class SoakResult:
     lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
     found and aborted before the final read. ``resets``: times a processor found its consumer starting a
     partition below the group's committed offset and sought to it (librdkafka's reset,
-    :mod:`labkit.crashlab.committed_start`). ``reloads``: broker restarts by the soak's operator for a group stuck
+    :mod:`labkit.kafka.committed_start`). ``reloads``: broker restarts by the soak's operator for a group stuck
     by Kafka's coordinator load race (:data:`LOAD_RACE`)."""
 
     seed: int
@@ -84,10 +84,10 @@ def brokers_of(kafka: EmbeddedBroker | EmbeddedCluster) -> list[EmbeddedBroker]:
 
 
 def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
-    """:func:`labkit.records.caught_up`, asked from a child process (at most ``timeout_s`` seconds): the
+    """:func:`labkit.kafka.records.caught_up`, asked from a child process (at most ``timeout_s`` seconds): the
     soak polls across broker restarts, and a librdkafka client polled across one crashed the polling process
     once (SIGSEGV in its ``rdk:main`` thread, librdkafka 2.16.0); the soak must outlive the faults it deals."""
-    child = [sys.executable, "-c", "import sys; from labkit.records import caught_up; "
+    child = [sys.executable, "-c", "import sys; from labkit.kafka.records import caught_up; "
              "sys.exit(0 if caught_up(*sys.argv[1:]) else 1)", bootstrap, group, topic]
     try:
         return subprocess.run(child, capture_output=True, timeout=timeout_s).returncode == 0
@@ -101,7 +101,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     """One randomized schedule (``seed`` fixes it): ``records`` inputs over ``partitions`` partitions,
     ``processors`` KIP-447 processors (``transactional=False``: at-least-once) in one group under a supervisor,
     each taking ``per_record_ms`` ms per record. Each processor SIGKILLs itself once at a step of its batch drawn
-    from :data:`~labkit.crashlab.roles.STEPS` (:data:`AT_LEAST_ONCE_STEPS`) in a batch drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a
+    from ``PROCESSOR.steps`` (:data:`AT_LEAST_ONCE_STEPS`) in a batch drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a
     duplicate can arise); ``faults`` more faults are drawn from :data:`FAULTS` at random moments while they process (uniform over the time the processors need for the input, from their first
     output on; a pause lasts 16 s, past the group's 10 s session timeout). ``kafka``: the lab's broker, or a
     cluster, of which a broker fault kills one broker drawn at random (never the controller).
@@ -111,7 +111,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
             rounded down to a multiple of 100 per partition).
         TimeoutError: the group did not catch up within ``deadline_s`` seconds, or a transaction on the output
             was still open at its coordinator :data:`SETTLE_S` seconds later (the message names the group or the
-            output topic; :func:`~labkit.crashlab.hanging.open_at_coordinator` lists the transactions). The
+            output topic; :func:`~labkit.kafka.hanging.open_at_coordinator` lists the transactions). The
             schedule ends once both are done, the supervisor still running: the final read_committed read would
             otherwise wait on a killed processor's transaction that its restart had not yet aborted.
     """
@@ -128,7 +128,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
         exp.participants[f"source-{p}"].wait(120)
     group = f"{src}-{uuid.uuid4().hex[:4]}"
     at_step = random.Random(f"{seed}-steps")  # apart from rng: the moments, victims and kinds stay the seed's
-    steps = STEPS["processor"] if transactional else AT_LEAST_ONCE_STEPS
+    steps = PROCESSOR.steps if transactional else AT_LEAST_ONCE_STEPS
     sup = Supervisor().start()
     procs = [sup.supervise(exp.participant(f"proc-{i}", "processor", topic=src, output_topic=out, group_id=group,
                                            transactional_id=f"{group}-{i}", batch=50, idle_ms=600_000,

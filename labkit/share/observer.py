@@ -1,7 +1,7 @@
 """The broker's side of a share group, sampled into the experiment's history while it runs (KIP-932).
 
 Every ``interval_s`` seconds a background thread records, as history events
-(:mod:`labkit.crashlab.history`):
+(:mod:`labkit.history`):
 
 * ``share_state``: each new ``__share_group_state`` record of the group and topic, one event per
   state batch (what the share coordinator persisted: AVAILABLE / ACKNOWLEDGED / ARCHIVING / ARCHIVED
@@ -11,7 +11,7 @@ Every ``interval_s`` seconds a background thread records, as history events
 * ``share_assignment``: which member (by client id, i.e. participant name) holds which partition
   (ShareGroupDescribe), when it changes.
 
-Decoding and requests are in :mod:`labkit.crashlab.sharewire`.
+Decoding and requests are in :mod:`labkit.kafka.sharewire`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG
-from labkit.crashlab.history import History
-from labkit.crashlab.sharewire import (STATE_TOPIC, decode_state_record, describe_share_group,
+from labkit.history import History
+from labkit.kafka.sharewire import (STATE_TOPIC, decode_state_record, describe_share_group,
                                        describe_share_group_offsets)
 from labkit.errors import LabkitError
 

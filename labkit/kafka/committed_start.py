@@ -30,7 +30,7 @@ class CommittedStart:
     """Guards one subscribed consumer of ``loop``'s topic (see the module docstring).
 
     Args:
-        loop: the participant's :class:`labkit.crashlab.roles.Loop` (its ``call`` deadline, its history).
+        loop: the participant's :class:`labkit.crashlab.loop.Loop` (its ``call`` deadline, its history).
         consumer: a group consumer; pass :meth:`callbacks` to its ``subscribe()``.
     """
 

@@ -1,4 +1,4 @@
-"""The micro-batch timeline of a Spark pipeline participant (:mod:`labkit.crashlab.spark_role`).
+"""The micro-batch timeline of a Spark pipeline participant (:mod:`labkit.spark.roles.spark_pipeline`).
 
 One row per micro-batch id. Left, on a time axis: when Spark wrote ``offsets/N`` (◆), each run of the sink
 for the batch (a bar from the sink's start to its end: *written* for Spark's Kafka writer, *committed* or
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from labkit.crashlab.check import derived_id
-from labkit.crashlab.history import Event
+from labkit.history import derived_id
+from labkit.history import Event
 
 RUN_COLOURS = {"written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "crashed": "#d62728",
                "skipped": "#bab0ac", "running": "#f2b447"}

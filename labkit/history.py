@@ -38,7 +38,7 @@ Kinds: ``send`` (produce called), ``ack`` (delivery confirmed, with offset), ``s
 ``offsets_sent`` (``send_offsets_to_transaction``), ``offsets_committed``, ``consume``,
 ``final_read`` (what a consumer at ``isolation_level`` sees at the end), and the lab's actions:
 ``start``, ``crash``, ``pause``, ``resume``, ``stop``, ``fenced``, ``finished``; and ``stalled`` (a participant's
-blocking client call, named in ``step``, ran past the lab's deadline: :meth:`labkit.crashlab.roles.Loop.call`);
+blocking client call, named in ``step``, ran past the lab's deadline: :meth:`labkit.crashlab.loop.Loop.call`);
 ``restart`` (a supervisor restarts the participant: ``step`` the status it ended in,
 :mod:`labkit.crashlab.supervisor`); ``txn_init`` (a restarted transactional participant's
 ``init_transactions`` returned: its ``producer_id``/``producer_epoch``, and in ``state`` the coordinator's
@@ -46,7 +46,7 @@ state of the ``transactional.id`` before, e.g. "Ongoing": the old instance's tra
 ``init_transactions`` then ended with ``outcome``; a ``txn_end`` with ``step`` "init_transactions" records it);
 ``offset_reset`` (a processor found its consumer starting a newly assigned partition below the group's
 committed offset, librdkafka's reset after an unstable offset fetch, and sought to it: ``offset`` the committed
-offset, ``last_offset`` where the client started; :mod:`labkit.crashlab.committed_start`).
+offset, ``last_offset`` where the client started; :mod:`labkit.kafka.committed_start`).
 
 Share groups (KIP-932), from the share consumers: ``delivered`` (a record acquired by this consumer,
 with its ``delivery_count``), ``acknowledged`` (``acknowledge()`` called, with ``ack_type``),
@@ -57,7 +57,7 @@ of ``__share_group_state``: ``offset``..``last_offset``, ``state``, ``delivery_c
 ``share_offsets`` (SPSO in ``offset``, ``lag``), ``share_assignment`` (``member_id`` holds
 ``partition``; ``participant`` is the member's client id).
 
-Spark Structured Streaming, from a pipeline participant (:mod:`labkit.crashlab.spark_role`), each with its
+Spark Structured Streaming, from a pipeline participant (:mod:`labkit.spark.roles.spark_pipeline`), each with its
 ``batch_id``: ``batch_offsets`` (Spark wrote ``offsets/N`` of its checkpoint: one event per input
 partition, the batch's input range ``offset``..``last_offset``, inclusive, at the file's time),
 ``batch_start`` (the sink was called for the batch, first or replayed), ``batch_written`` (the sink's
@@ -69,11 +69,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 KINDS = ("send", "ack", "send_failed", "txn_begin", "txn_commit_start", "txn_end", "offsets_sent",
          "offsets_committed", "consume", "final_read", "start", "crash", "pause", "resume", "stop",
@@ -120,6 +123,16 @@ class Event:
 COLUMNS = [f.name for f in fields(Event)]
 
 
+def value_id(writer: str, n: int) -> str:
+    """The id of ``writer``'s n-th value (n from 1): ``"<writer>-<n>"``."""
+    return f"{writer}-{n}"
+
+
+def derived_id(input_id: str, stage: str = "out") -> str:
+    """The id of the record a processor writes for input ``input_id``: ``"<input_id>><stage>"``."""
+    return f"{input_id}>{stage}"
+
+
 class History:
     """An append-only JSON-lines file shared by every process of one experiment.
 
@@ -127,6 +140,9 @@ class History:
     processes never interleave. A line holds one event, or (from :meth:`append_batch`) a batch of
     events of one kind: ``"batch": {field: [values...]}`` beside the fields they share; a batch
     costs one write for many records, and :meth:`events` expands it into one event per record.
+
+    Reads are incremental: :meth:`events` parses only the lines appended since its last call (a participant's
+    status is polled every 0.1 s, and a lesson's history grows to thousands of events).
 
     Args:
         path: the ``.jsonl`` file; created if missing, appended to if present.
@@ -136,6 +152,9 @@ class History:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.touch()
+        self._events: list[Event] = []
+        self._read_to = 0  # bytes of the file parsed into _events
+        self._reading = threading.Lock()  # a supervisor's or a timeline's thread reads beside the notebook's
 
     def append(self, kind: str, participant: str, **fields_: object) -> Event:
         """Record one event now (``mono_ns`` and ``wall_ms`` are filled in). Returns it.
@@ -175,21 +194,17 @@ class History:
 
     def events(self) -> list[Event]:
         """Every event so far (batches expanded), ordered by ``mono_ns``. A last line without its newline is
-        still being written by another process (a long batch takes more than one ``write``) and is left out."""
-        events = []
-        with open(self.path) as f:
-            for line in f:
-                if not line.strip() or not line.endswith("\n"):
-                    continue
-                record = json.loads(line)
-                batch = record.pop("batch", None)
-                if batch is None:
-                    events.append(Event(**record))
-                    continue
-                names = list(batch)
-                for values in zip(*batch.values()):
-                    events.append(Event(**record, **dict(zip(names, values))))
-        return sorted(events, key=lambda e: e.mono_ns)
+        still being written by another process (a long batch takes more than one ``write``) and is left out
+        until it is whole."""
+        with self._reading, open(self.path, "rb") as f:
+            f.seek(self._read_to)
+            data = f.read()
+            whole = data.rfind(b"\n") + 1
+            if whole:
+                self._read_to += whole
+                self._events.extend(_parse(data[:whole]))
+                self._events.sort(key=lambda e: e.mono_ns)  # nearly sorted: linear
+            return list(self._events)
 
     def first(self, kind: str, participant: str | None = None, value_id: str | None = None) -> Event | None:
         """The earliest event of ``kind`` (from ``participant``, about ``value_id``, when given), or ``None``.
@@ -202,11 +217,29 @@ class History:
         return next((e for e in self.events() if e.kind == kind and participant in (None, e.participant)
                      and value_id in (None, e.value_id)), None)
 
-    def frame(self) -> pd.DataFrame:
+    def frame(self) -> "pd.DataFrame":
         """The history as a pandas DataFrame with one column per schema field, ordered by time."""
         return to_frame(self.events())
 
 
-def to_frame(events: list[Event]) -> pd.DataFrame:
+def _parse(lines: bytes) -> list[Event]:
+    events = []
+    for line in lines.decode().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        batch = record.pop("batch", None)
+        if batch is None:
+            events.append(Event(**record))
+            continue
+        names = list(batch)
+        for values in zip(*batch.values()):
+            events.append(Event(**record, **dict(zip(names, values))))
+    return events
+
+
+def to_frame(events: list[Event]) -> "pd.DataFrame":
     """Events as a DataFrame with the schema's columns (in :data:`COLUMNS` order)."""
+    import pandas as pd  # only readers need it: a participant process writes without it
+
     return pd.DataFrame([asdict(e) for e in events], columns=COLUMNS)

@@ -22,7 +22,7 @@ from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
-from labkit.crashlab.history import Event
+from labkit.history import Event
 from labkit.crashlab.timeline import ACTION_COLOURS
 
 BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#f58518", "ARCHIVED": "#7f7f7f",

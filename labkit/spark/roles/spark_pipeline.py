@@ -25,10 +25,7 @@ may have finished by then; B: half the batch produced and acked, in the open tra
 group, its JVM included (the JVM alone outlives a killed Python driver by 1 to 4 s, long enough for a sink in
 the JVM to finish the batch).
 
-Options: ``topic``, ``output_topic``, ``checkpoint`` (folder), ``sink``, ``marker_topic`` (B),
-``master`` (default :func:`labkit.spark.spark_master`), ``max_offsets`` (records per micro-batch,
-``maxOffsetsPerTrigger``, default 200), ``trigger_ms`` (default 500), ``idle_ms`` (stop after this long
-:func:`caught_up` with the input topic, default 15 000), ``stage`` (default "out").
+Options: :data:`ROLE`'s.
 """
 
 from __future__ import annotations
@@ -40,27 +37,17 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 
-from labkit.crashlab.roles import Fenced, Loop
-from labkit.records import high_watermarks, read_topic
+from labkit.crashlab.loop import Fenced, Loop
+from labkit.crashlab.registry import REQUIRED, Option, Role
+from labkit.kafka.records import high_watermarks, read_topic
 
 SINKS = {"kafka": ("before_produce", "mid_produce", "after_produce"),
          "transactional": ("before_produce", "mid_produce", "before_commit", "after_commit")}
-_REQUIRED = ("topic", "output_topic", "checkpoint")
 
 
-def validate(options: dict, crash_at: str | None) -> None:
-    """Check a pipeline's options before it starts.
-
-    Raises:
-        ValueError: a required option is missing, the sink is unknown, sink B has no ``marker_topic``, or
-            ``crash_at`` is not a crash point of the sink (the message lists the choices).
-    """
-    missing = [o for o in _REQUIRED if not options.get(o)]
-    if missing:
-        raise ValueError(f"a spark_pipeline needs {', '.join(missing)}")
+def _check(options: dict, crash_at: str | None) -> None:
+    """Sink B needs a ``marker_topic``; ``crash_at`` must be a crash point of the chosen sink (:data:`SINKS`)."""
     sink = options.get("sink", "kafka")
-    if sink not in SINKS:
-        raise ValueError(f"unknown sink {sink!r}; the sinks are {', '.join(SINKS)}")
     if sink == "transactional" and not options.get("marker_topic"):
         raise ValueError("sink 'transactional' needs marker_topic (a compacted topic for the batch markers)")
     if crash_at is not None and crash_at not in SINKS[sink]:
@@ -248,7 +235,7 @@ class TransactionalSink:
         self.committed = batch_id
 
 
-def run_spark_pipeline(loop: Loop) -> None:
+def run(loop: Loop) -> None:
     """The participant's loop: start the query, let it run until ``idle_ms`` passes without input (or SIGTERM)."""
     from pyspark.errors import StreamingQueryException
 
@@ -256,12 +243,12 @@ def run_spark_pipeline(loop: Loop) -> None:
 
     s = loop.spec
     checkpoint = Path(s["checkpoint"])
-    spark = spark_session(s.get("master"), app_name=f"labkit-{loop.name}")
+    spark = spark_session(s["master"], app_name=f"labkit-{loop.name}")
     source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s["bootstrap"])
               .option("subscribe", s["topic"]).option("startingOffsets", "earliest")
               .option("kafka.isolation.level", "read_committed")
-              .option("maxOffsetsPerTrigger", s.get("max_offsets", 200)).load())
-    stage = s.get("stage", "out")
+              .option("maxOffsetsPerTrigger", s["max_offsets"]).load())
+    stage = s["stage"]
     out = source.selectExpr("CAST(key AS STRING) key", f"concat(CAST(value AS STRING), '>{stage}') value",
                             "partition", "offset", "CAST(value AS STRING) input")
     sink_ready, state = threading.Event(), {}
@@ -274,13 +261,13 @@ def run_spark_pipeline(loop: Loop) -> None:
         state["sink"](batch, batch_id)
 
     query = out.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint)) \
-        .trigger(processingTime=f"{s.get('trigger_ms', 500)} milliseconds").start()
+        .trigger(processingTime=f"{s['trigger_ms']} milliseconds").start()
     # query.id is Spark's id of the query, kept in the checkpoint: the same after a restart
-    state["sink"] = TransactionalSink(loop, query.id) if s.get("sink") == "transactional" else KafkaSink(loop)
+    state["sink"] = TransactionalSink(loop, query.id) if s["sink"] == "transactional" else KafkaSink(loop)
     sink_ready.set()
     watcher = CheckpointWatcher(loop, checkpoint, s["topic"])
     watcher.start()
-    idle_s, last_busy = s.get("idle_ms", 15_000) / 1000, time.monotonic()
+    idle_s, last_busy = s["idle_ms"] / 1000, time.monotonic()
     try:
         while query.isActive and not loop.stopping:
             query.awaitTermination(0.5)
@@ -297,3 +284,22 @@ def run_spark_pipeline(loop: Loop) -> None:
     finally:
         watcher.scan()
         spark.stop()
+
+
+ROLE = Role(
+    name="spark_pipeline",
+    steps=("before_produce", "mid_produce", "after_produce", "before_commit", "after_commit"),
+    options={
+        "output_topic": Option(REQUIRED, str, "where the outputs go"),
+        "checkpoint": Option(REQUIRED, str, "the query's checkpoint folder (checkpointLocation)"),
+        "sink": Option("kafka", str, "'kafka' (A, Spark's Kafka writer) or 'transactional' (B)", tuple(SINKS)),
+        "marker_topic": Option(None, (str, type(None)), "sink B: the compacted topic of the batch markers"),
+        "master": Option(None, (str, type(None)), "the Spark master (default labkit.spark.spark_master())"),
+        "max_offsets": Option(200, int, "records per micro-batch at most (maxOffsetsPerTrigger)"),
+        "trigger_ms": Option(500, int, "the processing-time trigger's interval (ms)"),
+        "idle_ms": Option(15_000, int, "stop after this long caught up with the input topic (ms)"),
+        "stage": Option("out", str, "the output's suffix: input 'v' gives output 'v>stage'"),
+    },
+    run=run, check=_check,
+    counters=(("batches", "batch_start"), ("batches_done", "batch_committed"), ("skipped", "batch_skipped"),
+              ("committed", "committed")))

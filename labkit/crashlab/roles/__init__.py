@@ -1,0 +1,1 @@
+"""The lab's basic roles: producer, consumer and the consume-transform-produce processor."""

@@ -1,0 +1,1 @@
+"""Share-group roles (KIP-932)."""

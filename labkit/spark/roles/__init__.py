@@ -1,0 +1,1 @@
+"""Spark roles: a Structured Streaming query as a participant."""
