@@ -81,7 +81,7 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
                     print(f"    could not delete the schedule's topics: {exc}", flush=True)
                 print(f"{seed:3d} {mode:>13}: {','.join(r.faults):<20} {r.counts['duplicate']:4d} dup "
                       f"{r.counts['lost write']:3d} lost ({r.race_lost} race) {r.counts['unprocessed']:3d} "
-                      f"unprocessed, {r.restarts} restarts, {r.resets} resets corrected, {r.reloads} reloads, recovery {[round(s, 1) for s in r.recovery_s]}"
+                      f"unprocessed ({r.race_unprocessed} race), {r.restarts} restarts, {r.resets} resets corrected, {r.reloads} reloads, recovery {[round(s, 1) for s in r.recovery_s]}"
                       f"{', skipped ' + '; '.join(r.skipped) if r.skipped else ''}", flush=True)
     finally:
         kafka.close()

@@ -22,10 +22,10 @@ from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import ParticipantStateError
-from labkit.history import Event
-from labkit.kafka.hanging import abort_hanging, find_hanging, open_at_coordinator
 from labkit.crashlab.roles.processor import ROLE as PROCESSOR
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+from labkit.history import Event, derived_id
+from labkit.kafka.hanging import abort_hanging, find_hanging, open_at_coordinator
 from labkit.waiting import wait_for
 
 #: The faults a schedule draws from, at random moments.
@@ -54,7 +54,9 @@ class SoakResult:
     carried out (their victim was not running, e.g. being restarted), with why. ``recovery_s``: per broker
     restart, from the broker being ready to the next committed transaction (or offset commit). ``race_lost``:
     lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
-    found and aborted before the final read. ``resets``: times a processor found its consumer starting a
+    found and aborted before the final read; ``race_unprocessed``: the inputs of those lost outputs, when the same
+    transaction's offsets marker was written (their offsets committed, so no processor reads them again: the
+    race seen from the input side). ``resets``: times a processor found its consumer starting a
     partition below the group's committed offset and sought to it (librdkafka's reset,
     :mod:`labkit.kafka.committed_start`). ``reloads``: broker restarts by the soak's operator for a group stuck
     by Kafka's coordinator load race (:data:`LOAD_RACE`)."""
@@ -67,14 +69,15 @@ class SoakResult:
     recovery_s: list[float] = field(default_factory=list)
     stalls: list[str] = field(default_factory=list)
     race_lost: int = 0
+    race_unprocessed: int = 0
     restarts: int = 0
     resets: int = 0
     reloads: int = 0
 
     @property
     def clean(self) -> bool:
-        """No duplicate, no unprocessed input, and no lost write beyond the marker race's."""
-        return (self.counts["duplicate"] == 0 and self.counts["unprocessed"] == 0
+        """No duplicate, and no lost write or unprocessed input beyond the marker race's."""
+        return (self.counts["duplicate"] == 0 and self.counts["unprocessed"] == self.race_unprocessed
                 and self.counts["lost write"] == self.race_lost)
 
 
@@ -174,8 +177,9 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     exp.final_reads(src, out)
     result = exp.check(out, src)
     race = {(r.partition, r.start_offset) for r in hanging.itertuples()}
-    race_lost = sum(1 for a in result.anomalies if a.name == "lost write"
-                    and any(a.partition == p and a.offset >= start for p, start in race))
+    race_lost = {a.value_id for a in result.anomalies if a.name == "lost write"
+                 and any(a.partition == p and a.offset >= start for p, start in race)}
+    race_unprocessed = sum(a.name == "unprocessed" and derived_id(a.value_id) in race_lost for a in result.anomalies)
     events = exp.history.events()
     done += [f"kill at {e.step}" for e in events if e.kind == "crash" and e.participant.startswith("proc-") and e.step]
     recovery = []
@@ -185,8 +189,8 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
         if nxt is not None:
             recovery.append((nxt - ready) / 1e9)
     return SoakResult(seed, per * partitions, done, skipped, result.counts(), recovery,
-                      [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], race_lost,
-                      sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events), reloads)
+                      [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], len(race_lost),
+                      race_unprocessed, sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events), reloads)
 
 
 def _progress(event: Event) -> bool:
@@ -230,8 +234,9 @@ def summary(results: list[SoakResult]) -> str:
             f"kills ({sum(len(r.skipped) for r in results)} drawn faults skipped: victim not running), "
             f"{sum(r.restarts for r in results)} supervisor restarts: {total('duplicate')} duplicates, "
             f"{total('lost write')} lost writes ({sum(r.race_lost for r in results)} to Kafka's marker race), "
-            f"{total('unprocessed')} unprocessed; {sum(r.resets for r in results)} starts below the committed offset "
-            f"corrected (librdkafka's reset); {sum(r.reloads for r in results)} broker restarts for a group stuck by "
+            f"{total('unprocessed')} unprocessed ({sum(r.race_unprocessed for r in results)} to the marker race); "
+            f"{sum(r.resets for r in results)} starts below the committed offset corrected (librdkafka's reset); "
+            f"{sum(r.reloads for r in results)} broker restarts for a group stuck by "
             f"Kafka's coordinator load race; recovery after a broker restart median "
             f"{statistics.median(rec) if rec else float('nan'):.1f} s, max {max(rec, default=float('nan')):.1f} s; "
             f"stalls: {', '.join(s for r in results for s in r.stalls) or 'none'}")

@@ -18,7 +18,10 @@ def test_kip447_processors_survive_kills_and_a_broker_crash_exactly_once(own_bro
     r = run_schedule(own_broker, tmp_path, seed=1, records=1200)  # seed 1: a processor kill, the broker, a kill
     assert carried_out_or_skipped(r) == ["broker", "kill", "kill"] and "broker" in r.faults and r.restarts >= 1
     assert r.clean, r
-    assert r.counts["duplicate"] == 0 and r.counts["unprocessed"] == 0
+    # Kafka's marker race (docs/marker-race.md; about 1 run in 8 here): a commit in flight when the broker dies can
+    # end with its offsets marker written and its output's not; the soak aborts that hanging transaction, so its
+    # outputs are lost writes and their inputs, whose offsets committed, unprocessed. Both are counted as the race's.
+    assert r.counts["duplicate"] == 0 and r.counts["unprocessed"] == r.race_unprocessed <= r.race_lost
     # (a flush may be flagged stalled if the broker takes longer than the 20 s call deadline to come back on a
     # loaded machine: the supervisor restarts that processor, and the run must still be clean)
     assert len(r.recovery_s) == 1 and all(s.endswith(" in flush") for s in r.stalls), r
@@ -57,6 +60,9 @@ def test_clean_means_only_the_races_losses():
     assert SoakResult(0, 10, [], [], counts).clean
     assert SoakResult(0, 10, ["broker"], [], {**counts, "lost write": 5}, race_lost=5).clean
     assert not SoakResult(0, 10, ["broker"], [], {**counts, "lost write": 5}, race_lost=4).clean
+    race_seen_from_both_sides = {**counts, "lost write": 5, "unprocessed": 5}
+    assert SoakResult(0, 10, ["broker"], [], race_seen_from_both_sides, race_lost=5, race_unprocessed=5).clean
+    assert not SoakResult(0, 10, ["broker"], [], race_seen_from_both_sides, race_lost=5, race_unprocessed=4).clean
     assert not SoakResult(0, 10, [], [], {**counts, "duplicate": 1}).clean
 
 
