@@ -53,6 +53,7 @@ test: $(STAMP) browser
 bench: jars
 	$(PY) bench/broker_start.py
 	$(PY) bench/participants.py
+	$(PY) bench/history_reads.py
 	$(PY) bench/txn_size.py
 	$(PY) bench/share_observer.py
 	$(PY) bench/explore.py
