@@ -12,6 +12,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG, admin
+from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
@@ -145,9 +146,11 @@ class GroupMember:
 
 def classic_session(protocol: str) -> dict:
     """Client session settings for ``protocol``: with "classic" the session timeout is the client's
-    (default 45 s; 10 s here, as the lab broker's consumer-protocol groups); with "consumer"
-    (KIP-848) it is the broker's ``group.consumer.session.timeout.ms`` and the client must not set it."""
-    return {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000} if protocol == "classic" else {}
+    (default 45 s; here the lab broker's consumer-protocol one,
+    :data:`~labkit.broker.settings.CONSUMER_SESSION_TIMEOUT_MS`); with "consumer" (KIP-848) it is the broker's
+    ``group.consumer.session.timeout.ms`` and the client must not set it."""
+    classic = {"session.timeout.ms": CONSUMER_SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1_000}
+    return classic if protocol == "classic" else {}
 
 
 def describe_assignments(bootstrap: str, group_id: str) -> dict[str, list[int]]:
@@ -207,7 +210,7 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
     member_b = b.member_id
     a.crash()
     b.close()
-    a.restart(idle_ms=30_000)  # its crashed self stays in the group until the session times out (10 s)
+    a.restart(idle_ms=30_000)  # its crashed self stays in the group until its session times out
     a.wait(180)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "group": group, "victim": victim, "answer": answer[victim],
