@@ -108,27 +108,29 @@ class GroupMember:
         ``send_offsets_to_transaction(..., consumer_group_metadata())``.
 
         Args:
-            guard: check first that every partition is assigned to this member
-                (:func:`check_assigned`).
+            guard: send them with :func:`send_offsets_guarded`, which checks first that every partition is
+                assigned to this member.
         Returns:
             Partition to the broker's answer: "NONE" if the commit went through, else the error name.
         Raises:
-            UnassignedPartitionError: with ``guard``, a partition is not this member's; nothing was sent.
+            UnassignedPartitionError: with ``guard``, a partition is not this member's; nothing was sent (the
+                transaction, empty, is aborted).
         """
         tps = [TopicPartition(self.topic, p, o) for p, o in offsets.items()]
         self.consumer.poll(0)
-        if guard:
-            try:
-                check_assigned(self.consumer, tps)
-            except UnassignedPartitionError as exc:
-                self.exp.history.append("offsets_sent", self.name, topic=self.topic, error="REFUSED_BY_GUARD",
-                                        definite=True)
-                raise exc
         self.producer.begin_transaction()
         try:
-            self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 30)
+            if guard:
+                send_offsets_guarded(self.producer, self.consumer, tps)
+            else:
+                self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 30)
             self.producer.commit_transaction(30)
             answer = "NONE"
+        except UnassignedPartitionError:
+            self.producer.abort_transaction(30)
+            self.exp.history.append("offsets_sent", self.name, topic=self.topic, error="REFUSED_BY_GUARD",
+                                    definite=True)
+            raise
         except KafkaException as exc:
             answer = exc.args[0].name()
             self.producer.abort_transaction(30)
