@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
+from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import ParticipantStateError
 from labkit.crashlab.roles.processor import ROLE as PROCESSOR
@@ -30,6 +31,9 @@ from labkit.waiting import wait_for
 
 #: The faults a schedule draws from, at random moments.
 FAULTS = ("kill", "pause", "broker")
+#: How long a pause fault lasts (s): 6 s past the group's session timeout
+#: (:data:`~labkit.broker.settings.CONSUMER_SESSION_TIMEOUT_MS`), so the group moves on without the paused member.
+PAUSE_S = CONSUMER_SESSION_TIMEOUT_MS / 1000 + 6
 #: The steps an at-least-once processor passes (a KIP-447 one passes all of ``PROCESSOR.steps``).
 AT_LEAST_ONCE_STEPS = ("after_poll", "after_produce", "after_commit")
 #: What Kafka 4.4's group coordinator logs when a load of ``__consumer_offsets`` completes after a stale,
@@ -106,7 +110,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     each taking ``per_record_ms`` ms per record. Each processor SIGKILLs itself once at a step of its batch drawn
     from ``PROCESSOR.steps`` (:data:`AT_LEAST_ONCE_STEPS`) in a batch drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a
     duplicate can arise); ``faults`` more faults are drawn from :data:`FAULTS` at random moments while they process (uniform over the time the processors need for the input, from their first
-    output on; a pause lasts 16 s, past the group's 10 s session timeout). ``kafka``: the lab's broker, or a
+    output on; a pause lasts :data:`PAUSE_S`, past the group's session timeout). ``kafka``: the lab's broker, or a
     cluster, of which a broker fault kills one broker drawn at random (never the controller).
 
     Raises:
@@ -161,8 +165,8 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
                 except ParticipantStateError:
                     skipped.append(f"{fault} ({victim.name} {victim.status})")
                     continue
-                if fault == "pause":  # well past the session timeout (10 s): the group moves on
-                    time.sleep(16)
+                if fault == "pause":
+                    time.sleep(PAUSE_S)
                     with contextlib.suppress(ParticipantStateError):  # it crashed itself just before SIGSTOP
                         victim.resume()
             done.append(fault)

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from labkit.broker import runtime
-from labkit.broker.settings import (DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION, LAB_SETTINGS, config_key,
-                                    kafka_version, lab_settings, render_log4j2, render_server_properties)
+from labkit.broker.settings import (CONSUMER_SESSION_TIMEOUT_MS, DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION,
+                                    LAB_SETTINGS, SHARE_LOCK_MS, config_key, kafka_version, lab_settings,
+                                    render_log4j2, render_server_properties)
 from labkit.errors import LabkitError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,6 +49,11 @@ def test_single_node_settings_are_all_there():
                 "share.coordinator.state.topic.min.isr"):
         assert LAB_SETTINGS[key] == "1"
     assert LAB_SETTINGS["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_the_timings_the_lessons_read_are_the_broker_settings():
+    assert SHARE_LOCK_MS == int(LAB_SETTINGS["group.share.record.lock.duration.ms"]) == 5000
+    assert CONSUMER_SESSION_TIMEOUT_MS == int(LAB_SETTINGS["group.consumer.session.timeout.ms"]) == 10_000
 
 
 def test_kafka_version_is_4_4_0_unless_the_variable_says_otherwise():

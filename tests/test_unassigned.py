@@ -24,6 +24,7 @@ def test_member_commits_its_own_partitions_and_the_guard_refuses_others(bootstra
             member.commit_offsets({7: 5}, guard=True)
         refused = [e for e in exp.history.events() if e.error == "REFUSED_BY_GUARD"]
         assert len(refused) == 1  # recorded, and nothing was sent
+        assert member.commit_offsets({0: 1}, guard=True) == {0: "NONE"}  # the refused transaction was ended
     finally:
         member.close()
 

@@ -80,6 +80,13 @@ LAB_SETTINGS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 
+#: The lab broker's acquisition lock of a record delivered to a share-group consumer, ms
+#: (``group.share.record.lock.duration.ms``, KIP-932): a record not acknowledged within it is available again.
+SHARE_LOCK_MS = int(LAB_SETTINGS["group.share.record.lock.duration.ms"])
+#: The lab broker's session timeout of a consumer-group member, ms (``group.consumer.session.timeout.ms``,
+#: KIP-848 protocol): a member that stops heartbeating (crashed, paused) leaves the group after it.
+CONSUMER_SESSION_TIMEOUT_MS = int(LAB_SETTINGS["group.consumer.session.timeout.ms"])
+
 def config_key(name: str) -> str:
     """Turn a Python keyword (``transaction_max_timeout_ms``) into a Kafka config name
     (``transaction.max.timeout.ms``). Names that already hold a dot are kept as they are."""

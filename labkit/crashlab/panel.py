@@ -7,10 +7,9 @@ Each button calls the participant's own method (``crash()``, ``pause()``, ``resu
 
 from __future__ import annotations
 
-import threading
-
 import ipywidgets as widgets
 
+from labkit.background import Periodic
 from labkit.crashlab.participant import Participant
 from labkit.errors import LabkitError
 
@@ -76,22 +75,27 @@ class ControlPanel:
     def __init__(self, participants: list[Participant], interval_s: float = 1.0) -> None:
         self.panels = {p.name: ParticipantPanel(p) for p in participants}
         self.widget = widgets.VBox([panel.widget for panel in self.panels.values()])
-        self._stop = threading.Event()
+        self._thread = Periodic("labkit-panel", self.refresh, interval_s, first_now=False)
         if interval_s:
-            threading.Thread(target=self._run, args=(interval_s,), daemon=True, name="labkit-panel").start()
+            self._thread.start()
 
     def press(self, name: str, action: str) -> None:
         """Press ``action`` on participant ``name``'s panel (what a click does)."""
         self.panels[name].press(action)
 
-    def close(self) -> None:
-        """Stop the background refresh."""
-        self._stop.set()
+    def refresh(self) -> None:
+        """Show every participant's current status and counters (what the background refresh does)."""
+        for panel in self.panels.values():
+            panel.refresh()
 
-    def _run(self, interval_s: float) -> None:
-        while not self._stop.wait(interval_s):
-            for panel in self.panels.values():
-                panel.refresh()
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the background refresh; waits at most ``timeout_s`` seconds for its thread.
+
+        Raises:
+            TimeoutError: a refresh still runs after ``timeout_s`` seconds.
+            Exception: what ended the refresh thread.
+        """
+        self._thread.stop(timeout_s)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

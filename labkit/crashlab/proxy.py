@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
 
 from labkit.broker.ports import HOST
 from labkit.waiting import wait_until
@@ -34,7 +33,7 @@ class FaultProxy:
     def __init__(self, listen_port: int, target_port: int) -> None:
         self.listen_port, self.target_port = listen_port, target_port
         self._lock = threading.Lock()
-        self._drop, self._drop_apis, self._delay_s, self._black_hole = 0, (PRODUCE,), 0.0, False
+        self._drop, self._drop_apis, self._black_hole = 0, (PRODUCE,), False
         self.forwarded_responses = self.dropped_responses = 0
         self._conns: list[socket.socket] = []
         self._server = socket.create_server((HOST, listen_port))
@@ -80,10 +79,6 @@ class FaultProxy:
                 raise TimeoutError(f"no Produce request came through the proxy in {timeout_s:g} s: "
                                    f"is the producer running, with bootstrap.servers={self.bootstrap_servers}?")
 
-    def delay(self, ms: float) -> None:
-        """Hold every response ``ms`` milliseconds before passing it on (0: no delay)."""
-        self._delay_s = ms / 1000
-
     def black_hole(self, on: bool = True) -> None:
         """Forward nothing in either direction while ``on``; connections stay open, bytes are lost."""
         self._black_hole = on
@@ -100,7 +95,7 @@ class FaultProxy:
         """Switch every fault off."""
         with self._lock:
             self._drop = 0
-        self._delay_s, self._black_hole = 0.0, False
+        self._black_hole = False
 
     def close(self) -> None:
         """Stop listening and close every connection."""
@@ -160,8 +155,6 @@ class FaultProxy:
                 if drop:
                     self.dropped_responses += 1
                     continue
-                if self._delay_s:
-                    time.sleep(self._delay_s)
                 dst.sendall(header + body)
                 self.forwarded_responses += 1
         except OSError:

@@ -16,10 +16,10 @@ giving up at the limit is a ``stop`` event whose ``error`` says so.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 
+from labkit.background import Periodic
 from labkit.crashlab.participant import Participant
 
 #: Statuses the supervisor acts on by default.
@@ -71,8 +71,7 @@ class Supervisor:
         self.restarts: dict[str, int] = {}
         self.gave_up: set[str] = set()
         self._due: dict[str, float] = {}  # participant -> monotonic time of its next restart
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = Periodic("labkit-supervisor", self.check_once, interval_s, first_now=False)
 
     def supervise(self, participant: Participant, policy: RestartPolicy | None = None) -> Participant:
         """Restart ``participant`` by ``policy`` (default :class:`RestartPolicy`) from now on. Returns it."""
@@ -81,17 +80,22 @@ class Supervisor:
         return participant
 
     def start(self) -> "Supervisor":
-        """Start watching in the background."""
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-supervisor")
+        """Start watching in the background.
+
+        Raises:
+            RuntimeError: already watching.
+        """
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop watching (participants keep running)."""
-        self._stop.set()
-        if self._thread:
-            self._thread.join()
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop watching (participants keep running); waits at most ``timeout_s`` seconds for the thread.
+
+        Raises:
+            TimeoutError: a check still runs after ``timeout_s`` seconds.
+            Exception: what ended the watching thread.
+        """
+        self._thread.stop(timeout_s)
 
     def __enter__(self) -> "Supervisor":
         return self.start()
@@ -145,7 +149,3 @@ class Supervisor:
                              error=f"restart {self.restarts[name]} of at most {policy.limit}, in {wait_s:g} s")
             p.spec.update(policy.changes)
             self._due[name] = now + wait_s
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.check_once()

@@ -11,13 +11,13 @@ init_transactions, the broker's crash and return) as vertical lines. Lines are d
 
 from __future__ import annotations
 
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
+from labkit.background import Periodic
 from labkit.history import Event, History
 
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
@@ -181,30 +181,30 @@ class LiveTimeline:
 
     def __init__(self, history: History, interval_s: float = 1.0, title: str = "",
                  draw: Callable[..., go.Figure] = timeline_figure) -> None:
-        self.history, self.interval_s, self.title, self.draw = history, interval_s, title, draw
+        self.history, self.title, self.draw = history, title, draw
         self.widget = go.FigureWidget()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = Periodic("labkit-live-timeline", self.refresh, interval_s, first_now=False)
 
     def refresh(self) -> None:
         """Redraw now from the history."""
         self.draw(self.history.events(), title=self.title, figure=self.widget)
 
     def start(self) -> go.FigureWidget:
-        """Start redrawing in the background; returns the widget to display."""
+        """Draw now, then redraw in the background; returns the widget to display.
+
+        Raises:
+            RuntimeError: already redrawing.
+        """
         self.refresh()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-live-timeline")
         self._thread.start()
         return self.widget
 
-    def stop(self) -> None:
-        """Stop redrawing (one last redraw first)."""
-        self._stop.set()
-        if self._thread:
-            self._thread.join()
-        self.refresh()
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop redrawing (waits at most ``timeout_s`` seconds for the thread), then one last redraw.
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.refresh()
+        Raises:
+            TimeoutError: a redraw still runs after ``timeout_s`` seconds.
+            Exception: what ended the redrawing thread.
+        """
+        self._thread.stop(timeout_s)
+        self.refresh()

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from confluent_kafka import Consumer, TopicPartition
 
+from labkit.background import Periodic
 from labkit.broker.probe import KAFKA_LOG
 
 
@@ -31,16 +32,21 @@ class OffsetSampler:
     """
 
     def __init__(self, bootstrap: str, topic: str, partition: int = 0, interval_s: float = 0.1) -> None:
-        self.tp, self.interval_s = TopicPartition(topic, partition), interval_s
+        self.tp = TopicPartition(topic, partition)
         self._consumers = {level: Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{uuid.uuid4().hex[:6]}",
                                             "isolation.level": level, "logger": KAFKA_LOG})
                            for level in ("read_uncommitted", "read_committed")}
         self._rows: list[tuple[int, int, int]] = []
         self._first = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-offset-sampler")
+        self._thread = Periodic("labkit-offset-sampler", self._sample, interval_s)
 
     def start(self, first_sample_s: float = 15.0) -> "OffsetSampler":
+        """Start sampling; returns once the first sample is taken.
+
+        Raises:
+            TimeoutError: no sample within ``first_sample_s`` seconds.
+            Exception: what ended the sampling thread before its first sample (e.g. a KafkaException).
+        """
         self._thread.start()
         if not self._first.wait(first_sample_s):
             self.stop()
@@ -48,12 +54,19 @@ class OffsetSampler:
                                "is the broker up (python -m labkit status)?")
         return self
 
-    def stop(self) -> pd.DataFrame:
-        """Stop sampling; returns :attr:`samples`."""
-        self._stop.set()
-        self._thread.join()
-        for c in self._consumers.values():
-            c.close()
+    def stop(self, timeout_s: float = 30.0) -> pd.DataFrame:
+        """Stop sampling (waits at most ``timeout_s`` seconds for the thread); returns :attr:`samples`.
+
+        Raises:
+            TimeoutError: a sample still runs after ``timeout_s`` seconds.
+            Exception: what ended the sampling thread (e.g. a KafkaException).
+        """
+        try:
+            self._thread.stop(timeout_s)
+        finally:
+            if not self._thread.running:
+                for c in self._consumers.values():
+                    c.close()
         return self.samples
 
     def __enter__(self) -> "OffsetSampler":
@@ -66,13 +79,11 @@ class OffsetSampler:
     def samples(self) -> pd.DataFrame:
         return pd.DataFrame(self._rows, columns=["mono_ns", "high_watermark", "lso"])
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            hw = self._consumers["read_uncommitted"].get_watermark_offsets(self.tp, timeout=5)[1]
-            lso = self._consumers["read_committed"].get_watermark_offsets(self.tp, timeout=5)[1]
-            self._rows.append((time.monotonic_ns(), hw, lso))
-            self._first.set()
-            self._stop.wait(self.interval_s)
+    def _sample(self) -> None:
+        hw = self._consumers["read_uncommitted"].get_watermark_offsets(self.tp, timeout=5)[1]
+        lso = self._consumers["read_committed"].get_watermark_offsets(self.tp, timeout=5)[1]
+        self._rows.append((time.monotonic_ns(), hw, lso))
+        self._first.set()
 
 
 def plot_offsets(samples: pd.DataFrame, marks: dict[str, int] | None = None, title: str = "") -> go.Figure:

@@ -17,7 +17,7 @@ import pandas as pd
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from labkit.broker.probe import admin
-from labkit.broker.settings import kafka_version
+from labkit.broker.settings import SHARE_LOCK_MS, kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.share.observer import ShareObserver
 from labkit.errors import LabkitError
@@ -26,8 +26,8 @@ from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.kafka.records import read_topic
 from labkit.waiting import wait_for
 
-#: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms.
-LOCK_MS = 5000
+#: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms; the notebooks read it here.
+LOCK_MS = SHARE_LOCK_MS
 #: Kafka's default ``share.delivery.count.limit`` (``GroupConfig``, KIP-932), for a group that does not set one.
 DEFAULT_DELIVERY_LIMIT = 5
 

@@ -12,6 +12,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG, admin
+from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
@@ -107,27 +108,29 @@ class GroupMember:
         ``send_offsets_to_transaction(..., consumer_group_metadata())``.
 
         Args:
-            guard: check first that every partition is assigned to this member
-                (:func:`check_assigned`).
+            guard: send them with :func:`send_offsets_guarded`, which checks first that every partition is
+                assigned to this member.
         Returns:
             Partition to the broker's answer: "NONE" if the commit went through, else the error name.
         Raises:
-            UnassignedPartitionError: with ``guard``, a partition is not this member's; nothing was sent.
+            UnassignedPartitionError: with ``guard``, a partition is not this member's; nothing was sent (the
+                transaction, empty, is aborted).
         """
         tps = [TopicPartition(self.topic, p, o) for p, o in offsets.items()]
         self.consumer.poll(0)
-        if guard:
-            try:
-                check_assigned(self.consumer, tps)
-            except UnassignedPartitionError as exc:
-                self.exp.history.append("offsets_sent", self.name, topic=self.topic, error="REFUSED_BY_GUARD",
-                                        definite=True)
-                raise exc
         self.producer.begin_transaction()
         try:
-            self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 30)
+            if guard:
+                send_offsets_guarded(self.producer, self.consumer, tps)
+            else:
+                self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 30)
             self.producer.commit_transaction(30)
             answer = "NONE"
+        except UnassignedPartitionError:
+            self.producer.abort_transaction(30)
+            self.exp.history.append("offsets_sent", self.name, topic=self.topic, error="REFUSED_BY_GUARD",
+                                    definite=True)
+            raise
         except KafkaException as exc:
             answer = exc.args[0].name()
             self.producer.abort_transaction(30)
@@ -145,9 +148,11 @@ class GroupMember:
 
 def classic_session(protocol: str) -> dict:
     """Client session settings for ``protocol``: with "classic" the session timeout is the client's
-    (default 45 s; 10 s here, as the lab broker's consumer-protocol groups); with "consumer"
-    (KIP-848) it is the broker's ``group.consumer.session.timeout.ms`` and the client must not set it."""
-    return {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000} if protocol == "classic" else {}
+    (default 45 s; here the lab broker's consumer-protocol one,
+    :data:`~labkit.broker.settings.CONSUMER_SESSION_TIMEOUT_MS`); with "consumer" (KIP-848) it is the broker's
+    ``group.consumer.session.timeout.ms`` and the client must not set it."""
+    classic = {"session.timeout.ms": CONSUMER_SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1_000}
+    return classic if protocol == "classic" else {}
 
 
 def describe_assignments(bootstrap: str, group_id: str) -> dict[str, list[int]]:
@@ -207,7 +212,7 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
     member_b = b.member_id
     a.crash()
     b.close()
-    a.restart(idle_ms=30_000)  # its crashed self stays in the group until the session times out (10 s)
+    a.restart(idle_ms=30_000)  # its crashed self stays in the group until its session times out
     a.wait(180)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "group": group, "victim": victim, "answer": answer[victim],

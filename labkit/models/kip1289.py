@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from labkit.broker.settings import SHARE_LOCK_MS
 from labkit.history import Event
 from labkit.models.share_partition import ACQUIRED, PENDING, TERMINAL, SharePartition
 from labkit.models.txn_coordinator import (ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PRODUCER_FENCED, DataPartition,
@@ -73,7 +74,7 @@ class World:
     def __init__(self, records: int = 3, consumers: int = 2, *, batch: int = 1, limit: int = 3,
                  lock_while_pending: str = "freeze", count_on_abort: str = "keep", release_in_txn: bool = False,
                  decisions: dict[int, str] | None = None, faults: dict[str, int] | None = None,
-                 max_faults: int | None = None, aborts: int | None = None, lock_ms: int = 5000, txn_timeout_ms: int = 10000, step_ms: int = 200,
+                 max_faults: int | None = None, aborts: int | None = None, lock_ms: int = SHARE_LOCK_MS, txn_timeout_ms: int = 10000, step_ms: int = 200,
                  history: bool = True) -> None:
         unknown = set(faults or {}) - set(FAULTS)
         if unknown:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from labkit.broker.settings import SHARE_LOCK_MS
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.history import Event
 
@@ -36,7 +37,7 @@ def _at(e: Event, name: str, detail: str) -> Anomaly:
     return Anomaly(name, e.value_id, detail, e.participant, e.topic, e.partition, e.offset)
 
 
-def check_share(events: Iterable[Event], *, topic: str, delivery_limit: int = 5, lock_ms: int = 5000,
+def check_share(events: Iterable[Event], *, topic: str, delivery_limit: int = 5, lock_ms: int = SHARE_LOCK_MS,
                 slack_ms: int = 1000, sink: bool = False) -> CheckResult:
     """Check the share-group part of one experiment's history.
 
@@ -45,7 +46,8 @@ def check_share(events: Iterable[Event], *, topic: str, delivery_limit: int = 5,
             ``share_state`` / ``share_offsets`` events sampled until the end.
         topic: the topic the share group consumed.
         delivery_limit: the group's ``share.delivery.count.limit`` (Kafka's default 5).
-        lock_ms: the acquisition lock duration, ms (``group.share.record.lock.duration.ms``; the lab's 5000).
+        lock_ms: the acquisition lock duration, ms (``group.share.record.lock.duration.ms``; default the lab broker's,
+            :data:`~labkit.broker.settings.SHARE_LOCK_MS`).
         slack_ms: ms of the lock allowed for the delay between the broker's acquisition and the
             client's poll returning (client timestamps are later than the broker's).
         sink: the consumers wrote effects to a sink: check lost and duplicate effects.

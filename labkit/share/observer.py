@@ -16,11 +16,11 @@ Decoding and requests are in :mod:`labkit.kafka.sharewire`.
 
 from __future__ import annotations
 
-import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from labkit.background import Periodic
 from labkit.broker.probe import KAFKA_LOG
 from labkit.history import History
 from labkit.kafka.sharewire import (STATE_TOPIC, decode_state_record, describe_share_group,
@@ -49,19 +49,29 @@ class ShareObserver:
         self._reader: Consumer | None = None
         self._last_offsets: dict[int, tuple] = {}
         self._last_assignment: set[tuple] | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-share-observer")
+        self._thread = Periodic("labkit-share-observer", self.sample, interval_s, last_round=True)
 
     def start(self) -> "ShareObserver":
+        """Start sampling in the background (a first sample at once).
+
+        Raises:
+            RuntimeError: already sampling.
+        """
         self._thread.start()
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """One last sample, then stop (waits at most ``timeout_s`` seconds for the thread)."""
-        self._stop.set()
-        self._thread.join(timeout_s)
-        if self._reader is not None:
-            self._reader.close()
+        """One last sample, then stop (waits at most ``timeout_s`` seconds for the thread).
+
+        Raises:
+            TimeoutError: a sample still runs after ``timeout_s`` seconds.
+            Exception: what ended the sampling thread (an error other than a request's, which is :attr:`last_error`).
+        """
+        try:
+            self._thread.stop(timeout_s)
+        finally:
+            if self._reader is not None and not self._thread.running:
+                self._reader.close()
 
     def __enter__(self) -> "ShareObserver":
         return self.start()
@@ -80,12 +90,6 @@ class ShareObserver:
                 errors.append(str(exc))
         self.last_error = "; ".join(errors) or None
         self.samples += 1
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval_s)
-        self.sample()
 
     def _offsets(self) -> None:
         for row in describe_share_group_offsets(self.bootstrap, self.group_id):
