@@ -213,7 +213,8 @@ def _commit_then_leave_open(bootstrap: str, topic: str, group: str, committed: i
     producer holding it open (``transaction.timeout.ms`` 60 000)."""
     member = Consumer(_group_config(bootstrap, group))
     member.subscribe([topic])
-    wait_for(lambda: (member.poll(0.2), member.assignment())[1], f"an assignment in group {group}", 30, interval_s=0)
+    wait_for(lambda: (member.poll(0.2), member.assignment())[1], f"an assignment in group {group}", 30, interval_s=0,
+             hint="the broker's server.log")
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-held",
                          "transaction.timeout.ms": 60_000})
     producer.init_transactions(30)

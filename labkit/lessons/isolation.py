@@ -210,7 +210,7 @@ def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float
         try:  # two records and the ABORT marker: high watermark 3, and the LSO caught up with it
             wait_for(lambda: ((sampler.samples.lso == 3) & (sampler.samples.high_watermark == 3)).any(),
                      f"the coordinator did not abort the stalled transaction (transaction.timeout.ms={timeout_ms})",
-                     abort_within_s)
+                     abort_within_s, hint="the broker's server.log")
             time.sleep(0.5)
         finally:
             p.resume()
