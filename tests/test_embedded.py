@@ -4,14 +4,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.settings import FEATURES_BY_VERSION
-from labkit.waiting import wait_until
+from labkit.waiting import Deadline, wait_until
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, PortInUseError
 from labkit.kafka.records import create_topic, produce, read_topic
 
@@ -147,7 +146,7 @@ def test_a_controller_is_ready_once_this_start_logged_its_server_started(tmp_pat
     controller = EmbeddedBroker(tmp_path, roles="controller")  # not started: only its server.log is read
     controller.log_file.write_text("[2026-11-23 20:36:54,931] INFO [KafkaRaftServer nodeId=1] Kafka Server started "
                                    "(kafka.server.KafkaRaftServer)\n" + "\tsome.config = value\n" * 450)
-    assert controller._ready(time.monotonic() + 1)
+    assert controller._ready(Deadline(1))
     assert controller.logged_since(0, "Kafka Server started")
     assert not controller.logged_since(controller.log_size(), "Kafka Server started")  # a later start's mark
 

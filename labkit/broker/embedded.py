@@ -19,6 +19,7 @@ from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version
                                     render_server_properties)
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
 from labkit.procs import die_with_parent
+from labkit.waiting import Deadline
 
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
 #: How many times :meth:`EmbeddedBroker.start` tries ports it picked itself when the JVM finds one taken.
@@ -288,14 +289,14 @@ class EmbeddedBroker:
                 f"check the overrides you passed. Output:\n{done.stdout}{done.stderr}")
         (self.data_dir / "kafka-version").write_text(self.version + "\n")
 
-    def _ready(self, deadline: float) -> bool:
+    def _ready(self, deadline: Deadline) -> bool:
         if self.roles == "controller":  # no client listener: it logs when its KRaft server is up (then config dumps
             return self.logged_since(self._log_mark, "Kafka Server started")  # of 450 lines may follow at once)
-        return probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline - time.monotonic())))
+        return probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline.remaining_s())))
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
+        deadline = Deadline(self.start_timeout_s)
+        while not deadline.expired():
             if not self.is_running:
                 code = self._proc.returncode
                 raise BrokerExitedError(

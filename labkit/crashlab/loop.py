@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from labkit.crashlab.registry import REQUIRED, Option
 from labkit.history import History
+from labkit.waiting import Deadline
 
 #: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
 EXIT_FENCED = 3
@@ -79,7 +80,7 @@ class Loop:
         self._topic: str | None = None
         self._sends: list[tuple] = []  # (mono_ns, [value ids], partition) per batch handed over
         self._acks: list[tuple] = []  # (mono_ns, delivered Message): fields read when the batch is written
-        self._call: tuple[str, float, float] | None = None  # (call, lab deadline on the monotonic clock, deadline s)
+        self._call: tuple[str, Deadline] | None = None  # (call, the lab's deadline for it)
         signal.signal(signal.SIGTERM, self._on_term)
         threading.Thread(target=self._watchdog, daemon=True, name="labkit-watchdog").start()
 
@@ -94,7 +95,7 @@ class Loop:
         Raises what ``fn`` raises; a producer method's SystemError that hides a fatal error (:func:`fatal_error`)
         as the KafkaException confluent-kafka meant to raise."""
         deadline_s = (self.spec.get("call_deadline_ms") or (timeout_s + 5) * 1000) / 1000
-        self._call = (name, time.monotonic() + deadline_s, deadline_s)
+        self._call = (name, Deadline(deadline_s))
         try:
             return fn(*args, timeout_s)
         except SystemError as exc:  # a producer's fatal error lost by confluent-kafka: raise it as it should have
@@ -111,10 +112,10 @@ class Loop:
         while True:
             time.sleep(0.2)
             call = self._call
-            if call and call is not reported and time.monotonic() > call[1]:
+            if call and call is not reported and call[1].expired():
                 reported = call
                 self.log("stalled", step=call[0], error=f"{call[0]} still running past the lab's deadline of "
-                                                        f"{call[2]:g} s")
+                                                        f"{call[1].timeout_s:g} s")
 
     def log(self, kind: str, **fields: object) -> None:
         self.history.append(kind, self.name, **fields)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from labkit.background import Periodic
 from labkit.crashlab.participant import Participant
+from labkit.waiting import wait_until
 
 #: Statuses the supervisor acts on by default.
 RESTART_ON = ("crashed", "fenced", "stalled")
@@ -114,12 +115,9 @@ class Supervisor:
         Raises:
             TimeoutError: not settled within ``timeout_s`` seconds (the message gives each status).
         """
-        deadline = time.monotonic() + timeout_s
-        while not self.settled():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"supervised participants not settled within {timeout_s:g} s: " + ", ".join(
-                    f"{name} {p.status} after {self.restarts[name]} restarts" for name, (p, _) in self.policies.items()))
-            time.sleep(self.interval_s)
+        if not wait_until(self.settled, timeout_s, self.interval_s):
+            raise TimeoutError(f"supervised participants not settled within {timeout_s:g} s: " + ", ".join(
+                f"{name} {p.status} after {self.restarts[name]} restarts" for name, (p, _) in self.policies.items()))
         return {name: p.status for name, (p, _) in self.policies.items()}
 
     def check_once(self) -> None:

@@ -12,7 +12,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
 from labkit.broker.probe import KAFKA_LOG, admin
-from labkit.waiting import wait_until
+from labkit.waiting import Deadline, wait_until
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -116,7 +116,7 @@ def end_offsets(bootstrap: str, topic: str, isolation_level: str, timeout_s: flo
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG,
                          "isolation.level": isolation_level})
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     try:
         parts = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         return {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in parts}
@@ -129,14 +129,14 @@ def end_offsets(bootstrap: str, topic: str, isolation_level: str, timeout_s: flo
 _NOT_LEADING_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
 
 
-def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
-    """``get_watermark_offsets(tp)``'s end offset, asked again on :data:`_NOT_LEADING_YET` until ``deadline``
-    (monotonic clock, s); raises its KafkaException past it."""
+def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: Deadline) -> int:
+    """``get_watermark_offsets(tp)``'s end offset, asked again on :data:`_NOT_LEADING_YET` until ``deadline``;
+    raises its KafkaException past it."""
     while True:
         try:
-            return consumer.get_watermark_offsets(tp, timeout=max(0.1, deadline - time.monotonic()))[1]
+            return consumer.get_watermark_offsets(tp, timeout=max(0.1, deadline.remaining_s()))[1]
         except KafkaException as exc:
-            if exc.args[0].code() not in _NOT_LEADING_YET or time.monotonic() >= deadline:
+            if exc.args[0].code() not in _NOT_LEADING_YET or deadline.expired():
                 raise
             time.sleep(0.1)
 
@@ -160,10 +160,10 @@ def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committe
                          "enable.partition.eof": True, "logger": KAFKA_LOG})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
     rows, at_end = [], {p for p, end in ends.items() if end == 0}
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     try:
         while len(at_end) < len(ends):
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 raise TimeoutError(f"{isolation_level} read of {topic} did not reach the end within {timeout_s:g} s "
                                    "(is a transaction still open?)")
             msg = consumer.poll(0.2)

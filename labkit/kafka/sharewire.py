@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError
 
 from labkit.errors import BrokerUnreachableError, LabkitError
+from labkit.waiting import Deadline
 
 DELIVERY_STATES = {0: "AVAILABLE", 1: "ACQUIRED", 2: "ACKNOWLEDGED", 3: "ARCHIVING", 4: "ARCHIVED"}
 STATE_TOPIC = "__share_group_state"
@@ -254,8 +255,8 @@ def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0
         ShareWireError: the broker kept answering with an error (named).
     """
     address = bootstrap.split(",")[0]
-    deadline, error = time.monotonic() + timeout_s, None
-    while time.monotonic() < deadline:
+    deadline, error = Deadline(timeout_s), None
+    while not deadline.expired():
         body = Writer().pack(">b", 0).compact_array([group_id], Writer.compact_string).no_tags().bytes()
         r = _call(address, 10, 4, body, timeout_s)
         r.int32()  # throttle

@@ -20,7 +20,7 @@ from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.exercise import Verdict, compare, unanswered
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
-from labkit.waiting import wait_for, wait_until
+from labkit.waiting import Deadline, wait_for, wait_until
 
 
 def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, mitigation: bool = True,
@@ -213,7 +213,8 @@ def _commit_then_leave_open(bootstrap: str, topic: str, group: str, committed: i
     producer holding it open (``transaction.timeout.ms`` 60 000)."""
     member = Consumer(_group_config(bootstrap, group))
     member.subscribe([topic])
-    wait_for(lambda: (member.poll(0.2), member.assignment())[1], f"an assignment in group {group}", 30, interval_s=0)
+    wait_for(lambda: (member.poll(0.2), member.assignment())[1], f"an assignment in group {group}", 30, interval_s=0,
+             hint="the broker's server.log")
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-held",
                          "transaction.timeout.ms": 60_000})
     producer.init_transactions(30)
@@ -234,14 +235,15 @@ def _group_config(bootstrap: str, group: str) -> dict:
 def _plain_first_offset(bootstrap: str, topic: str, group: str, join_after_s: float = 3.0) -> int | None:
     """The first offset of partition 0 a plain librdkafka consumer of ``group`` returns, a second member joining
     after ``join_after_s`` s (within 30 s; None if none)."""
-    consumer, other, start = Consumer(_group_config(bootstrap, group)), None, time.monotonic()
+    consumer, other = Consumer(_group_config(bootstrap, group)), None
+    give_up, join_at = Deadline(30), Deadline(join_after_s)
     consumer.subscribe([topic])
     try:
-        while time.monotonic() - start < 30:
+        while not give_up.expired():
             m = consumer.poll(0.2)
             if m is not None and not m.error() and m.partition() == 0:
                 return m.offset()
-            if other is None and time.monotonic() - start > join_after_s:
+            if other is None and join_at.expired():
                 other = Consumer(_group_config(bootstrap, group))
                 other.subscribe([topic])
             if other is not None:

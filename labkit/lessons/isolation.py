@@ -16,7 +16,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.kafka.offsets import OffsetSampler
 from labkit.exercise import Verdict, unanswered
 from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
-from labkit.waiting import wait_for
+from labkit.waiting import Deadline, wait_for
 
 
 def txn_throughput(bootstrap: str, sizes: tuple[int, ...] = (1, 10, 100, 1000, 10000), *,
@@ -83,8 +83,8 @@ def read_with_client_defaults(bootstrap: str, topic: str, timeout_s: float = 10.
     ck = Consumer({"bootstrap.servers": bootstrap, "group.id": f"defaults-{uuid.uuid4().hex[:6]}",
                    "enable.partition.eof": True, "logger": KAFKA_LOG})
     ck.assign([TopicPartition(topic, 0, 0)])
-    got, deadline = [], time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    got, deadline = [], Deadline(timeout_s)
+    while not deadline.expired():
         msg = ck.poll(0.2)
         if msg is None:
             continue
@@ -158,12 +158,12 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
         txn.begin_transaction()
         exp.history.append("txn_begin", "txn-producer", txn=1)
         _write(exp, txn, "txn-producer", topic, "txn-1", txn=1)
-        opened = time.monotonic()
+        commit_at = Deadline(open_s)
         time.sleep(0.5)
         _write(exp, plain, "plain-producer", topic, "plain-1")
         control = consumers["read_uncommitted"]
         wait_for(lambda: _seen_ns(exp, control.name, "consume", "plain-1"), f"{control.name} never read plain-1")
-        time.sleep(max(0.0, open_s - (time.monotonic() - opened)))
+        time.sleep(commit_at.remaining_s())
         exp.history.append("txn_commit_start", "txn-producer", txn=1)
         txn.commit_transaction(30)
         exp.history.append("txn_end", "txn-producer", txn=1, outcome="committed", definite=True)
@@ -210,7 +210,7 @@ def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float
         try:  # two records and the ABORT marker: high watermark 3, and the LSO caught up with it
             wait_for(lambda: ((sampler.samples.lso == 3) & (sampler.samples.high_watermark == 3)).any(),
                      f"the coordinator did not abort the stalled transaction (transaction.timeout.ms={timeout_ms})",
-                     abort_within_s)
+                     abort_within_s, hint="the broker's server.log")
             time.sleep(0.5)
         finally:
             p.resume()

@@ -17,7 +17,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
 from labkit.kafka.records import committed_offsets
-from labkit.waiting import wait_for
+from labkit.waiting import Deadline, wait_for
 
 
 class UnassignedPartitionError(LabkitError):
@@ -91,15 +91,15 @@ class GroupMember:
         Raises:
             TimeoutError: no such stable assignment within ``timeout_s``.
         """
-        deadline, stable_since = time.monotonic() + timeout_s, None
-        while time.monotonic() < deadline:
+        deadline, stable = Deadline(timeout_s), None
+        while not deadline.expired():
             self.consumer.poll(0.2)
             if len(self.assignment) == partitions:
-                stable_since = stable_since or time.monotonic()
-                if time.monotonic() - stable_since >= 2:
+                stable = stable or Deadline(2)
+                if stable.expired():
                     return self.assignment
             else:
-                stable_since = None
+                stable = None
         raise TimeoutError(f"{self.name} did not hold {partitions} partition(s) of {self.topic} for 2 s within "
                            f"{timeout_s:g} s (it holds {self.assignment})")
 

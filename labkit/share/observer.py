@@ -26,6 +26,7 @@ from labkit.history import History
 from labkit.kafka.sharewire import (STATE_TOPIC, decode_state_record, describe_share_group,
                                        describe_share_group_offsets)
 from labkit.errors import LabkitError
+from labkit.waiting import Deadline
 
 
 class ShareObserver:
@@ -124,8 +125,8 @@ class ShareObserver:
                 return
             reader.assign([TopicPartition(STATE_TOPIC, p, OFFSET_BEGINNING) for p in meta.partitions])
             self._reader = reader
-        deadline = time.monotonic() + self.interval_s
-        while time.monotonic() < deadline:
+        deadline = Deadline(self.interval_s)
+        while not deadline.expired():
             msgs = self._reader.consume(500, 0.05)
             if not msgs:
                 break

@@ -25,7 +25,7 @@ from labkit.broker.runtime import find_java, labkit_home
 from labkit.errors import LabkitError
 from labkit.procs import die_with_parent, process_state
 from labkit.spark.session import LOG4J, check_pyspark
-from labkit.waiting import wait_until
+from labkit.waiting import Deadline, wait_until
 
 READY = {"master": "I have been elected leader", "worker": "Successfully registered with master"}
 # labkit's errors-only Spark logging, plus the INFO lines (readiness among them) of the two daemon classes
@@ -120,7 +120,7 @@ class StandaloneCluster:
         if self.is_running:
             raise SparkClusterError(f"The Spark cluster at {self.master_url} is already running.")
         self.stop()
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         find_java()
         check_pyspark()
         import pyspark
@@ -138,13 +138,13 @@ class StandaloneCluster:
         try:
             self._spawn("master", home, env, "--host", HOST, "--port", str(self.port),
                         "--webui-port", str(self.ui_port))
-            self._await(*self._procs[0], deadline, timeout_s)  # workers only register with a leader
+            self._await(*self._procs[0], deadline)  # workers only register with a leader
             for i in range(1, self.workers + 1):
                 self._spawn(f"worker-{i}", home, env, self.master_url, "--host", HOST, "--cores", str(self.cores),
                             "--memory", self.memory, "--webui-port", str(free_port() if self.ui else 0),
                             "--work-dir", str(self.folder / "work"))
             for daemon in self._procs[1:]:
-                self._await(*daemon, deadline, timeout_s)
+                self._await(*daemon, deadline)
         except BaseException:
             self.stop()
             raise
@@ -156,10 +156,10 @@ class StandaloneCluster:
         ``timeout_s`` seconds. Logs are kept. Does nothing if nothing runs."""
         for _, proc, _ in self._procs:
             _signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         for _, proc, _ in self._procs:
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                proc.wait(max(0.1, deadline.remaining_s()))
             except subprocess.TimeoutExpired:
                 pass
             _signal_group(proc.pid, signal.SIGKILL)
@@ -187,12 +187,12 @@ class StandaloneCluster:
         self._procs.append((name, proc, Path(out.name)))
 
     @staticmethod
-    def _await(name: str, proc: subprocess.Popen, log: Path, deadline: float, timeout_s: float) -> None:
+    def _await(name: str, proc: subprocess.Popen, log: Path, deadline: Deadline) -> None:
         marker = READY[name.split("-")[0]]
         while marker not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None or deadline.expired():
                 why = (f"exited during start (exit code {proc.returncode})" if proc.poll() is not None else
-                       f"was not ready within {timeout_s:g} s (no {marker!r} in its log; raise timeout_s on a slow "
+                       f"was not ready within {deadline.timeout_s:g} s (no {marker!r} in its log; raise timeout_s on a slow "
                        "machine) and the cluster was stopped")
                 with open(log, errors="replace") as f:
                     raise SparkClusterError(f"The Spark {name} {why}; see {log}. Last 20 lines:\n"

@@ -40,6 +40,7 @@ from confluent_kafka import KafkaException, Producer
 from labkit.crashlab.loop import Fenced, Loop
 from labkit.crashlab.registry import REQUIRED, Option, Role
 from labkit.kafka.records import high_watermarks, read_topic
+from labkit.waiting import wait_until
 
 SINKS = {"kafka": ("before_produce", "mid_produce", "after_produce"),
          "transactional": ("before_produce", "mid_produce", "before_commit", "after_commit")}
@@ -175,12 +176,8 @@ class KafkaSink:
         before = sum(high_watermarks(bootstrap, topic).values())
 
         def watch() -> None:  # gives up after 60 s: a batch that writes nothing is not crashed
-            deadline = time.monotonic() + 60
-            while sum(high_watermarks(bootstrap, topic).values()) == before:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.005)
-            self.loop.step("mid_produce")
+            if wait_until(lambda: sum(high_watermarks(bootstrap, topic).values()) != before, 60, 0.005):
+                self.loop.step("mid_produce")
 
         threading.Thread(target=watch, daemon=True).start()
 
