@@ -1,13 +1,20 @@
 """Every notebook opens with its learning objectives, numbers its sections without gaps, ends with a "What you
-saw" summary, and links to the notebooks before and after it (issue 12); the README lists each one."""
+saw" summary, and links to the notebooks before and after it (issue 12); the README lists each one. A notebook
+imports labkit from one place, ``import labkit`` and its lessons' modules, and its claims cells are collapsed,
+define no function and end with one verdict line (issue 22)."""
 
+import ast
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+import labkit
+
+REPO = Path(__file__).parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = {p.stem for p in (REPO / "labkit" / "lessons").glob("[a-z]*.py")}
 
 
 def markdown(nb: Path) -> list[str]:
@@ -38,3 +45,51 @@ def test_objectives_sections_summary_and_links(nb):
 def test_the_readme_lists_every_notebook():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert all(f"`notebooks/{nb.name}`" in readme for nb in NOTEBOOKS)
+
+
+def code_cells(nb: Path) -> list[tuple[dict, ast.Module]]:
+    """Each code cell of ``nb`` with its parsed source."""
+    cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+    return [(c, ast.parse("".join(c["source"]))) for c in cells]
+
+
+def is_claims_cell(cell: dict, tree: ast.Module) -> bool:
+    """A claims cell asserts the lesson's claims: it prints that they hold, or it asserts more than one thing."""
+    asserts = sum(isinstance(node, ast.Assert) for node in ast.walk(tree))
+    return "claims hold" in "".join(cell["source"]) or asserts >= 2
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_labkit_is_imported_from_one_place(nb):
+    """``import labkit`` and ``from labkit.lessons import <lesson> [as x]``, nothing deeper; every ``labkit.<name>``
+    the notebook uses is public (``labkit.__all__``)."""
+    for _, tree in code_cells(nb):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "labkit":
+                        assert (alias.name, alias.asname) == ("labkit", None), f"{nb.name}: import {alias.name}"
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "labkit":
+                names = [alias.name for alias in node.names]
+                assert node.module == "labkit.lessons" and set(names) <= LESSONS, \
+                    f"{nb.name}: from {node.module} import {', '.join(names)} (use labkit.<name>, or the lesson's module)"
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "labkit":
+                assert node.attr in labkit.__all__, f"{nb.name}: labkit.{node.attr} is not a public name"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_claims_cells_are_collapsed_define_nothing_and_end_with_a_verdict(nb):
+    claims = [(cell, tree) for cell, tree in code_cells(nb) if is_claims_cell(cell, tree)]
+    assert claims, f"{nb.name} has no claims cell"
+    for cell, tree in claims:
+        first = "".join(cell["source"]).splitlines()[0]
+        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, f"{nb.name}: {first!r} is not collapsed"
+        defined = [node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                             ast.ClassDef))]
+        assert not defined, f"{nb.name}: the claims cell {first!r} defines {defined}: move them to its lesson module"
+        last = tree.body[-1]
+        assert (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                and getattr(last.value.func, "id", None) == "print" and "hold" in ast.unparse(last.value)), \
+            f"{nb.name}: the claims cell {first!r} does not end with its verdict line"
+        prints = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"]
+        assert len(prints) == 1, f"{nb.name}: the claims cell {first!r} prints more than its verdict"

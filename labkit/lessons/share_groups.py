@@ -21,6 +21,7 @@ from labkit.broker.settings import SHARE_LOCK_MS, kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.share.observer import ShareObserver
 from labkit.errors import LabkitError
+from labkit.history import Event
 from labkit.exercise import Verdict, unanswered
 from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.kafka.records import read_topic
@@ -78,6 +79,18 @@ def deliveries(exp: Experiment, topic: str) -> pd.DataFrame:
     rows = [(e.participant, e.offset, e.value_id, e.delivery_count) for e in exp.history.events()
             if e.kind == "delivered" and e.topic == topic]
     return pd.DataFrame(rows, columns=["consumer", "offset", "value_id", "delivery_count"])
+
+
+def first_ns(events: list[Event], kind: str, participant: str | None = None, topic: str | None = None,
+             **match: object) -> int:
+    """The monotonic time (ns) of the first of ``events`` of ``kind``, by ``participant`` and on ``topic``
+    when given, whose other fields equal ``match`` (e.g. ``state="AVAILABLE"``).
+
+    Raises:
+        ValueError: no event matches.
+    """
+    return min(e.mono_ns for e in events if e.kind == kind and participant in (None, e.participant)
+               and topic in (None, e.topic) and all(getattr(e, k) == v for k, v in match.items()))
 
 
 def persisted(exp: Experiment, topic: str) -> pd.DataFrame:

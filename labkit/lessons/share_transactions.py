@@ -19,6 +19,12 @@ from labkit.share.check import check_share
 from labkit.exercise import Verdict, unanswered
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
+from labkit.models import share_partition, stepper
+
+# Notebook 07 drives parts of the model itself, through this module (with ``replay``, ``INPUT`` and ``World``
+# above): the stepper and its transactions table, and the share partition that replays what real consumers did.
+Stepper, transactions = stepper.Stepper, stepper.transactions
+replay_client_events = share_partition.replay_client_events
 
 FLOW = [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1")]
 #: The seed's scenarios (§2.1 and §6): the steps up to the interesting point; :func:`finish` runs the rest.

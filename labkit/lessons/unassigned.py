@@ -17,7 +17,13 @@ from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
 from labkit.kafka.records import committed_offsets
+from labkit.models import kip1287
 from labkit.waiting import Deadline, wait_for
+
+# The proposed fix, MODELLED (KIP-1287): notebook 05 replays B's commit through the group coordinator's model and
+# names its two candidate errors.
+GroupModel = kip1287.GroupModel
+STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION = kip1287.STALE_MEMBER_EPOCH, kip1287.UNASSIGNED_PARTITION
 
 
 class UnassignedPartitionError(LabkitError):
