@@ -20,7 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 from labkit.crashlab.loop import EXIT_FENCED
-from labkit.crashlab.registry import load
+from labkit.crashlab import java
+from labkit.crashlab.registry import CLIENTS, Role, load
 from labkit.errors import LabkitError
 from labkit.history import History
 from labkit.waiting import wait_until
@@ -42,6 +43,25 @@ def _kill_all() -> None:
         participant._signal(signal.SIGKILL)
 
 
+def default_client(role: Role) -> str:
+    """The client a participant of ``role`` runs on when none is given: ``$LABKIT_CLIENT`` if the role has it, else
+    the role's first.
+
+    Raises:
+        ValueError: ``$LABKIT_CLIENT`` is not one of :data:`CLIENTS`.
+    """
+    wanted = os.environ.get("LABKIT_CLIENT") or role.clients[0]
+    if wanted not in CLIENTS:
+        raise ValueError(f"LABKIT_CLIENT={wanted!r} is not a client labkit has: set it to one of {', '.join(CLIENTS)}"
+                         f", or unset it")
+    return wanted if wanted in role.clients else role.clients[0]
+
+
+def _command(client: str) -> list[str]:
+    """The command that runs a participant on ``client``, before its spec (JSON)."""
+    return java.command() if client == "java" else [sys.executable, "-m", "labkit.crashlab.run"]
+
+
 class Participant:
     """One role running in its own process.
 
@@ -56,20 +76,27 @@ class Participant:
         crash_at: a step of the role's loop where the process SIGKILLs itself, or ``None``.
         crash_iteration: crash only on this iteration (1-based; a Spark pipeline's iteration is the
             micro-batch id, from 0); ``None``: the first time the step is reached.
+        client: the client the role runs on, one of :data:`labkit.crashlab.registry.CLIENTS`: "librdkafka"
+            (confluent-kafka, a Python process) or "java" (Kafka's own Java client of the running release, a JVM:
+            :mod:`labkit.crashlab.java`); default ``$LABKIT_CLIENT`` where the role has that client, else the role's
+            first (librdkafka).
         **options: the role's settings: its module's ``ROLE.options`` and :data:`labkit.crashlab.registry.COMMON`
             (``topic``, ``config``, ``sleep_at``, ``call_deadline_ms``), each with its type, unit and default.
     Raises:
-        ValueError: unknown role, ``crash_at`` is not a step of the role, or an option is unknown, of the wrong
-            type or missing (the message names the valid ones).
+        ValueError: unknown role or client, ``crash_at`` is not a step of the role, or an option is unknown, not
+            on this client, of the wrong type or missing (the message names the valid ones).
+        JavaError, MavenError: a Java participant without a JDK 17+ or the Kafka jars (:func:`java.compiled`).
     """
 
     def __init__(self, name: str, role: str, *, history: History, bootstrap: str, crash_at: str | None = None,
-                 crash_iteration: int | None = None, **options: object) -> None:
+                 crash_iteration: int | None = None, client: str | None = None, **options: object) -> None:
         self.role_def = load(role)
         self.name, self.role, self.history = name, role, history
+        client = client or default_client(self.role_def)
         self.spec = {"name": name, "role": role, "history": str(history.path), "bootstrap": bootstrap,
-                     "crash_at": crash_at, "crash_iteration": crash_iteration,
-                     **self.role_def.spec(options, crash_at)}
+                     "crash_at": crash_at, "crash_iteration": crash_iteration, "client": client,
+                     **self.role_def.spec(options, crash_at, client)}
+        self._command = _command(client)
         self._options = dict(options)
         self._proc: subprocess.Popen | None = None
         self._paused = False
@@ -89,7 +116,7 @@ class Participant:
                                          and e.txn), default=0)
         self.history.append("start", self.name)
         with open(self.stderr_log, "ab") as err:
-            self._proc = subprocess.Popen([sys.executable, "-m", "labkit.crashlab.run", json.dumps(self.spec)],
+            self._proc = subprocess.Popen([*self._command, json.dumps(self.spec)],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                           preexec_fn=die_with_parent, process_group=0)
         self._paused = self._stopped = False
@@ -139,11 +166,18 @@ class Participant:
 
     def restart(self, **changes: object) -> "Participant":
         """Stop the process if it runs, then start it again with the same settings; ``changes``
-        override some (e.g. ``crash_at=None`` so it does not crash again, ``first=11``)."""
+        override some (e.g. ``crash_at=None`` so it does not crash again, ``first=11``, ``client="java"``).
+
+        Raises:
+            ValueError: a change the role does not take (see the class), checked before anything stops.
+        """
+        own = {k: changes.pop(k, self.spec[k]) for k in ("bootstrap", "crash_at", "crash_iteration", "client")}
+        spec = self.role_def.spec({**self._options, **changes}, own["crash_at"], own["client"])
+        command = _command(own["client"])
         self.stop()
-        own = {k: changes.pop(k, self.spec[k]) for k in ("bootstrap", "crash_at", "crash_iteration")}
         self._options.update(changes)
-        self.spec.update(self.role_def.spec(self._options, own["crash_at"]), **own)
+        self.spec.update(spec, **own)
+        self._command = command
         return self.start()
 
     def wait(self, timeout_s: float = 60.0) -> str:
@@ -209,7 +243,7 @@ class Participant:
         return {label: c[kind] for label, kind in self.role_def.counters}
 
     def __repr__(self) -> str:
-        return f"Participant({self.name!r}, {self.role}, {self.status})"
+        return f"Participant({self.name!r}, {self.role}, {self.spec['client']}, {self.status})"
 
     # -- helpers ----------------------------------------------------------------------------
     @property

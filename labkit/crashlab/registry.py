@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 #: The default of an option the caller must give.
 REQUIRED = object()
+#: The client runtimes a participant can run on: librdkafka (confluent-kafka, a Python process, the loops of
+#: ``labkit/*/roles/``) and Kafka's own Java client (a JVM, ``jvm/participant/``, :mod:`labkit.crashlab.java`).
+CLIENTS = ("librdkafka", "java")
 _LABKIT = Path(__file__).resolve().parents[1]
 
 
@@ -33,12 +36,15 @@ class Option:
         types: the Python type(s) a value must have (an int is accepted where a float is expected).
         doc: what it does, with its unit (ms, records, offsets).
         choices: the values allowed, if they are few.
+        clients: the clients (:data:`CLIENTS`) that have it, if not all (e.g. ``("java",)`` for a feature
+            librdkafka lacks).
     """
 
     default: object
     types: type | tuple[type, ...]
     doc: str
     choices: tuple = ()
+    clients: tuple[str, ...] = CLIENTS
 
 
 #: Options every role takes, used by the engine (:class:`labkit.crashlab.loop.Loop`) itself.
@@ -63,6 +69,8 @@ class Role:
         run: the loop, ``run(loop)``; it reads its settings from ``loop.spec`` (defaults filled in).
         counters: what the control panel shows, (label, event kind) pairs counted in the history.
         check: cross-option checks, ``check(options, crash_at)`` raising ValueError, if any.
+        clients: the clients (:data:`CLIENTS`) it runs on; the Java ones are in ``jvm/participant/`` (a role of
+            any other process, such as a Spark driver, names its own).
     """
 
     name: str
@@ -72,14 +80,18 @@ class Role:
     counters: tuple[tuple[str, str], ...] = (("sent", "send"), ("acked", "ack"), ("consumed", "consume"),
                                              ("committed", "committed"), ("aborted", "aborted"))
     check: Callable[[dict, str | None], None] | None = field(default=None)
+    clients: tuple[str, ...] = ("librdkafka",)
 
-    def spec(self, options: dict, crash_at: str | None) -> dict:
-        """``options`` checked and completed with the defaults.
+    def spec(self, options: dict, crash_at: str | None, client: str = "librdkafka") -> dict:
+        """``options`` checked and completed with the defaults, for a participant on ``client``.
 
         Raises:
-            ValueError: an unknown option (naming the closest valid one and listing them all), a value of the
-                wrong type or not among its choices, a required option missing, or ``crash_at`` not a step.
+            ValueError: an unknown option (naming the closest valid one and listing them all), one ``client``
+                lacks, a value of the wrong type or not among its choices, a required option missing, ``crash_at``
+                not a step, or a client the role does not run on.
         """
+        if client not in self.clients:
+            raise ValueError(f"a {self.name} does not run on {client!r}; its clients are {', '.join(self.clients)}")
         if crash_at is not None and crash_at not in self.steps:
             raise ValueError(f"{crash_at!r} is not a step of a {self.name}; its steps are {', '.join(self.steps)}")
         known = {**COMMON, **self.options}
@@ -89,6 +101,9 @@ class Role:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"a {self.name} has no option {name!r}{hint}; its options are {', '.join(known)}")
             _check_value(self.name, name, value, known[name])
+            if client not in known[name].clients:
+                raise ValueError(f"{name} is not available on {client!r}: {known[name].doc}; it runs on "
+                                 f"{', '.join(known[name].clients)} only (client=...)")
         missing = [n for n, o in known.items() if o.default is REQUIRED and n not in options]
         if missing:
             raise ValueError(f"a {self.name} needs {', '.join(missing)}")

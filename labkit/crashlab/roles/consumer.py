@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from labkit.crashlab.loop import GROUP_OPTIONS, Loop, close_consumer, group_consumer, idle_done, log_consumed
-from labkit.crashlab.registry import Role
+from labkit.crashlab.registry import CLIENTS, Role
 
 
 def run(loop: Loop) -> None:
@@ -29,4 +29,5 @@ def run(loop: Loop) -> None:
         close_consumer(consumer)
 
 
-ROLE = Role(name="consumer", steps=("after_poll", "after_commit"), options=GROUP_OPTIONS, run=run)
+ROLE = Role(name="consumer", steps=("after_poll", "after_commit"), options=GROUP_OPTIONS, run=run,
+            clients=CLIENTS)

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from labkit.crashlab.loop import (GROUP_OPTIONS, Fenced, Loop, close_consumer, group_consumer, idle_done,
                                   init_transactions, log_consumed)
-from labkit.crashlab.registry import REQUIRED, Option, Role
+from labkit.crashlab.registry import CLIENTS, REQUIRED, Option, Role
 from labkit.history import derived_id
 from labkit.kafka.committed_start import CommittedStart
 from labkit.kafka.records import caught_up
@@ -177,6 +177,7 @@ ROLE = Role(
                                       "partition up to its high watermark; False: only idle_ms or a stop ends it"),
         "stage": Option("out", str, "the output's suffix: input 'v' gives output 'v>stage'"),
         "offsets_step": Option(None, (dict, type(None)), "{'source', 'name'}: a learner's function "
-                               "name(producer, consumer, offsets) run instead of send_offsets_to_transaction"),
+                               "name(producer, consumer, offsets) run instead of send_offsets_to_transaction",
+                               clients=("librdkafka",)),
     },
-    run=run, check=_check)
+    run=run, check=_check, clients=CLIENTS)

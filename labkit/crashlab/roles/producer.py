@@ -11,7 +11,7 @@ import time
 from confluent_kafka import Producer
 
 from labkit.crashlab.loop import Loop, init_transactions
-from labkit.crashlab.registry import Option, Role
+from labkit.crashlab.registry import CLIENTS, Option, Role
 from labkit.history import value_id
 
 
@@ -66,4 +66,4 @@ ROLE = Role(
         "partition": Option(0, int, "the partition written"),
         "key": Option(None, (str, type(None)), "the record key"),
     },
-    run=run, check=_check)
+    run=run, check=_check, clients=CLIENTS)

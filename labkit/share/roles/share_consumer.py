@@ -26,7 +26,7 @@ import time
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
 from labkit.crashlab.loop import Loop
-from labkit.crashlab.registry import REQUIRED, Option, Role
+from labkit.crashlab.registry import CLIENTS, REQUIRED, Option, Role
 from labkit.share.sink import Sink
 
 DECISIONS = ("accept", "release", "reject", "hold")
@@ -131,11 +131,16 @@ ROLE = Role(
         "default": Option("accept", (str, list), "the decision for a record not in decisions"),
         "hold_ms": Option(0, int, "how long a 'hold' record is processed (ms), e.g. past the acquisition lock"),
         "per_record_ms": Option(0, int, "processing time per record (ms)"),
-        "sink": Option(None, (str, type(None)), "the SQLite file accepted records' effects go to (Sink)"),
-        "order": Option("sink_first", str, "effect before the acknowledgement, or after its commit", ORDERS),
+        "sink": Option(None, (str, type(None)), "the SQLite file accepted records' effects go to (Sink)",
+                       clients=("librdkafka",)),
+        "order": Option("sink_first", str, "effect before the acknowledgement, or after its commit", ORDERS,
+                        clients=("librdkafka",)),
+        "renew_ms": Option(None, (int, type(None)), "while a 'hold' record is processed, renew its acquisition lock "
+                           "every renew_ms (AcknowledgeType.RENEW, KIP-1222; confluent-kafka 2.16.1 has no RENEW)",
+                           clients=("java",)),
         "idle_ms": Option(10_000, int, "stop after this long without records, once some came (ms)"),
         "first_ms": Option(30_000, int, "stop if none came this long after the start (ms): joining a share "
                            "group takes a few heartbeats"),
     },
-    run=run, check=_check,
+    run=run, check=_check, clients=CLIENTS,
     counters=(("delivered", "delivered"), ("ack_committed", "ack_committed"), ("effects", "effect")))

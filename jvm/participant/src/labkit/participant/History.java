@@ -1,0 +1,90 @@
+package labkit.participant;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The experiment's history, written as labkit's Python participants write it (labkit/history.py): one JSON object
+ * per line, each line one write() on a file opened with O_APPEND, so lines of concurrent processes never interleave.
+ * Times are System.nanoTime(), which HotSpot reads from CLOCK_MONOTONIC, the clock of Python's time.monotonic_ns().
+ */
+final class History {
+    static final ObjectMapper JSON = new ObjectMapper();
+    private final Path path;
+
+    History(String path) {
+        this.path = Path.of(path);
+    }
+
+    /** One event now: kind, participant, then field name / value pairs (null values left out). */
+    void append(String kind, String participant, Object... fields) {
+        Map<String, Object> record = new LinkedHashMap<>();
+        record.put("kind", kind);
+        record.put("participant", participant);
+        record.put("mono_ns", System.nanoTime());
+        record.put("wall_ms", System.currentTimeMillis());
+        put(record, fields);
+        write(record);
+    }
+
+    /** Many events of one kind in one line: columns of equal length (mono_ns among them), shared fields beside. */
+    void appendBatch(String kind, String participant, Map<String, List<?>> columns, Object... shared) {
+        if (columns.values().iterator().next().isEmpty()) {
+            return;
+        }
+        Map<String, Object> record = new LinkedHashMap<>();
+        record.put("kind", kind);
+        record.put("participant", participant);
+        record.put("wall_ms", System.currentTimeMillis());
+        put(record, shared);
+        record.put("batch", columns);
+        write(record);
+    }
+
+    /** Every line so far, batches not expanded (the Java side reads only single events). */
+    List<JsonNode> lines() {
+        List<JsonNode> out = new ArrayList<>();
+        try {
+            for (String line : Files.readAllLines(path)) {
+                if (!line.isBlank()) {
+                    out.add(JSON.readTree(line));
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return out;
+    }
+
+    private static void put(Map<String, Object> record, Object[] fields) {
+        for (int i = 0; i < fields.length; i += 2) {
+            if (fields[i + 1] != null) {
+                record.put((String) fields[i], fields[i + 1]);
+            }
+        }
+    }
+
+    private synchronized void write(Map<String, Object> record) {
+        try (FileChannel out = FileChannel.open(path, StandardOpenOption.WRITE, StandardOpenOption.APPEND,
+                StandardOpenOption.CREATE)) {
+            ByteBuffer bytes = ByteBuffer.wrap((JSON.writeValueAsString(record) + "\n").getBytes());
+            while (bytes.hasRemaining()) {
+                out.write(bytes);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+package labkit.participant;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The processor role (labkit/crashlab/roles/processor.py) on Kafka's Java client: consume-transform-produce, each
+ * input v giving output "v>stage" on the same partition of output_topic; transactional (KIP-447: outputs and input
+ * offsets in one transaction, sendOffsetsToTransaction with the consumer's groupMetadata()) or at-least-once.
+ */
+final class ProcessorRole {
+    private ProcessorRole() {
+    }
+
+    static void run(Loop loop) throws Exception {
+        boolean transactional = loop.flag("transactional");
+        Object[] producerConfig = transactional
+                ? new Object[] {"transactional.id", loop.text("transactional_id"), "max.block.ms", 30000}
+                : new Object[] {"max.block.ms", 30000};
+        Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
+        try (KafkaConsumer<String, String> consumer = ConsumerRole.groupConsumer(loop);
+             KafkaProducer<String, String> producer = new KafkaProducer<>(loop.clientConfig(producerConfig),
+                     new StringSerializer(), new StringSerializer())) {
+            consumer.subscribe(List.of(loop.text("topic")));
+            if (transactional) {
+                loop.initTransactions(producer);
+            }
+            long idleSince = System.nanoTime();
+            while (!ConsumerRole.idleDone(loop, idleSince)) {
+                List<ConsumerRecord<String, String>> records = ConsumerRole.logConsumed(loop, consumer.poll(Loop.ms(500)));
+                if (!records.isEmpty()) {
+                    process(loop, consumer, producer, records, transactional, pending);
+                    idleSince = System.nanoTime(); // idle from the end of the last batch
+                } else if (!pending.isEmpty()) {
+                    commit(loop, consumer, pending);
+                } else if (loop.flag("stop_when_caught_up") && caughtUp(loop)) {
+                    break;
+                }
+            }
+        }
+    }
+
+    private static void process(Loop loop, KafkaConsumer<String, String> consumer, KafkaProducer<String, String> producer,
+                                List<ConsumerRecord<String, String>> records, boolean transactional,
+                                Map<TopicPartition, OffsetAndMetadata> pending) throws Exception {
+        loop.iteration += 1;
+        if (transactional) {
+            loop.begin(producer);
+        }
+        loop.step("after_poll");
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (ConsumerRecord<String, String> r : records) {
+            Thread.sleep(loop.integer("per_record_ms")); // "processing" the record
+            loop.send(producer, loop.text("output_topic"), r.partition(), List.of(r.value() + ">" + loop.text("stage")), null);
+            offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+        }
+        loop.flush(producer);
+        loop.step("after_produce");
+        if (transactional) {
+            sendOffsets(loop, producer, consumer, offsets);
+            loop.commit(producer);
+            return;
+        }
+        pending.putAll(offsets);
+        if (commit(loop, consumer, pending)) {
+            loop.step("after_commit");
+        }
+    }
+
+    /** sendOffsetsToTransaction; the group coordinator rejects a zombie's (KIP-447): Fenced, after an abort. */
+    private static void sendOffsets(Loop loop, KafkaProducer<String, String> producer, KafkaConsumer<String, String> consumer,
+                                    Map<TopicPartition, OffsetAndMetadata> offsets) throws Exception {
+        try {
+            loop.call("send_offsets_to_transaction", 30, () -> {
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                return null;
+            });
+        } catch (KafkaException e) {
+            loop.log("fenced", "txn", loop.txn, "error", KafkaErrors.name(e));
+            if (!KafkaErrors.fatal(e)) {
+                loop.abort(producer);
+            }
+            throw new Fenced(KafkaErrors.name(e));
+        }
+        loop.log("offsets_sent", "topic", loop.text("topic"), "txn", loop.txn);
+        loop.step("after_send_offsets");
+    }
+
+    /**
+     * At-least-once: commitSync of {@code pending} under the lab's deadline, as an offsets_committed event (with the
+     * error if it failed). The Java consumer retries retriable errors itself until default.api.timeout.ms; a
+     * retriable one that still came back keeps the offsets for the next try. Returns whether it succeeded.
+     */
+    private static boolean commit(Loop loop, KafkaConsumer<String, String> consumer,
+                                  Map<TopicPartition, OffsetAndMetadata> pending) throws Exception {
+        try {
+            loop.call("commit", 30, () -> {
+                consumer.commitSync(pending);
+                return null;
+            });
+        } catch (KafkaException e) {
+            loop.log("offsets_committed", "topic", loop.text("topic"), "error", KafkaErrors.name(e), "definite", true);
+            if (!(e instanceof RetriableException) && !(e.getCause() instanceof RetriableException)) {
+                pending.clear();
+            }
+            return false;
+        }
+        pending.clear();
+        loop.log("offsets_committed", "topic", loop.text("topic"), "definite", true);
+        return true;
+    }
+
+    /**
+     * Whether the group has committed every partition of the input up to its high watermark (labkit.kafka.records.
+     * caught_up): Admin.listConsumerGroupOffsets with requireStable (an offset of an open transaction is not yet
+     * committed) against listOffsets(latest); false while the broker is down or the coordinator loading.
+     */
+    private static boolean caughtUp(Loop loop) throws Exception {
+        return loop.call("caught_up", 1, () -> {
+            String topic = loop.text("topic");
+            try (Admin admin = loop.admin()) {
+                Map<TopicPartition, OffsetAndMetadata> done = admin.listConsumerGroupOffsets(
+                        Map.of(loop.text("group_id"), new ListConsumerGroupOffsetsSpec()),
+                        new ListConsumerGroupOffsetsOptions().requireStable(true))
+                        .partitionsToOffsetAndMetadata().get(3, TimeUnit.SECONDS);
+                List<TopicPartition> partitions = new ArrayList<>();
+                admin.describeTopics(List.of(topic)).allTopicNames().get(3, TimeUnit.SECONDS).get(topic).partitions()
+                        .forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
+                Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+                partitions.forEach(tp -> latest.put(tp, OffsetSpec.latest()));
+                var ends = admin.listOffsets(latest).all().get(3, TimeUnit.SECONDS);
+                for (TopicPartition tp : partitions) {
+                    long end = ends.get(tp).offset();
+                    OffsetAndMetadata committed = done.get(tp);
+                    if (end > 0 && (committed == null || committed.offset() < end)) {
+                        return false;
+                    }
+                }
+                return true;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+    }
+}
