@@ -68,7 +68,6 @@ def run(loop: Loop) -> None:
                 continue
             patience = s["idle_ms"] / 1000
             loop.iteration += 1
-            idle_since = time.monotonic()
             now = time.monotonic_ns()
             loop.history.append_batch("delivered", loop.name, {
                 "mono_ns": [now] * len(msgs), "partition": [m.partition() for m in msgs],
@@ -85,6 +84,7 @@ def run(loop: Loop) -> None:
                 _acknowledge(loop, consumer, decided)
             if sink and s["order"] == "ack_first":
                 _write_effects(loop, sink, processed)
+            idle_since = time.monotonic()  # idle from the end of the last poll's work: slow work is not idleness
     finally:
         consumer.close()
 
@@ -138,7 +138,8 @@ ROLE = Role(
         "renew_ms": Option(None, (int, type(None)), "while a 'hold' record is processed, renew its acquisition lock "
                            "every renew_ms (AcknowledgeType.RENEW, KIP-1222; confluent-kafka 2.16.1 has no RENEW)",
                            clients=("java",)),
-        "idle_ms": Option(10_000, int, "stop after this long without records, once some came (ms)"),
+        "idle_ms": Option(10_000, int, "stop after this long without records, once some came, counted from the "
+                          "end of the last poll's work (ms)"),
         "first_ms": Option(30_000, int, "stop if none came this long after the start (ms): joining a share "
                            "group takes a few heartbeats"),
     },

@@ -49,7 +49,6 @@ final class ShareConsumerRole {
                 }
                 patienceNs = loop.integer("idle_ms") * 1_000_000L;
                 loop.iteration += 1;
-                idleSince = System.nanoTime();
                 List<ConsumerRecord<String, String>> fresh = records.stream().filter(r -> !renewed.remove(r.value())).toList();
                 long now = System.nanoTime();
                 loop.history.appendBatch("delivered", loop.name, columns(fresh, col("mono_ns", r -> now),
@@ -81,6 +80,7 @@ final class ShareConsumerRole {
                 if (explicit) {
                     acknowledge(loop, consumer, decided);
                 }
+                idleSince = System.nanoTime(); // idle from the end of the last poll's work
             }
         }
     }

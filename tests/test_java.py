@@ -1,0 +1,149 @@
+"""The Java participant (labkit.crashlab.java, jvm/participant): compiled once, the same history, steps, signals and
+stall reports as a Python participant, on the real broker."""
+
+import os
+import time
+import uuid
+
+import pytest
+
+from labkit.crashlab import java
+from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.participant import Participant
+from labkit.errors import JavaError
+from labkit.kafka.records import committed_offsets, read_topic
+from labkit.procs import process_state
+from labkit.waiting import wait_until
+
+
+@pytest.fixture
+def exp(bootstrap, tmp_path):
+    return Experiment("java", bootstrap, folder=tmp_path)
+
+
+def test_a_java_without_javac_is_named_with_the_fix(tmp_path):
+    (tmp_path / "java").symlink_to(os.path.realpath(java.find_java()))
+    with pytest.raises(JavaError, match="no javac .*openjdk-17-jdk-headless.*client='librdkafka'"):
+        java.find_javac({"PATH": str(tmp_path)})
+
+
+def test_the_participant_is_compiled_once_per_source_and_release():
+    folder = java.compiled()
+    assert folder.name.startswith("participant-4.4.0-") and (folder / ".complete").exists()
+    assert (folder / "labkit" / "participant" / "Main.class").exists()
+    before = (folder / ".complete").stat().st_mtime_ns
+    assert java.compiled() == folder and (folder / ".complete").stat().st_mtime_ns == before
+    assert java.command()[-1] == java.MAIN
+
+
+def test_a_client_a_role_or_an_option_lacks_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    exp = Experiment("clients", "127.0.0.1:1", folder=tmp_path)  # nothing is contacted
+    share = dict(topic="t", group_id="g")
+    with pytest.raises(ValueError, match="renew_ms is not available on 'librdkafka'.*KIP-1222.*java only"):
+        exp.participant("s", "share_consumer", renew_ms=1000, **share)
+    with pytest.raises(ValueError, match="sink is not available on 'java'"):
+        exp.participant("s", "share_consumer", client="java", sink="x.db", **share)
+    with pytest.raises(ValueError, match="a producer does not run on 'jvm'; its clients are librdkafka, java"):
+        exp.participant("p", "producer", topic="t", client="jvm")
+    monkeypatch.setenv("LABKIT_CLIENT", "kafka-python")
+    with pytest.raises(ValueError, match="LABKIT_CLIENT='kafka-python' is not a client labkit has"):
+        exp.participant("p", "producer", topic="t")
+    monkeypatch.setenv("LABKIT_CLIENT", "java")
+    assert exp.participant("p", "producer", topic="t").spec["client"] == "java"
+    assert exp.participant("e", "tests.echo_role", topic="t", modules_file="m.txt").spec["client"] == "librdkafka"  # it has no Java loop
+    p = exp.participant("p2", "producer", topic="t", client="librdkafka")
+    with pytest.raises(ValueError, match="renew_ms"):
+        p.restart(renew_ms=5)
+    assert p.status == "not started"
+
+
+def test_java_events_are_on_pythons_clock_and_pass_the_checker(bootstrap, exp):
+    topic = exp.topic("idem")
+    before = time.monotonic_ns()
+    p = exp.participant("jp", "producer", client="java", topic=topic, iterations=5, batch=2)
+    assert p.start().wait(60) == "finished"
+    after = time.monotonic_ns()
+    mine = [e for e in exp.history.events() if e.participant == "jp"]
+    assert all(before <= e.mono_ns <= after for e in mine)  # System.nanoTime() is CLOCK_MONOTONIC
+    assert [e.kind for e in mine].count("ack") == 10 and p.counters()["acked"] == 10
+    exp.final_reads(topic)
+    assert exp.check(topic).ok
+    assert list(read_topic(bootstrap, topic)["value"]) == [f"jp-{n}" for n in range(1, 11)]
+
+
+def test_a_java_transaction_crashed_at_a_step_is_aborted_by_the_restart(bootstrap, exp):
+    topic = exp.topic("tx")
+    p = exp.participant("jt", "producer", client="java", topic=topic, mode="transactional",
+                        transactional_id=f"jt-{uuid.uuid4()}", iterations=3, batch=2, crash_at="before_commit",
+                        crash_iteration=2)
+    assert p.start().wait(60) == "crashed"
+    assert exp.history.first("crash", "jt").step == "before_commit" and p.counters()["committed"] == 1
+    assert p.restart(crash_at=None, first=100).wait(60) == "finished"
+    init = exp.history.first("txn_init", "jt")
+    assert (init.state, init.txn, init.outcome) == ("Ongoing", 2, "aborted")
+    assert [e.txn for e in exp.history.events() if e.kind == "txn_end" and e.outcome == "committed"] == [1, 3, 4, 5]
+    for level in ("read_committed", "read_uncommitted"):
+        exp.participant(f"c-{level}", "consumer", client="java", topic=topic, group_id=f"{level}-{exp.run_id}",
+                        isolation_level=level, idle_ms=2000).start().wait(60)
+    seen = {level: [e.value_id for e in exp.history.events() if e.kind == "consume" and e.isolation_level == level]
+            for level in ("read_committed", "read_uncommitted")}
+    assert seen["read_committed"] == ["jt-1", "jt-2", *(f"jt-{n}" for n in range(100, 106))]
+    assert seen["read_uncommitted"] == ["jt-1", "jt-2", "jt-3", "jt-4", *(f"jt-{n}" for n in range(100, 106))]
+
+
+def test_a_java_producer_fenced_by_a_newer_instance_ends_fenced(exp):
+    topic, tid = exp.topic("fence"), f"jf-{uuid.uuid4()}"
+    old = exp.participant("old", "producer", client="java", topic=topic, mode="transactional", transactional_id=tid,
+                          iterations=10_000, interval_ms=100).start()
+    assert wait_until(lambda: old.counters()["committed"] > 0, 60)
+    exp.participant("new", "producer", client="java", topic=topic, mode="transactional", transactional_id=tid,
+                    iterations=1).start().wait(60)
+    assert old.wait(60) == "fenced"
+    assert exp.history.first("fenced", "old").error in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+
+
+def test_java_pause_resume_and_stop_are_real_signals(exp):
+    p = exp.participant("js", "producer", client="java", topic=exp.topic("sig"), iterations=100_000,
+                        interval_ms=50).start()
+    assert wait_until(lambda: p.counters()["acked"] > 0, 60)
+    p.pause()
+    assert process_state(p.pid) == "T"
+    frozen = p.counters()["acked"]
+    time.sleep(1)
+    assert p.counters()["acked"] == frozen
+    p.resume()
+    assert wait_until(lambda: p.counters()["acked"] > frozen, 30)
+    p.stop()
+    assert p.status == "stopped" and exp.history.events()[-1].kind == "stop"
+
+
+def test_a_java_processor_is_exactly_once_across_a_crash(bootstrap, exp):
+    src, out = exp.topic("in", partitions=2), exp.topic("out", partitions=2)
+    for part in (0, 1):
+        exp.participant(f"src{part}", "producer", topic=src, partition=part, iterations=3).start().wait(60)
+    group = f"g-{exp.run_id}"
+    proc = exp.participant("jproc", "processor", client="java", topic=src, output_topic=out, group_id=group,
+                           transactional_id=f"jproc-{exp.run_id}", crash_at="after_send_offsets", idle_ms=600_000)
+    assert proc.start().wait(90) == "crashed"
+    assert proc.restart(crash_at=None).wait(120) == "finished"  # caught up long before idle_ms
+    assert committed_offsets(bootstrap, group, src) == {0: 3, 1: 3}
+    exp.final_reads(src, out)
+    result = exp.check(out, src)
+    assert result.ok, result.table()
+    assert sorted(read_topic(bootstrap, out)["value"]) == sorted(f"src{p}-{n}>out" for p in (0, 1) for n in (1, 2, 3))
+
+
+def test_a_java_call_stuck_past_the_deadline_is_reported_stalled(broker, exp):
+    from labkit.crashlab.proxy import FaultProxy
+
+    with FaultProxy.for_broker(broker) as proxy:
+        topic = exp.topic("stall")
+        p = Participant("jstuck", "producer", client="java", history=exp.history, bootstrap=proxy.bootstrap_servers,
+                        topic=topic, iterations=10_000, interval_ms=50, call_deadline_ms=3000).start()
+        assert wait_until(lambda: p.counters()["acked"] > 0, 60)
+        proxy.black_hole()
+        assert wait_until(lambda: p.status == "stalled", 30, 0.2), p.status
+        assert p.stalled_in == "flush"
+        assert "deadline of 3 s" in exp.history.first("stalled", "jstuck").error
+        p.crash()
+        assert p.status == "crashed"
