@@ -33,6 +33,19 @@ def test_buttons_pause_resume_crash_restart_the_process(producer):
     assert producer.status == "running" and panel.message.value == ""
 
 
+def test_the_client_selector_restarts_the_participant_on_kafkas_java_client(producer):
+    panel = ParticipantPanel(producer)
+    assert panel.client.options == ("librdkafka", "java") and "producer on librdkafka" in panel.title.value
+    panel.client.value = "java"
+    assert producer.spec["client"] == "librdkafka"  # nothing happens until Restart
+    before = producer.counters()["acked"]
+    panel.press("restart")
+    assert producer.spec["client"] == "java" and "producer on java" in panel.title.value
+    assert wait_until(lambda: producer.counters()["acked"] > before, 60)
+    with open(f"/proc/{producer.pid}/cmdline", "rb") as f:
+        assert b"labkit.participant.Main" in f.read()  # a JVM now
+
+
 def test_control_panel_refreshes_counters_in_the_background(producer):
     panel = ControlPanel([producer], interval_s=0.2)
     try:
@@ -49,4 +62,5 @@ def test_a_share_consumer_panel_counts_deliveries_not_sends(tmp_path):
     share = Participant("sc", "share_consumer", history=History(tmp_path / "h.jsonl"), bootstrap="127.0.0.1:1",
                         topic="t", group_id="g")
     panel = ParticipantPanel(share)
+    assert not panel.client.disabled
     assert panel.status.value == "<code>not started</code> · delivered 0 · ack committed 0 · effects 0"

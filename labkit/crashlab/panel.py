@@ -1,8 +1,8 @@
-"""An ipywidgets control panel per participant: Crash, Pause, Resume, Restart, status (with the call a
-stalled participant is stuck in), counters.
+"""An ipywidgets control panel per participant: Crash, Pause, Resume, Restart, the client the next restart runs on
+(librdkafka or Kafka's Java client), status (with the call a stalled participant is stuck in), counters.
 
 Each button calls the participant's own method (``crash()``, ``pause()``, ``resume()``,
-``restart()``), the same function a notebook cell can call, so notebooks run headless.
+``restart(client=...)``), the same function a notebook cell can call, so notebooks run headless.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class ParticipantPanel:
         buttons: action name ("crash", "pause", "resume", "restart") to its ``widgets.Button``.
         status: ``widgets.HTML`` showing the participant's status and counters.
         message: ``widgets.HTML`` showing the last error (e.g. pausing a crashed participant).
+        client: ``widgets.Dropdown`` of the role's clients: the one Restart runs the participant on.
         widget: the whole panel, to display.
     """
 
@@ -35,9 +36,11 @@ class ParticipantPanel:
             button.on_click(lambda _b, action=action: self.press(action))
         self.status = widgets.HTML()
         self.message = widgets.HTML()
-        title = widgets.HTML(f"<b>{participant.name}</b> <small>({participant.role})</small>",
-                             layout=widgets.Layout(width="180px"))
-        self.widget = widgets.HBox([title, *self.buttons.values(), self.status, self.message])
+        clients = participant.role_def.clients
+        self.client = widgets.Dropdown(options=clients, value=participant.spec["client"], disabled=len(clients) == 1,
+                                       description="restart on", layout=widgets.Layout(width="200px"))
+        self.title = widgets.HTML(layout=widgets.Layout(width="220px"))
+        self.widget = widgets.HBox([self.title, *self.buttons.values(), self.client, self.status, self.message])
         self.refresh()
 
     def press(self, action: str) -> None:
@@ -49,14 +52,19 @@ class ParticipantPanel:
         if action not in ACTIONS:
             raise ValueError(f"unknown action {action!r}; the actions are {', '.join(ACTIONS)}")
         try:
-            getattr(self.participant, action)()
+            if action == "restart":
+                self.participant.restart(client=self.client.value)
+            else:
+                getattr(self.participant, action)()
             self.message.value = ""
         except LabkitError as exc:
             self.message.value = f"<span style='color:#d62728'>{exc}</span>"
         self.refresh()
 
     def refresh(self) -> None:
-        """Show the current status and counters."""
+        """Show the current client, status and counters."""
+        p = self.participant
+        self.title.value = f"<b>{p.name}</b> <small>({p.role} on {p.spec['client']})</small>"
         c = self.participant.counters()
         where, status = self.participant.stalled_in, self.participant.status
         status = f"<code style='color:#d62728'>stalled in {where}</code>" if status == "stalled" and where \
