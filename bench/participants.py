@@ -1,11 +1,14 @@
-"""Participant spawn time, and the cost of recording every record in the history, as ratios
-against bare confluent-kafka on the same broker, measured in the same run.
+"""Participant spawn time, and the cost of recording every record in the history, as ratios against bare
+client loops on the same broker, measured in the same run, for both clients.
 
 * spawn: ``Participant.start()`` until the child's first event, next to a bare
-  ``python -c "import confluent_kafka"`` process start.
+  ``python -c "import confluent_kafka"`` process start; for the Java participant, next to a bare Java producer's
+  start until its first send (``bench/BareProducer.java``, on the same JVM flags and classpath) and next to the
+  Python participant.
 * throughput: an idempotent producer participant (history on: a send and an ack event per
-  record) against the same produce/flush loop in a bare subprocess with no history.
-  Goal: participant >= 0.8x bare throughput.
+  record) against the same produce/flush loop in a bare subprocess with no history (confluent-kafka for the Python
+  participant, Kafka's Java client for the Java one), and the Java participant against the Python one.
+  Goal: each participant >= 0.8x its bare loop's throughput.
 
 Run: ``make bench`` (or ``.venv/bin/python bench/participants.py [records] [rounds]``).
 """
@@ -16,8 +19,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from labkit.broker import EmbeddedBroker
+from labkit.broker.runtime import classpath
+from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
 
 BARE = """
@@ -44,11 +50,31 @@ def bare_throughput(bootstrap: str, topic: str, records: int, batch: int) -> flo
     return float(out.stdout.strip())
 
 
-def participant_run(exp: Experiment, records: int, batch: int) -> tuple[float, float]:
+def bare_java(bootstrap: str, topic: str, records: int, batch: int, command: list[str]) -> tuple[float, float]:
+    """(spawn seconds until the first send, records/s) of ``bench/BareProducer.java`` run by ``command``."""
+    started = time.monotonic_ns()
+    out = subprocess.run([*command, bootstrap, topic, str(records), str(batch)], capture_output=True, text=True,
+                         check=True)
+    first_ns, rate = out.stdout.split()
+    return (int(first_ns) - started) / 1e9, float(rate)
+
+
+def bare_java_command(folder: str) -> list[str]:
+    """Compile ``bench/BareProducer.java`` into ``folder`` against the Kafka jars; the command that runs it with the
+    Java participant's JVM flags (its class path is the participant's, so both load the same jars)."""
+    participant = java.command()
+    jars = participant[participant.index("-cp") + 1]
+    subprocess.run([java.find_javac(), "-nowarn", "-cp", jars, "-d", folder,
+                    str(Path(__file__).with_name("BareProducer.java"))], check=True)
+    return [participant[0], *java.JVM_FLAGS, "-cp", classpath([Path(folder)]) + ":" + jars, "BareProducer"]
+
+
+def participant_run(exp: Experiment, records: int, batch: int, client: str) -> tuple[float, float]:
     """(spawn seconds, records/s from the first send to the last ack)."""
     topic = exp.topic("bench")
     started = time.monotonic_ns()
-    p = exp.participant(f"bench-{topic[-8:]}", "producer", topic=topic, iterations=records // batch, batch=batch)
+    p = exp.participant(f"bench-{topic[-8:]}", "producer", topic=topic, iterations=records // batch, batch=batch,
+                        client=client)
     p.start().wait(300)
     mine = [e for e in exp.history.events() if e.participant == p.name]
     first = next(e for e in mine if e.kind == "send")
@@ -65,27 +91,40 @@ def python_spawn() -> float:
 
 def main(records: int, rounds: int) -> None:
     batch = 1000
+    sides = ("python", "bare python", "java", "bare java")
+    spawn, rate = {side: [] for side in sides}, {side: [] for side in sides}
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory() as tmp:
-        exp = Experiment("bench", broker.bootstrap_servers, folder=tmp)
-        bare_throughput(broker.bootstrap_servers, exp.topic("warm"), records, batch)  # warm-up, both paths
-        participant_run(exp, records, batch)
-        spawn, base_spawn, mine, bare = [], [], [], []
-        for i in range(rounds):  # interleaved, order alternating, so drift hits both sides alike
-            for side in ("participant", "bare") if i % 2 == 0 else ("bare", "participant"):
-                if side == "participant":
-                    s, t = participant_run(exp, records, batch)
-                    spawn.append(s)
-                    mine.append(t)
-                else:
-                    base_spawn.append(python_spawn())
-                    bare.append(bare_throughput(broker.bootstrap_servers, exp.topic("bare"), records, batch))
-            print(f"round {i + 1}: participant {t:,.0f} rec/s, bare {bare[-1]:,.0f} rec/s; "
-                  f"spawn {s:.2f} s vs bare python {base_spawn[-1]:.2f} s", flush=True)
-    m, b = statistics.median(mine), statistics.median(bare)
-    print(json.dumps({"participant_rec_per_s": round(m), "bare_rec_per_s": round(b)}))
-    print(f"throughput ratio participant/bare: {m / b:.2f}x  (goal >= 0.80x)")
-    print(f"spawn: {statistics.median(spawn):.2f} s to the first event, "
-          f"{statistics.median(spawn) / statistics.median(base_spawn):.2f}x a bare python + confluent_kafka start")
+        bootstrap = broker.bootstrap_servers
+        exp = Experiment("bench", bootstrap, folder=tmp)
+        command = bare_java_command(tmp)
+
+        def run(side: str) -> tuple[float, float]:
+            if side == "bare python":
+                return python_spawn(), bare_throughput(bootstrap, exp.topic("bare"), records, batch)
+            if side == "bare java":
+                return bare_java(bootstrap, exp.topic("barej"), records, batch, command)
+            return participant_run(exp, records, batch, "librdkafka" if side == "python" else "java")
+
+        for side in sides:  # warm-up: page cache, the broker's JIT
+            run(side)
+        for i in range(rounds):  # interleaved, order reversed every other round, so drift hits every side alike
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                s, t = run(side)
+                spawn[side].append(s)
+                rate[side].append(t)
+            print(f"round {i + 1}: " + ", ".join(f"{side} {rate[side][-1]:,.0f} rec/s (spawn {spawn[side][-1]:.2f} s)"
+                                                 for side in sides), flush=True)
+    m = {side: statistics.median(rate[side]) for side in sides}
+    sp = {side: statistics.median(spawn[side]) for side in sides}
+    print(json.dumps({f"{side}_rec_per_s": round(m[side]) for side in sides}))
+    print(f"throughput ratio python participant/bare confluent-kafka: {m['python'] / m['bare python']:.2f}x  "
+          f"(goal >= 0.80x)")
+    print(f"throughput ratio java participant/bare java loop: {m['java'] / m['bare java']:.2f}x  (goal >= 0.80x)")
+    print(f"throughput ratio java participant/python participant: {m['java'] / m['python']:.2f}x")
+    print(f"spawn: python participant {sp['python']:.2f} s to the first event, {sp['python'] / sp['bare python']:.2f}x "
+          f"a bare python + confluent_kafka start; java participant {sp['java']:.2f} s, "
+          f"{sp['java'] / sp['bare java']:.2f}x a bare Java producer's start to its first send, "
+          f"{sp['java'] / sp['python']:.2f}x the python participant's")
 
 
 if __name__ == "__main__":

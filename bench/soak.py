@@ -8,7 +8,7 @@ writes (those to Kafka's marker race apart), unprocessed, recovery after a broke
 with the call, and any schedule that did not finish.
 
 Run: ``.venv/bin/python bench/soak.py [--schedules 100] [--records 1200] [--control-every 5] [--workers 2]
-[--cluster N]``. Each worker runs its share of the seeds on a Kafka of its own: the lab's single combined node,
+[--cluster N] [--client java]``. Each worker runs its share of the seeds on a Kafka of its own: the lab's single combined node,
 or with ``--cluster N`` a separate KRaft controller and N brokers (a broker fault kills one of them). About 1 to
 2 minutes per schedule and mode on a 2-core machine; the faults wait on the clock (pauses, session timeouts,
 restarts) more than on the CPU, so two or three workers share 2 cores well.
@@ -21,6 +21,7 @@ from multiprocessing import get_context
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
+from labkit.crashlab.registry import CLIENTS
 from labkit.soak import brokers_of, run_schedule, summary
 from labkit.reset import delete_lab_topics
 
@@ -55,7 +56,7 @@ def revive(kafka: EmbeddedBroker | EmbeddedCluster, cluster: int, broken: bool) 
     return kafka
 
 
-def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> list[tuple[str, object]]:
+def shard(seeds: list[int], records: int, control_every: int, cluster: int, client: str) -> list[tuple[str, object]]:
     """Run ``seeds`` on a Kafka of this worker's own; return ``(mode, SoakResult or error text)`` per run."""
     folder, out = tempfile.mkdtemp(prefix="labkit-soak-"), []
     kafka = (EmbeddedCluster(cluster) if cluster else EmbeddedBroker()).start()
@@ -66,7 +67,7 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
                     continue
                 marks = {b: b.log_size() for b in brokers_of(kafka)}
                 try:
-                    r = run_schedule(kafka, folder, seed, records=records, transactional=transactional)
+                    r = run_schedule(kafka, folder, seed, records=records, transactional=transactional, client=client)
                 except Exception as exc:  # noqa: BLE001: a schedule that did not finish is a result too
                     broken = broken_coordinator(kafka, marks)
                     cause = " [Kafka's group coordinator can no longer load __consumer_offsets]" if broken else ""
@@ -88,11 +89,13 @@ def shard(seeds: list[int], records: int, control_every: int, cluster: int) -> l
     return out
 
 
-def main(schedules: int, records: int, control_every: int, workers: int, cluster: int) -> None:
-    print(f"{schedules} schedules of {records} records, control every {control_every}, {workers} workers, "
+def main(schedules: int, records: int, control_every: int, workers: int, cluster: int, client: str) -> None:
+    print(f"{schedules} schedules of {records} records on {client} processors, control every {control_every}, "
+          f"{workers} workers, "
           f"{f'controller + {cluster} brokers' if cluster else 'one combined node'}", flush=True)
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(shard, list(range(w, schedules, workers)), records, control_every, cluster)
+        futures = [pool.submit(shard, list(range(w, schedules, workers)), records, control_every, cluster,
+                               client)
                    for w in range(workers)]
         runs = [run for f in futures for run in f.result()]
     for mode, _ in MODES:
@@ -112,5 +115,6 @@ if __name__ == "__main__":
     cli.add_argument("--control-every", type=int, default=5, help="at-least-once control on every k-th seed")
     cli.add_argument("--workers", type=int, default=2, help="parallel workers, each with a Kafka of its own")
     cli.add_argument("--cluster", type=int, default=0, help="N brokers + a controller instead of one combined node")
+    cli.add_argument("--client", choices=CLIENTS, default="librdkafka", help="the processors' client")
     a = cli.parse_args()
-    main(a.schedules, a.records, a.control_every, a.workers, a.cluster)
+    main(a.schedules, a.records, a.control_every, a.workers, a.cluster, a.client)

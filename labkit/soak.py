@@ -104,10 +104,10 @@ def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 3
 
 def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int, *, records: int = 1200, partitions: int = 3,
                  processors: int = 2, faults: int = 3, per_record_ms: int = 10, transactional: bool = True,
-                 deadline_s: float = 300) -> SoakResult:
+                 deadline_s: float = 300, client: str = "librdkafka") -> SoakResult:
     """One randomized schedule (``seed`` fixes it): ``records`` inputs over ``partitions`` partitions,
     ``processors`` KIP-447 processors (``transactional=False``: at-least-once) in one group under a supervisor,
-    each taking ``per_record_ms`` ms per record. Each processor SIGKILLs itself once at a step of its batch drawn
+    each taking ``per_record_ms`` ms per record, on ``client`` ("librdkafka" or "java", Kafka's Java client). Each processor SIGKILLs itself once at a step of its batch drawn
     from ``PROCESSOR.steps`` (:data:`AT_LEAST_ONCE_STEPS`) in a batch drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a
     duplicate can arise); ``faults`` more faults are drawn from :data:`FAULTS` at random moments while they process (uniform over the time the processors need for the input, from their first
     output on; a pause lasts :data:`PAUSE_S`, past the group's session timeout). ``kafka``: the lab's broker, or a
@@ -141,7 +141,7 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
                                            transactional_id=f"{group}-{i}", batch=50, idle_ms=600_000,
                                            stop_when_caught_up=False,  # the schedule's faults may come after
                                            per_record_ms=per_record_ms,
-                                           transactional=transactional, call_deadline_ms=20_000,
+                                           transactional=transactional, call_deadline_ms=20_000, client=client,
                                            crash_at=at_step.choice(steps),
                                            crash_iteration=at_step.randint(2, 6)).start(),
                            RestartPolicy(backoff_ms=200, limit=50))
