@@ -1,5 +1,9 @@
 """One history per experiment: every participant appends structured events to one JSON-lines file.
 
+Participants on either client write it alike: the Python loops through :class:`History`, the Java participant
+(``jvm/participant/``) through its twin ``History.java``, on the same clock (Java's ``System.nanoTime()`` and
+Python's ``time.monotonic_ns()`` both read Linux's CLOCK_MONOTONIC).
+
 Schema (one JSON object per line; absent fields are ``null``):
 
 ==================  ======================================================================
@@ -24,7 +28,7 @@ error               Kafka error name (e.g. "PRODUCER_FENCED") when something fai
 definite            True: the outcome is known (ok, or failed for sure); False: indefinite (a
                     timeout: it may or may not have happened)
 delivery_count      share groups (KIP-932): how many times the record has been delivered
-ack_type            share groups: "ACCEPT", "RELEASE" or "REJECT"
+ack_type            share groups: "ACCEPT", "RELEASE", "REJECT" or (Java client) "RENEW"
 state               share groups: a persisted record state (AVAILABLE, ACKNOWLEDGED, ARCHIVING,
                     ARCHIVED), as read from ``__share_group_state``
 last_offset         share groups: last offset (inclusive) of a state batch starting at ``offset``

@@ -17,6 +17,10 @@ framework would, either before the acknowledgement (``order="sink_first"``) or a
 accepts the previous batch (KIP-932's implicit acknowledgement).
 
 Steps (crash points): after_poll, before_sink, after_sink, after_acknowledge, before_commit, after_commit.
+
+On Kafka's Java client (``client="java"``: ``jvm/participant/.../ShareConsumerRole.java``, a ``KafkaShareConsumer``)
+the same loop also has ``renew_ms``: a ``hold`` record's lock is renewed every ``renew_ms`` while it is processed
+(``AcknowledgeType.RENEW``, KIP-1222), which confluent-kafka 2.16.1 lacks; the sink is librdkafka's only.
 """
 
 from __future__ import annotations
