@@ -147,3 +147,57 @@ def test_a_java_call_stuck_past_the_deadline_is_reported_stalled(broker, exp):
         assert "deadline of 3 s" in exp.history.first("stalled", "jstuck").error
         p.crash()
         assert p.status == "crashed"
+
+
+def test_a_java_at_least_once_processor_commits_offsets_after_writing(exp):
+    src, out = exp.topic("alo-in"), exp.topic("alo-out")
+    exp.participant("src", "producer", topic=src, iterations=4).start().wait(60)
+    proc = exp.participant("jalo", "processor", client="java", topic=src, output_topic=out, group_id=f"g-{exp.run_id}",
+                           transactional=False, idle_ms=4000, batch=1)
+    assert proc.start().wait(120) == "finished"
+    kinds = [e.kind for e in exp.history.events() if e.participant == "jalo"]
+    assert kinds.count("offsets_committed") == 4 and "txn_begin" not in kinds
+    assert kinds.index("ack") < kinds.index("offsets_committed")
+    exp.final_reads(src, out)
+    assert exp.check(out, src).ok
+
+
+def test_a_paused_java_processor_without_a_rebalance_listener_commits_the_batch_it_lost(exp):
+    """A Java processor SIGSTOPped mid-transaction past its session timeout loses its partition to another member
+    (the heir), which processes and commits the same records. Resumed, the zombie's consumer, fenced, rejoins: without
+    a rebalance listener at once, from its background thread, so the batch's sendOffsetsToTransaction goes out with
+    the new member epoch and the broker takes it (it checks the epoch, not the assignment: KAFKA-20191), and every
+    record of the batch is written twice; with one (the default), the rejoin waits for the loop's next poll, the
+    offsets go out with the old epoch, and the zombie is fenced. Both variants run at once."""
+    from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
+
+    runs = {}
+    for listener in (False, True):
+        src, out = exp.topic(f"in-{listener}"), exp.topic(f"out-{listener}")
+        exp.participant(f"src-{listener}", "producer", topic=src, iterations=10).start().wait(60)
+        common = dict(client="java", topic=src, output_topic=out, group_id=f"g-{listener}-{exp.run_id}", batch=10,
+                      per_record_ms=300, idle_ms=8000)
+        zombie = exp.participant(f"zombie-{listener}", "processor", transactional_id=f"z-{listener}-{exp.run_id}",
+                                 rebalance_listener=listener, sleep_at={"after_poll": 3000}, **common).start()
+        runs[listener] = (zombie, common, src, out)
+    for listener, (zombie, common, *_) in runs.items():
+        assert wait_until(lambda: exp.history.first("txn_begin", zombie.name) is not None, 60)
+        zombie.pause()  # inside its 3 s window after the poll: outputs not yet produced, the transaction open
+        exp.participant(f"heir-{listener}", "processor", transactional_id=f"h-{listener}-{exp.run_id}",
+                        **{**common, "idle_ms": 60_000}).start()  # it gets the partition after the session timeout
+    time.sleep(CONSUMER_SESSION_TIMEOUT_MS / 1000 + 2)
+    for listener, (zombie, *_) in runs.items():
+        assert wait_until(lambda: any(e.kind == "txn_end" and e.outcome == "committed"
+                                      and e.participant == f"heir-{listener}" for e in exp.history.events()), 60)
+        zombie.resume()
+    for listener, (zombie, _common, src, out) in runs.items():
+        status = zombie.wait(90)
+        exp.participants[f"heir-{listener}"].wait(90)
+        exp.final_reads(src, out)
+        result = exp.check(out, src)
+        written_twice = {a.value_id for a in result.anomalies if a.name == "duplicate"}
+        if listener:
+            assert status == "fenced" and not written_twice, result.table()
+        else:
+            assert status == "finished" and written_twice == {f"src-False-{n}>out" for n in range(1, 11)}
+            assert exp.history.first("offsets_sent", zombie.name) is not None

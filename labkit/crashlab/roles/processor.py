@@ -176,6 +176,10 @@ ROLE = Role(
         "stop_when_caught_up": Option(True, bool, "stop, before idle_ms, once the group has committed every input "
                                       "partition up to its high watermark; False: only idle_ms or a stop ends it"),
         "stage": Option("out", str, "the output's suffix: input 'v' gives output 'v>stage'"),
+        "rebalance_listener": Option(True, bool, "subscribe with a ConsumerRebalanceListener (it does nothing): a "
+                                     "member fenced while paused then waits for the loop's next poll before it "
+                                     "rejoins; False: it rejoins at once and the zombie's batch commits with the new "
+                                     "member epoch (KAFKA-20191)", clients=("java",)),
         "offsets_step": Option(None, (dict, type(None)), "{'source', 'name'}: a learner's function "
                                "name(producer, consumer, offsets) run instead of send_offsets_to_transaction",
                                clients=("librdkafka",)),

@@ -4,6 +4,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -14,6 +15,7 @@ import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -25,6 +27,24 @@ import java.util.concurrent.TimeUnit;
  * offsets in one transaction, sendOffsetsToTransaction with the consumer's groupMetadata()) or at-least-once.
  */
 final class ProcessorRole {
+    /**
+     * A rebalance listener that does nothing, and so makes a fenced member wait for this loop: with a listener, the
+     * Java consumer's reconciliation waits until the application thread has run onPartitionsLost (in its next poll)
+     * before it rejoins (ConsumerMembershipManager.invokeOnPartitionsLostCallback, enqueueConsumerRebalanceListener
+     * Callback); without one, a member fenced while paused rejoins from its background thread at once, and the
+     * batch it was processing is committed by sendOffsetsToTransaction with the new member epoch, on partitions
+     * that now belong to another member (the broker does not check the assignment: KAFKA-20191, KIP-1287).
+     */
+    private static final ConsumerRebalanceListener AWAIT_THE_LOOP = new ConsumerRebalanceListener() {
+        @Override
+        public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+        }
+
+        @Override
+        public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+        }
+    };
+
     private ProcessorRole() {
     }
 
@@ -37,7 +57,11 @@ final class ProcessorRole {
         try (KafkaConsumer<String, String> consumer = ConsumerRole.groupConsumer(loop);
              KafkaProducer<String, String> producer = new KafkaProducer<>(loop.clientConfig(producerConfig),
                      new StringSerializer(), new StringSerializer())) {
-            consumer.subscribe(List.of(loop.text("topic")));
+            if (loop.flag("rebalance_listener")) {
+                consumer.subscribe(List.of(loop.text("topic")), AWAIT_THE_LOOP);
+            } else {
+                consumer.subscribe(List.of(loop.text("topic")));
+            }
             if (transactional) {
                 loop.initTransactions(producer);
             }
