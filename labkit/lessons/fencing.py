@@ -1,6 +1,7 @@
 """Notebook 02, zombie fencing: seed 002's A, B, B zombie on real processes, with no fencing, with a
-shared ``transactional.id`` (KIP-98 epoch bump) and with group metadata (KIP-447); the exercise: write the
-offsets step of a read-process-write loop and run it through a crash."""
+shared ``transactional.id`` (KIP-98 epoch bump) and with group metadata (KIP-447), on each client (librdkafka and
+Kafka's Java client); the producer epoch per transaction on each client (KIP-890's bump at every commit, Java only);
+the exercise: write the offsets step of a read-process-write loop and run it through a crash."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ import inspect
 import textwrap
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
 
 from labkit.crashlab.experiment import Experiment
-from labkit.kafka.producers import describe_transaction
+from labkit.crashlab.registry import CLIENTS
+from labkit.kafka.producers import describe_producers, describe_transaction
 from labkit.exercise import Verdict, unanswered
 from labkit.waiting import wait_for
 
@@ -18,18 +25,22 @@ from labkit.waiting import wait_for
 FENCING = ("none", "transactional.id", "group metadata")
 
 
-def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000) -> dict:
+def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: str | None = None) -> dict:
     """Seed 002's A, B, B: two consume-transform-produce instances of one group on a one-partition
     input holding two records. Instance 1 processes record 1 (output A), takes record 2 and is
-    paused (SIGSTOP, like a long GC) while processing it. Its session times out, instance 2 gets the
-    partition and processes record 2 (output B). Then instance 1 resumes and writes its B.
+    paused (SIGSTOP, like a long GC) before processing it (in a 2 s hold at its ``after_poll`` step). Its session
+    times out, instance 2 gets the partition and processes record 2 (output B). Then instance 1 resumes, processes
+    record 2 (``per_record_ms``: its client's background threads run meanwhile, as after a real GC pause) and writes
+    its B.
 
     Args:
         fencing: "none" (no transactions: at-least-once), "transactional.id" (both instances share
             one ``transactional.id``: instance 2's ``init_transactions`` bumps the producer epoch and
             fences instance 1), or "group metadata" (KIP-447: one ``transactional.id`` per instance;
             the group coordinator rejects the zombie's ``send_offsets_to_transaction``).
-        per_record_ms: processing time per record, in ms (the pause lands inside it).
+        per_record_ms: processing time per record, in ms (the zombie's runs after it wakes).
+        client: both instances' client, "librdkafka" or "java" (:data:`labkit.crashlab.registry.CLIENTS`);
+            default ``$LABKIT_CLIENT``, else librdkafka.
     Returns:
         ``{"input", "output", "instance-1", "instance-2", "epochs"}``; epochs: producer epoch of
         the shared ``transactional.id`` before and after instance 2 started (only with
@@ -42,11 +53,12 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000) -> dict:
     src, out = exp.topic("input"), exp.topic("output")
     exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
     tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
-    common = dict(topic=src, output_topic=out, group_id=f"{tid}-group", batch=1, per_record_ms=per_record_ms,
+    common = dict(client=client, topic=src, output_topic=out, group_id=f"{tid}-group", batch=1, per_record_ms=per_record_ms,
                   idle_ms=per_record_ms + 8000, transactional=fencing != "none",
                   config={"transaction.timeout.ms": 10000} if fencing != "none" else {})
     tids = [tid] * 2 if fencing == "transactional.id" else [f"{tid}-1", f"{tid}-2"]
-    one = exp.participant("instance-1", "processor", transactional_id=tids[0], **common).start()
+    one = exp.participant("instance-1", "processor", transactional_id=tids[0], sleep_at={"after_poll": 2000},
+                          **common).start()
     wait_for(lambda: exp.history.first("consume", "instance-1", "source-2"), "instance-1 never took record 2")
     one.pause()
     epochs = {"before": describe_transaction(exp.bootstrap, tid)["producer_epoch"]} if fencing == "transactional.id" else None
@@ -61,6 +73,94 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000) -> dict:
     two.wait(60)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "instance-1": one, "instance-2": two, "epochs": epochs}
+
+
+def zombies(bootstrap: str, fencing: str, clients: tuple[str, ...] = CLIENTS,
+            experiments: dict[str, Experiment] | None = None) -> dict[str, dict]:
+    """:func:`zombie` on each of ``clients`` at once, each in an experiment of its own: ``experiments[client]`` if
+    given (e.g. one a live timeline follows), else a new ``zombie-<fencing>-<client>``. Takes about 30 s.
+
+    Returns:
+        ``{client: {"exp": its Experiment, **zombie's result}}``.
+    Raises:
+        ValueError: unknown ``fencing``; what :func:`zombie` raises.
+    """
+    label = {"none": "plain", "transactional.id": "tid", "group metadata": "group"}.get(fencing)
+    if label is None:
+        raise ValueError(f"unknown fencing {fencing!r}; choose one of {', '.join(FENCING)}")
+
+    def run(client: str) -> dict:
+        exp = (experiments or {}).get(client) or Experiment(f"zombie-{label}-{client}", bootstrap)
+        return {"exp": exp, **zombie(exp, fencing, client=client)}
+
+    with ThreadPoolExecutor(len(clients)) as pool:
+        return dict(zip(clients, pool.map(run, clients)))
+
+
+def zombie_errors(run: dict) -> list[tuple[str, str]]:
+    """The errors instance 1 (the zombie) of a :func:`zombie` run met, as its history records them, in order:
+    ``[(event kind, error name), ...]`` (kinds ``send_failed``, ``fenced``, ``txn_end``: the error names are the
+    client's, e.g. librdkafka's ``_FENCED``, or Kafka's ``org.apache.kafka.common.protocol.Errors`` names from
+    the Java client)."""
+    zombie_, exp = run["instance-1"], run["exp"]
+    return [(e.kind, e.error) for e in exp.history.events() if e.participant == zombie_.name and e.error]
+
+
+def epochs_per_transaction(bootstrap: str, clients: tuple[str, ...] = CLIENTS, transactions: int = 4) -> pd.DataFrame:
+    """The producer epoch of one transactional producer after each of its ``transactions`` commits, on each of
+    ``clients`` (at once, an experiment each). After each commit the producer is paused (SIGSTOP, in a 1.5 s hold at
+    its ``after_commit`` step) while the lab asks the partition leader (DescribeProducers, KIP-664: the epoch of the
+    producer's last batch or marker on the partition) and the transaction coordinator (DescribeTransactions).
+
+    With transaction version 2 (KIP-890, which Kafka 4.4 formats its storage with) a client that speaks it (Kafka's
+    Java client 4.x) gets a new epoch at every commit and abort: the coordinator bumps it when it ends a transaction and
+    returns it in the EndTxn response (TransactionManager.EndTxnHandler), and writes the markers with it.
+    librdkafka has no KIP-890 (librdkafka issue 5423): its transactions end on version 1, where the epoch changes
+    only at ``init_transactions`` or when the coordinator fences a timed-out transaction.
+
+    Returns:
+        One row per client and transaction: client, txn (1 = the first), producer_id, producer_epoch
+        (DescribeProducers), coordinator_epoch (DescribeTransactions).
+    Raises:
+        TimeoutError: a transaction did not commit within 60 s (the producer is resumed first).
+        RuntimeError: the producer began its next transaction before the lab asked (the pause came too late).
+    """
+    def run(client: str) -> list[dict]:
+        exp = Experiment(f"epochs-{client}", bootstrap)
+        topic = exp.topic("out")
+        tid = f"{topic}-{uuid.uuid4().hex[:6]}"
+        p = exp.participant("producer", "producer", client=client, topic=topic, mode="transactional",
+                            transactional_id=tid, iterations=transactions, sleep_at={"after_commit": 1500}).start()
+        rows = []
+        for txn in range(1, transactions + 1):
+            wait_for(lambda: any(e.kind == "txn_end" and e.txn == txn and e.outcome == "committed"
+                                 for e in exp.history.events() if e.participant == p.name),
+                     f"{client}: transaction {txn} never committed", 60)
+            p.pause()
+            try:
+                leader = describe_producers(bootstrap, topic).iloc[0]
+                coordinator = describe_transaction(bootstrap, tid)
+                if any(e.kind == "txn_begin" and e.txn == txn + 1 for e in exp.history.events()):
+                    raise RuntimeError(f"{client}: transaction {txn + 1} began before the lab asked")
+            finally:
+                p.resume()
+            rows.append({"client": client, "txn": txn, "producer_id": int(leader.producer_id),
+                         "producer_epoch": int(leader.producer_epoch),
+                         "coordinator_epoch": coordinator["producer_epoch"]})
+        p.wait(60)
+        return rows
+
+    with ThreadPoolExecutor(len(clients)) as pool:
+        return pd.DataFrame([row for rows in pool.map(run, clients) for row in rows])
+
+
+def epoch_figure(epochs: pd.DataFrame) -> go.Figure:
+    """The producer epoch (DescribeProducers) after each commit, one line per client, from
+    :func:`epochs_per_transaction`."""
+    fig = px.line(epochs, x="txn", y="producer_epoch", color="client", markers=True,
+                  title="producer epoch after each commit (DescribeProducers): one producer per client",
+                  labels={"txn": "transaction", "producer_epoch": "producer epoch"})
+    return fig.update_xaxes(dtick=1).update_yaxes(dtick=1, range=[-0.5, epochs.producer_epoch.max() + 0.5])
 
 
 def offsets_step_run(exp: Experiment, step: Callable) -> dict:

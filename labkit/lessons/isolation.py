@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.registry import CLIENTS
+from labkit.kafka.producers import describe_transaction
 from labkit.kafka.offsets import OffsetSampler
 from labkit.exercise import Verdict, unanswered
 from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
@@ -181,36 +184,50 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
             "seen_ns": {level: _seen_ns(exp, c.name, "consume", "plain-1") for level, c in consumers.items()}}
 
 
-def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float = 60.0) -> dict:
-    """A transactional producer participant (``transaction.timeout.ms=timeout_ms``) writes two
+def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float = 60.0, *,
+                  client: str = "librdkafka") -> dict:
+    """A transactional producer participant on ``client`` (``transaction.timeout.ms=timeout_ms``) writes two
     records, then is paused (SIGSTOP) before it commits. It stays paused until the transaction
     coordinator has aborted the transaction (its ABORT marker makes the LSO catch up with the high
-    watermark), and half a second more; then it resumes and tries to commit (KIP-98; the coordinator
-    looks for expired transactions every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
+    watermark), and half a second more; then it resumes, tries to commit, and would go on to a second transaction
+    if its client let it (KIP-98; the coordinator looks for expired transactions every
+    ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` and fences the producer's epoch as it aborts).
+
+    What the resumed producer meets is its client's: librdkafka raises the fatal ``_FENCED`` (its transaction
+    manager, ``rdkafka_txnmgr.c``, names PRODUCER_FENCED and INVALID_PRODUCER_EPOCH ``_FENCED``: rd_kafka_txn_normalize_err), and Kafka's Java client
+    4.4 gets INVALID_TXN_STATE from the coordinator for its EndTxn (the transaction it names was aborted), which its
+    ``TransactionManager.EndTxnHandler`` makes fatal: its ``abortTransaction`` fails with the same error.
 
     Args:
         timeout_ms: the producer's ``transaction.timeout.ms``, in ms (the lab broker allows up to 60 000).
         abort_within_s: how long to wait for the coordinator's abort, in seconds.
+        client: "librdkafka" or "java" (:data:`labkit.crashlab.registry.CLIENTS`); the participant is named
+            ``stalled-<client>``.
     Returns:
-        ``{"topic", "producer", "samples", "marks", "begin_ns", "aborted_ns", "error"}``: the participant,
-        offset samples, marks (label to mono_ns), when the transaction began and when the first sample
-        showed it aborted (``time.monotonic_ns()``), and the error its commit got. Final reads are recorded.
+        ``{"topic", "producer", "samples", "marks", "begin_ns", "aborted_ns", "error", "errors", "epochs"}``: the
+        participant, offset samples, marks (label to mono_ns), when the transaction began and when the first sample
+        showed it aborted (``time.monotonic_ns()``), the first error its history records and all of them
+        (``[(event kind, error)]``), and the coordinator's producer epoch (DescribeTransactions) ``{"before": while
+        paused before the abort, "after": after it}``. Final reads are recorded.
     Raises:
         TimeoutError: the producer wrote nothing, or no abort within ``abort_within_s`` (the producer
             is resumed first).
     """
-    topic = exp.topic("timeout")
-    p = exp.participant("stalled-producer", "producer", topic=topic, mode="transactional",
-                        transactional_id=f"{topic}-{uuid.uuid4().hex[:6]}", iterations=1, batch=2,
-                        sleep_at={"before_commit": 2000}, config={"transaction.timeout.ms": timeout_ms})
+    topic = exp.topic(f"timeout-{client}")
+    tid = f"{topic}-{uuid.uuid4().hex[:6]}"
+    p = exp.participant(f"stalled-{client}", "producer", client=client, topic=topic, mode="transactional",
+                        transactional_id=tid, iterations=2, batch=2, sleep_at={"before_commit": 2000},
+                        config={"transaction.timeout.ms": timeout_ms})
     with OffsetSampler(exp.bootstrap, topic) as sampler:
         p.start()
         wait_for(lambda: p.counters()["acked"] == 2, "the producer wrote nothing")
         p.pause()
         try:  # two records and the ABORT marker: high watermark 3, and the LSO caught up with it
+            epochs = {"before": describe_transaction(exp.bootstrap, tid)["producer_epoch"]}
             wait_for(lambda: ((sampler.samples.lso == 3) & (sampler.samples.high_watermark == 3)).any(),
                      f"the coordinator did not abort the stalled transaction (transaction.timeout.ms={timeout_ms})",
                      abort_within_s, hint="the broker's server.log")
+            epochs["after"] = describe_transaction(exp.bootstrap, tid)["producer_epoch"]
             time.sleep(0.5)
         finally:
             p.resume()
@@ -218,11 +235,18 @@ def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float
         time.sleep(0.5)
     exp.final_reads(topic)
     samples = sampler.samples
-    error = next((e.error for e in exp.history.events() if e.participant == p.name and e.error), None)
+    errors = [(e.kind, e.error) for e in exp.history.events() if e.participant == p.name and e.error]
     marks = {"paused": _seen_ns(exp, p.name, "pause"), "resumed": _seen_ns(exp, p.name, "resume")}
     aborted = samples[(samples.lso == 3) & (samples.high_watermark == 3)].mono_ns
     return {"topic": topic, "producer": p, "samples": samples, "marks": marks,
-            "begin_ns": _seen_ns(exp, p.name, "txn_begin"), "aborted_ns": int(aborted.iloc[0]), "error": error}
+            "begin_ns": _seen_ns(exp, p.name, "txn_begin"), "aborted_ns": int(aborted.iloc[0]),
+            "error": errors[0][1] if errors else None, "errors": errors, "epochs": epochs}
+
+
+def timeout_aborts(exp: Experiment, timeout_ms: int = 3000, clients: tuple[str, ...] = CLIENTS) -> dict[str, dict]:
+    """:func:`timeout_abort` on each of ``clients`` at once, in ``exp``. Returns ``{client: its result}``."""
+    with ThreadPoolExecutor(len(clients)) as pool:
+        return dict(zip(clients, pool.map(lambda c: timeout_abort(exp, timeout_ms, client=c), clients)))
 
 
 def check_lso(bootstrap: str, answer: object) -> Verdict:
