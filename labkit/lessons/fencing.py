@@ -25,7 +25,16 @@ from labkit.waiting import wait_for
 FENCING = ("none", "transactional.id", "group metadata")
 
 
-def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: str | None = None) -> dict:
+#: The runs :func:`zombies` can make: name -> (client, the processors' extra options). "java, no rebalance listener"
+#: is Kafka's Java client subscribed without a ``ConsumerRebalanceListener`` (the processor's ``rebalance_listener``):
+#: its consumer, fenced while the process was paused, rejoins the group from its background thread at once, where
+#: with a listener it waits for the application's next poll (``ConsumerMembershipManager``).
+VARIANTS = {"librdkafka": ("librdkafka", {}), "java": ("java", {}),
+            "java, no rebalance listener": ("java", {"rebalance_listener": False})}
+
+
+def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: str | None = None,
+           **options: object) -> dict:
     """Seed 002's A, B, B: two consume-transform-produce instances of one group on a one-partition
     input holding two records. Instance 1 processes record 1 (output A), takes record 2 and is
     paused (SIGSTOP, like a long GC) before processing it (in a 2 s hold at its ``after_poll`` step). Its session
@@ -41,6 +50,7 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: 
         per_record_ms: processing time per record, in ms (the zombie's runs after it wakes).
         client: both instances' client, "librdkafka" or "java" (:data:`labkit.crashlab.registry.CLIENTS`);
             default ``$LABKIT_CLIENT``, else librdkafka.
+        **options: more processor options for both instances (e.g. ``rebalance_listener=False``).
     Returns:
         ``{"input", "output", "instance-1", "instance-2", "epochs"}``; epochs: producer epoch of
         the shared ``transactional.id`` before and after instance 2 started (only with
@@ -55,7 +65,7 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: 
     tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
     common = dict(client=client, topic=src, output_topic=out, group_id=f"{tid}-group", batch=1, per_record_ms=per_record_ms,
                   idle_ms=per_record_ms + 8000, transactional=fencing != "none",
-                  config={"transaction.timeout.ms": 10000} if fencing != "none" else {})
+                  config={"transaction.timeout.ms": 10000} if fencing != "none" else {}, **options)
     tids = [tid] * 2 if fencing == "transactional.id" else [f"{tid}-1", f"{tid}-2"]
     one = exp.participant("instance-1", "processor", transactional_id=tids[0], sleep_at={"after_poll": 2000},
                           **common).start()
@@ -75,26 +85,32 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: 
     return {"input": src, "output": out, "instance-1": one, "instance-2": two, "epochs": epochs}
 
 
-def zombies(bootstrap: str, fencing: str, clients: tuple[str, ...] = CLIENTS,
+def zombies(bootstrap: str, fencing: str, variants: tuple[str, ...] = CLIENTS,
             experiments: dict[str, Experiment] | None = None) -> dict[str, dict]:
-    """:func:`zombie` on each of ``clients`` at once, each in an experiment of its own: ``experiments[client]`` if
-    given (e.g. one a live timeline follows), else a new ``zombie-<fencing>-<client>``. Takes about 30 s.
+    """:func:`zombie` for each of ``variants`` (names of :data:`VARIANTS`: by default one run per client) at once,
+    each in an experiment of its own: ``experiments[variant]`` if given (e.g. one a live timeline follows), else a new
+    ``zombie-<fencing>-<variant>``. Takes about 30 s.
 
     Returns:
-        ``{client: {"exp": its Experiment, **zombie's result}}``.
+        ``{variant: {"exp": its Experiment, **zombie's result}}``.
     Raises:
-        ValueError: unknown ``fencing``; what :func:`zombie` raises.
+        ValueError: unknown ``fencing`` or variant; what :func:`zombie` raises.
     """
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        raise ValueError(f"unknown variants {', '.join(sorted(unknown))}; the variants are {', '.join(VARIANTS)}")
     label = {"none": "plain", "transactional.id": "tid", "group metadata": "group"}.get(fencing)
     if label is None:
         raise ValueError(f"unknown fencing {fencing!r}; choose one of {', '.join(FENCING)}")
 
-    def run(client: str) -> dict:
-        exp = (experiments or {}).get(client) or Experiment(f"zombie-{label}-{client}", bootstrap)
-        return {"exp": exp, **zombie(exp, fencing, client=client)}
+    def run(variant: str) -> dict:
+        client, options = VARIANTS[variant]
+        slug = variant.replace(", ", "-").replace(" ", "-")
+        exp = (experiments or {}).get(variant) or Experiment(f"zombie-{label}-{slug}", bootstrap)
+        return {"exp": exp, **zombie(exp, fencing, client=client, **options)}
 
-    with ThreadPoolExecutor(len(clients)) as pool:
-        return dict(zip(clients, pool.map(run, clients)))
+    with ThreadPoolExecutor(len(variants)) as pool:
+        return dict(zip(variants, pool.map(run, variants)))
 
 
 def zombie_errors(run: dict) -> list[tuple[str, str]]:
