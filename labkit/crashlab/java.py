@@ -9,6 +9,7 @@ nothing else does. A Java participant reads the same spec as a Python one and wr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -82,12 +83,17 @@ def compiled(version: str | None = None) -> Path:
 
 def command(version: str | None = None) -> list[str]:
     """The command that runs a Java participant, to be followed by its spec as JSON: ``java <flags> -cp <classes and
-    Kafka jars> labkit.participant.Main``.
+    Kafka jars> labkit.participant.Main``. Worked out once per process and release (it runs ``java -version``).
 
     Raises:
         JavaError, MavenError: see :func:`compiled`.
     """
+    return list(_command(kafka_version(version)))
+
+
+@functools.cache
+def _command(version: str) -> tuple[str, ...]:
     classes = compiled(version)
     jars = ensure_jars(version=version, progress=False)
-    return [find_java(), *JVM_FLAGS, f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
-            "-cp", classpath([classes, *jars]), MAIN]
+    return (find_java(), *JVM_FLAGS, f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
+            "-cp", classpath([classes, *jars]), MAIN)
