@@ -1,6 +1,7 @@
 """Notebook 06, share groups (KIP-932) on the real broker: several consumers on one partition, the
 acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter queue of KIP-1191,
-the acquisition lock under a pause and a crash, implicit acknowledgement, and a framework's sink that
+the acquisition lock under a pause and a crash, a slow record's lock renewed (RENEW, KIP-1222: Kafka's Java
+client) or expired (confluent-kafka, which has no RENEW), implicit acknowledgement, and a framework's sink that
 is either lossy or duplicating whichever order it acknowledges in.
 
 Every function runs real share consumer participants (:mod:`labkit.share.roles.share_consumer`) while a
@@ -19,6 +20,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from labkit.broker.probe import admin
 from labkit.broker.settings import SHARE_LOCK_MS, kafka_version
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.registry import CLIENTS
 from labkit.share.observer import ShareObserver
 from labkit.errors import LabkitError
 from labkit.history import Event
@@ -207,6 +209,66 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     _settle(observer)
     return {"topic": topic, "group": group, "a": a, "b": b, "how": how, "records": records,
             "delivery_limit": DEFAULT_DELIVERY_LIMIT}
+
+
+def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: int = 8000,
+                renew_ms: int = 2000) -> dict:
+    """One record whose processing takes ``hold_ms`` ms, longer than the acquisition lock (:data:`LOCK_MS`), once
+    per client of ``clients`` (:data:`labkit.crashlab.registry.CLIENTS`), each on a topic and share group of its
+    own, all at once. The consumer (``slow-<client>``) processes the record's first delivery for ``hold_ms``, then
+    ACCEPTs it, and accepts any later delivery at once.
+
+    * ``java``: Kafka's Java client renews the lock every ``renew_ms`` ms while it processes
+      (``AcknowledgeType.RENEW``, KIP-1222, sent by ``commitSync`` in a ShareAcknowledge v2 request): the record
+      stays acquired by the consumer, delivered once.
+    * ``librdkafka``: confluent-kafka 2.16.1's ``AcknowledgeType`` has no RENEW: the lock expires while the record
+      is processed, the broker makes it AVAILABLE again, the late ACCEPT is refused (INVALID_RECORD_STATE) and the
+      record comes back (delivery count 2).
+
+    Args:
+        hold_ms: processing time of the first delivery (ms); more than :data:`LOCK_MS` to outlast the lock.
+        renew_ms: the Java consumer's renewal period (ms); less than :data:`LOCK_MS`.
+    Returns:
+        ``{client: {"topic", "group", "consumer"}}``.
+    Raises:
+        ValueError: ``hold_ms`` does not outlast the lock, or ``renew_ms`` does not renew within it.
+        TimeoutError: a consumer did not finish within 120 s.
+    """
+    if hold_ms <= LOCK_MS or not 0 < renew_ms < LOCK_MS:
+        raise ValueError(f"hold_ms must exceed the lock ({LOCK_MS} ms) and renew_ms be within it; "
+                         f"got {hold_ms} and {renew_ms}")
+    runs = {}
+    for client in clients:
+        topic, group = share_group(exp, f"slow-{client}", 1)
+        runs[client] = {"topic": topic, "group": group, "observer": _observed(exp, topic, group)}
+    for client, run in runs.items():
+        run["consumer"] = exp.participant(f"slow-{client}", "share_consumer", client=client, topic=run["topic"],
+                                          group_id=run["group"], hold_ms=hold_ms,
+                                          idle_ms=hold_ms + 4000,  # idle counts from a poll's records: processing too
+                                          default=["hold", "accept"],
+                                          **({"renew_ms": renew_ms} if client == "java" else {})).start()
+    for run in runs.values():
+        run["consumer"].wait(120)
+    for i, run in enumerate(runs.values()):
+        _settle(run.pop("observer"), 1.5 if i == 0 else 0)  # one wait for all the observers
+    return runs
+
+
+def slow_record_summary(exp: Experiment, runs: dict) -> pd.DataFrame:
+    """What each client's consumer of :func:`slow_record` (``runs``, what it returned) did with its record, and
+    where the broker left it: one row per client with ``deliveries`` (the delivery counts it received),
+    ``acknowledgements`` (``"TYPE"`` or ``"TYPE: ERROR"`` per committed acknowledgement, in order),
+    ``state``/``delivery_count`` (the last the broker persisted) and ``broker states`` (every persisted state)."""
+    events = exp.history.events()
+    rows = []
+    for client, run in runs.items():
+        mine = [e for e in events if e.participant == run["consumer"].name and e.topic == run["topic"]]
+        last = persisted(exp, run["topic"]).iloc[-1]
+        rows.append((client, [e.delivery_count for e in mine if e.kind == "delivered"],
+                     [e.ack_type + (f": {e.error}" if e.error else "") for e in mine if e.kind == "ack_committed"],
+                     last.state, last.delivery_count, last.history))
+    return pd.DataFrame(rows, columns=["client", "deliveries", "acknowledgements", "state", "delivery_count",
+                                       "broker states"]).set_index("client")
 
 
 def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:
