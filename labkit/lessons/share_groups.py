@@ -212,11 +212,11 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
 
 
 def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: int = 8000,
-                renew_ms: int = 2000) -> dict:
-    """One record whose processing takes ``hold_ms`` ms, longer than the acquisition lock (:data:`LOCK_MS`), once
-    per client of ``clients`` (:data:`labkit.crashlab.registry.CLIENTS`), each on a topic and share group of its
-    own, all at once. The consumer (``slow-<client>``) processes the record's first delivery for ``hold_ms``, then
-    ACCEPTs it, and accepts any later delivery at once.
+                renew_ms: int = 2000, per_record_ms: int = 1000) -> dict:
+    """One record whose processing outlasts the acquisition lock (:data:`LOCK_MS`), once per client of ``clients``
+    (:data:`labkit.crashlab.registry.CLIENTS`), each on a topic and share group of its own, all at once. The
+    consumer (``slow-<client>``) processes each delivery for ``per_record_ms``, the record's first one ``hold_ms``
+    longer, then ACCEPTs it; it is stopped once an ACCEPT of it was committed.
 
     * ``java``: Kafka's Java client renews the lock every ``renew_ms`` ms while it processes
       (``AcknowledgeType.RENEW``, KIP-1222, sent by ``commitSync`` in a ShareAcknowledge v2 request): the record
@@ -227,28 +227,33 @@ def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: in
 
     Args:
         hold_ms: processing time of the first delivery (ms); more than :data:`LOCK_MS` to outlast the lock.
-        renew_ms: the Java consumer's renewal period (ms); less than :data:`LOCK_MS`.
+        renew_ms: the Java consumer's renewal period (ms); with ``per_record_ms``, less than :data:`LOCK_MS`.
+        per_record_ms: processing time of every delivery (ms).
     Returns:
         ``{client: {"topic", "group", "consumer"}}``.
     Raises:
-        ValueError: ``hold_ms`` does not outlast the lock, or ``renew_ms`` does not renew within it.
-        TimeoutError: a consumer did not finish within 120 s.
+        ValueError: ``hold_ms`` does not outlast the lock, or the first renewal would come after it.
+        TimeoutError: a consumer had no ACCEPT committed within 120 s.
     """
-    if hold_ms <= LOCK_MS or not 0 < renew_ms < LOCK_MS:
-        raise ValueError(f"hold_ms must exceed the lock ({LOCK_MS} ms) and renew_ms be within it; "
-                         f"got {hold_ms} and {renew_ms}")
+    if hold_ms <= LOCK_MS or renew_ms <= 0 or renew_ms + per_record_ms >= LOCK_MS:
+        raise ValueError(f"hold_ms must exceed the lock ({LOCK_MS} ms), and renew_ms + per_record_ms stay within it; "
+                         f"got {hold_ms}, {renew_ms} and {per_record_ms}")
     runs = {}
     for client in clients:
         topic, group = share_group(exp, f"slow-{client}", 1)
         runs[client] = {"topic": topic, "group": group, "observer": _observed(exp, topic, group)}
     for client, run in runs.items():
         run["consumer"] = exp.participant(f"slow-{client}", "share_consumer", client=client, topic=run["topic"],
-                                          group_id=run["group"], hold_ms=hold_ms,
-                                          idle_ms=hold_ms + 4000,  # idle counts from a poll's records: processing too
+                                          group_id=run["group"], hold_ms=hold_ms, per_record_ms=per_record_ms,
+                                          idle_ms=60_000,
                                           default=["hold", "accept"],
                                           **({"renew_ms": renew_ms} if client == "java" else {})).start()
-    for run in runs.values():
-        run["consumer"].wait(120)
+    for run in runs.values():  # stopped once its ACCEPT counted: the timeline ends with the story
+        consumer = run["consumer"]
+        wait_for(lambda: any(e.kind == "ack_committed" and e.participant == consumer.name and e.ack_type == "ACCEPT"
+                             and e.error is None for e in exp.history.events()),
+                 f"{consumer.name} never had an ACCEPT committed", 120)
+        consumer.stop()
     for i, run in enumerate(runs.values()):
         _settle(run.pop("observer"), 1.5 if i == 0 else 0)  # one wait for all the observers
     return runs
@@ -257,18 +262,20 @@ def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: in
 def slow_record_summary(exp: Experiment, runs: dict) -> pd.DataFrame:
     """What each client's consumer of :func:`slow_record` (``runs``, what it returned) did with its record, and
     where the broker left it: one row per client with ``deliveries`` (the delivery counts it received),
-    ``acknowledgements`` (``"TYPE"`` or ``"TYPE: ERROR"`` per committed acknowledgement, in order),
-    ``state``/``delivery_count`` (the last the broker persisted) and ``broker states`` (every persisted state)."""
+    ``acknowledgements`` (``"TYPE"`` or ``"TYPE: ERROR"`` per committed acknowledgement, in order), ``processed_s``
+    (seconds from the first delivery to the first ACCEPT's commit, refused or not), ``state``/``delivery_count``
+    (the last the broker persisted) and ``broker states`` (every persisted state)."""
     events = exp.history.events()
     rows = []
     for client, run in runs.items():
         mine = [e for e in events if e.participant == run["consumer"].name and e.topic == run["topic"]]
         last = persisted(exp, run["topic"]).iloc[-1]
+        processed = first_ns(mine, "ack_committed", ack_type="ACCEPT") - first_ns(mine, "delivered")
         rows.append((client, [e.delivery_count for e in mine if e.kind == "delivered"],
                      [e.ack_type + (f": {e.error}" if e.error else "") for e in mine if e.kind == "ack_committed"],
-                     last.state, last.delivery_count, last.history))
-    return pd.DataFrame(rows, columns=["client", "deliveries", "acknowledgements", "state", "delivery_count",
-                                       "broker states"]).set_index("client")
+                     processed / 1e9, last.state, last.delivery_count, last.history))
+    return pd.DataFrame(rows, columns=["client", "deliveries", "acknowledgements", "processed_s", "state",
+                                       "delivery_count", "broker states"]).set_index("client")
 
 
 def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:
