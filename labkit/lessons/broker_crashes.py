@@ -7,16 +7,17 @@ import time
 import uuid
 
 import pandas as pd
+import plotly.graph_objects as go
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.history import Event
 from labkit.crashlab.experiment import Experiment
 from labkit.kafka.hanging import abort_hanging, find_hanging
 from labkit.kafka.producers import describe_transaction
 from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+from labkit.crashlab.timeline import timeline_figure
 from labkit.exercise import Verdict, compare, unanswered
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import Deadline, wait_for, wait_until
@@ -111,13 +112,21 @@ def _holds_transaction(events: list, name: str) -> bool:
     return "txn_end" in mine and mine[-1] == "ack"
 
 
-def client_events(exp: Experiment, run: dict) -> list[Event]:
-    """The events of one client's run of :func:`broker_restart_in_transaction` (``run``, one value of what it
-    returned): its source's and processor's, and the broker's crash and return, after the experiment's first event
-    (so every client's timeline counts seconds from the same start)."""
+def client_timelines(exp: Experiment, runs: dict, titles: dict[str, str]) -> dict[str, go.Figure]:
+    """One record-state timeline (:func:`labkit.timeline_figure`) per client of a
+    :func:`broker_restart_in_transaction` run (``runs``, what it returned; ``titles`` by client): each draws its
+    source's and processor's events and the broker's crash and return, in seconds since the experiment's first
+    event, on the same x range, so the figures can be read one above the other."""
     events = exp.history.events()
-    mine = {run["source"].name, run["processor"].name, "broker"}
-    return events[:1] + [e for e in events[1:] if e.participant in mine]
+    figures = {}
+    for client, run in runs.items():
+        mine = {run["source"].name, run["processor"].name, "broker"}
+        figures[client] = timeline_figure(events[:1] + [e for e in events[1:] if e.participant in mine],
+                                          title=titles[client])
+    end = max(x for fig in figures.values() for trace in fig.data for x in trace.x if x is not None)
+    for fig in figures.values():
+        fig.update_xaxes(range=[0, end * 1.02])
+    return figures
 
 
 def coordinator_node(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster) -> EmbeddedBroker:
