@@ -5,7 +5,8 @@ import pytest
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.history import Event
-from labkit.lessons.share_groups import configure_group, dlq_supported, first_ns, framework_sink, lock_expiry
+from labkit.lessons.share_groups import (LOCK_MS, configure_group, dlq_supported, first_ns, framework_sink, lock_expiry,
+                                         slow_record, slow_record_summary)
 
 
 def test_dlq_needs_kafka_4_4(monkeypatch):
@@ -34,6 +35,10 @@ def test_unknown_order_and_fault_are_refused_before_anything_runs(tmp_path):
         framework_sink(exp, "both")
     with pytest.raises(ValueError, match="how must be 'pause' or 'crash', not 'stop'"):
         lock_expiry(exp, "stop")
+    with pytest.raises(ValueError, match="hold_ms must exceed the lock"):
+        slow_record(exp, hold_ms=LOCK_MS)
+    with pytest.raises(ValueError, match="renew_ms \\+ per_record_ms stay within it"):
+        slow_record(exp, renew_ms=LOCK_MS - 500, per_record_ms=500)
     assert exp.history.events() == []
 
 
@@ -41,3 +46,18 @@ def test_a_limit_below_two_is_refused_by_the_broker(bootstrap):
     from confluent_kafka import KafkaException
     with pytest.raises(KafkaException):
         configure_group(bootstrap, "limit-group", delivery_limit=1)
+
+
+def test_a_slow_record_is_renewed_on_java_and_redelivered_on_librdkafka(bootstrap, tmp_path):
+    """The same processing (1 s per delivery, 8 s more for the first) on both clients: the Java consumer RENEWs
+    (KIP-1222) and keeps its one delivery; librdkafka's lock expires and its ACCEPT is refused. Each delivery's
+    per_record_ms counts once on Java too, not again at each renewal: the first ACCEPT comes as late on both."""
+    exp = Experiment("slow", bootstrap, folder=tmp_path)
+    summary = slow_record_summary(exp, slow_record(exp, hold_ms=8000, renew_ms=2000, per_record_ms=1000))
+    java, rdk = summary.loc["java"], summary.loc["librdkafka"]
+    assert (java.deliveries, java.acknowledgements) == ([1], ["RENEW"] * 3 + ["ACCEPT"]), java
+    assert (java.state, java.delivery_count) == ("ACKNOWLEDGED", 1) and "AVAILABLE" not in java["broker states"]
+    assert (rdk.deliveries, rdk.acknowledgements) == ([1, 2], ["ACCEPT: INVALID_RECORD_STATE", "ACCEPT"]), rdk
+    assert (rdk.state, rdk.delivery_count) == ("ACKNOWLEDGED", 2), rdk
+    assert java.processed_s >= 9 and rdk.processed_s >= 9, summary
+    assert abs(java.processed_s - rdk.processed_s) < 1.5, summary  # 3 s apart if renewals re-added per_record_ms

@@ -79,3 +79,17 @@ def test_a_duplicate_effect_and_the_restart_are_drawn():
     assert list(again.y) == [0] and list(next(t for t in fig.data if t.name == "effect written (sink)").y) == [0]
     assert [a.text for a in fig.layout.annotations] == ["crash → restart w"]  # 1 ns apart: one label
     assert len(fig.layout.shapes) == 2
+
+
+def test_a_renewed_record_stays_acquired_by_its_consumer_and_the_renewals_are_drawn():
+    # Kafka's Java client (KIP-1222): RENEW twice, then ACCEPT; one delivery throughout
+    h = S().written(1).delivered("j", 0).later(2000).acked("j", 0, "RENEW").later(2000).acked("j", 0, "RENEW")
+    h.later(2000).acked("j", 0).state(0, 0, "ACKNOWLEDGED")
+    events = h.events
+    held = acquisitions(events, events[0].mono_ns, events[-1].mono_ns)
+    accepted = next(e for e in events if e.kind == "ack_committed" and e.ack_type == "ACCEPT")
+    assert [(o, who, n, b) for o, who, n, _, b in held] == [(0, "j", 1, (accepted.mono_ns - events[0].mono_ns) / 1e9)]
+    fig = share_timeline_figure(events, SHARE)
+    renewals = next(t for t in fig.data if t.name == "RENEW committed (client)")
+    assert list(renewals.y) == [0, 0] and renewals.marker.symbol == "hourglass"
+    assert next(t for t in fig.data if t.name == "ACCEPT committed (client)").marker.symbol == "circle"

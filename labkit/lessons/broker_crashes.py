@@ -7,47 +7,52 @@ import time
 import uuid
 
 import pandas as pd
+import plotly.graph_objects as go
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.crashlab.check import CheckResult
-from labkit.history import derived_id, value_id
 from labkit.crashlab.experiment import Experiment
 from labkit.kafka.hanging import abort_hanging, find_hanging
 from labkit.kafka.producers import describe_transaction
 from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+from labkit.crashlab.timeline import timeline_figure
 from labkit.exercise import Verdict, compare, unanswered
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import Deadline, wait_for, wait_until
 
 
-def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, mitigation: bool = True,
-                                  inputs: int = 6, hold_ms: int = 2500, call_deadline_ms: int = 15_000,
-                                  config: dict | None = None) -> dict:
-    """A KIP-447 processor (one input per transaction) holds a transaction open ``hold_ms`` ms after
-    producing input 2's output; the broker is kill -9'd and restarted inside that window. Then: does the
-    processor's next client call return (and the processor go on to process every input), or does it hang?
+def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, clients: tuple[str, ...] = ("librdkafka",),
+                                  mitigation: bool = True, inputs: int = 6, hold_ms: int = 2500,
+                                  call_deadline_ms: int = 15_000, config: dict | None = None) -> dict:
+    """A KIP-447 processor per client of ``clients`` (:data:`labkit.crashlab.registry.CLIENTS`; ``processor-<client>``,
+    one input per transaction, each on input and output topics of its own) holds each transaction open ``hold_ms`` ms
+    after producing its output; once every processor has committed a transaction and holds the next one open, the
+    broker is kill -9'd and restarted (one restart for all of them). Then: does each processor's next client call
+    return (and the processor go on to process every input), or does it hang?
 
     The hang is librdkafka's (issues 5456, 5511): when every broker is down it re-bootstraps, and its cached
     group coordinator keeps pointing at the dead connection, so ``send_offsets_to_transaction`` waits until
     another connection changes state (the broker's ``connections.max.idle.ms``, 600 s), past its timeout.
-    labkit's processor sets ``metadata.recovery.strategy=none`` on its transactional producer and its consumer (no
-    re-bootstrap: the old connection reconnects); ``mitigation=False`` puts librdkafka's default
-    (``rebootstrap``) back.
+    labkit's librdkafka processor sets ``metadata.recovery.strategy=none`` on its transactional producer and its
+    consumer (no re-bootstrap: the old connection reconnects); ``mitigation=False`` puts librdkafka's default
+    (``rebootstrap``) back. The Java processor always runs with the Java client's default, ``rebootstrap``
+    (``CommonClientConfigs.DEFAULT_METADATA_RECOVERY_STRATEGY``, KIP-1102): ``mitigation`` does not apply to it.
 
     Args:
         exp: the experiment (its broker must be ``broker``).
         broker: the :class:`EmbeddedBroker` to kill and restart.
-        mitigation: whether the processor's clients keep labkit's ``metadata.recovery.strategy=none``.
-        inputs: records in the input topic (one partition).
-        hold_ms: how long the processor waits after producing each output, transaction open (ms).
-        call_deadline_ms: the lab's deadline for each client call (ms), past which the processor is
+        clients: the processors' clients, run side by side.
+        mitigation: whether the librdkafka processors keep labkit's ``metadata.recovery.strategy=none``.
+        inputs: records in each input topic (one partition).
+        hold_ms: how long a processor waits after producing each output, transaction open (ms).
+        call_deadline_ms: the lab's deadline for each client call (ms), past which a processor is
             reported stalled.
-        config: extra client configs for the processor (e.g. another mitigation to try).
+        config: extra client configs for every processor (e.g. another mitigation to try).
     Returns:
-        ``{"outcome", "recovery_s", "stalled_in", "processor", "input", "output", "check"}``: outcome
+        ``{client: {"outcome", "recovery_s", "stalled_in", "processor", "source", "input", "output", "check"}}``:
+        ``processor`` and ``source`` are the participants; outcome
         "recovered" (a transaction committed within ``call_deadline_ms`` of the broker being back; the call
         may have been flagged stalled meanwhile if the broker took longer than the deadline to come back) or
         "stalled" (no commit by then: ``stalled_in`` names the call; the processor is then crashed, as a
@@ -55,40 +60,73 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, mi
         ``recovery_s``: from the broker being ready to that commit (``None`` if stalled); ``check``: the
         checker's result on the output once the processor ended (``None`` if stalled).
     Raises:
-        TimeoutError: the processor neither committed nor was flagged stalled.
+        TimeoutError: the processors never all held a transaction open at once (90 s), or a processor neither
+            committed nor was flagged stalled.
     """
-    src, out = exp.topic("input"), exp.topic("output")
-    exp.participant("source", "producer", topic=src, iterations=inputs).start().wait(60)
-    tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
-    proc = exp.participant("processor", "processor", topic=src, output_topic=out, group_id=f"{tid}-group",
-                           transactional_id=tid, batch=1, sleep_at={"after_produce": hold_ms}, idle_ms=12_000,
-                           call_deadline_ms=call_deadline_ms,
-                           config=({} if mitigation else {"metadata.recovery.strategy": "rebootstrap"}) | (config or {})).start()
-    wait_for(lambda: exp.history.first("ack", "processor", derived_id(value_id("source", 2))),
-             "the processor never wrote input 2's output", 90)
+    runs = {}
+    for client in clients:
+        src, out = exp.topic(f"input-{client}"), exp.topic(f"output-{client}")
+        source = exp.participant(f"source-{client}", "producer", topic=src, iterations=inputs).start()
+        source.wait(60)
+        runs[client] = {"input": src, "output": out, "source": source}
+    rebootstrap = {} if mitigation else {"metadata.recovery.strategy": "rebootstrap"}
+    for client, run in runs.items():
+        tid = f"{exp.name}-{client}-{uuid.uuid4().hex[:6]}"
+        run["processor"] = exp.participant(
+            f"processor-{client}", "processor", client=client, topic=run["input"], output_topic=run["output"],
+            group_id=f"{tid}-group", transactional_id=tid, batch=1, sleep_at={"after_produce": hold_ms},
+            idle_ms=12_000, call_deadline_ms=call_deadline_ms,
+            config=(rebootstrap if client == "librdkafka" else {}) | (config or {})).start()
+    names = [run["processor"].name for run in runs.values()]
+    wait_for(lambda: all(_holds_transaction(exp.history.events(), name) for name in names),
+             "the processors never all held a transaction open at once", 90, interval_s=0.05)
     ready_ns = exp.restart_broker(broker)
 
-    def after(kind: str, **match: object):
-        return next((e for e in exp.history.events() if e.kind == kind and e.participant == "processor"
-                     and e.mono_ns > ready_ns and all(getattr(e, k) == v for k, v in match.items())), None)
+    def committed(name: str):
+        return next((e for e in exp.history.events() if e.kind == "txn_end" and e.participant == name
+                     and e.mono_ns > ready_ns and e.outcome == "committed"), None)
 
     # recovered: a commit within the deadline after the broker is back; else stalled (the call it is stuck in
     # was flagged by then: it began before the broker came back)
-    wait_until(lambda: after("txn_end", outcome="committed") or proc.status not in ("running", "stalled"),
-               call_deadline_ms / 1000, 0.05)
-    committed = after("txn_end", outcome="committed")
-    if not committed and proc.status in ("running", "stalled"):
-        wait_for(lambda: proc.stalled_in, "the processor neither committed nor was flagged stalled", 10)
-        stalled_in = proc.stalled_in
-        proc.crash()
-        return {"outcome": "stalled", "recovery_s": None, "stalled_in": stalled_in, "processor": proc,
-                "input": src, "output": out, "check": None}
-    wait_until(lambda: proc.status != "running", 120)
-    exp.final_reads(src, out)
-    check: CheckResult = exp.check(out, src)
-    return {"outcome": "recovered" if committed else proc.status, "stalled_in": None, "processor": proc,
-            "recovery_s": (committed.mono_ns - ready_ns) / 1e9 if committed else None,
-            "input": src, "output": out, "check": check}
+    wait_until(lambda: all(committed(r["processor"].name) or r["processor"].status not in ("running", "stalled")
+                           for r in runs.values()), call_deadline_ms / 1000, 0.05)
+    for run in runs.values():
+        proc, commit = run["processor"], committed(run["processor"].name)
+        run.update(outcome="recovered" if commit else proc.status, stalled_in=None, check=None,
+                   recovery_s=(commit.mono_ns - ready_ns) / 1e9 if commit else None)
+        if not commit and proc.status in ("running", "stalled"):
+            wait_for(lambda: proc.stalled_in, f"{proc.name} neither committed nor was flagged stalled", 10)
+            run.update(outcome="stalled", stalled_in=proc.stalled_in)
+            proc.crash()
+    for run in runs.values():
+        if run["outcome"] != "stalled":
+            wait_until(lambda: run["processor"].status != "running", 120)
+            exp.final_reads(run["input"], run["output"])
+            run["check"] = exp.check(run["output"], run["input"])
+    return runs
+
+
+def _holds_transaction(events: list, name: str) -> bool:
+    """Whether processor ``name`` has committed a transaction and written an output in its next, still open."""
+    mine = [e.kind for e in events if e.participant == name and (e.kind == "ack" or e.kind == "txn_end")]
+    return "txn_end" in mine and mine[-1] == "ack"
+
+
+def client_timelines(exp: Experiment, runs: dict, titles: dict[str, str]) -> dict[str, go.Figure]:
+    """One record-state timeline (:func:`labkit.timeline_figure`) per client of a
+    :func:`broker_restart_in_transaction` run (``runs``, what it returned; ``titles`` by client): each draws its
+    source's and processor's events and the broker's crash and return, in seconds since the experiment's first
+    event, on the same x range, so the figures can be read one above the other."""
+    events = exp.history.events()
+    figures = {}
+    for client, run in runs.items():
+        mine = {run["source"].name, run["processor"].name, "broker"}
+        figures[client] = timeline_figure(events[:1] + [e for e in events[1:] if e.participant in mine],
+                                          title=titles[client])
+    end = max(x for fig in figures.values() for trace in fig.data for x in trace.x if x is not None)
+    for fig in figures.values():
+        fig.update_xaxes(range=[0, end * 1.02])
+    return figures
 
 
 def coordinator_node(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster) -> EmbeddedBroker:

@@ -1,6 +1,7 @@
 """Notebook 06, share groups (KIP-932) on the real broker: several consumers on one partition, the
 acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter queue of KIP-1191,
-the acquisition lock under a pause and a crash, implicit acknowledgement, and a framework's sink that
+the acquisition lock under a pause and a crash, a slow record's lock renewed (RENEW, KIP-1222: Kafka's Java
+client) or expired (confluent-kafka, which has no RENEW), implicit acknowledgement, and a framework's sink that
 is either lossy or duplicating whichever order it acknowledges in.
 
 Every function runs real share consumer participants (:mod:`labkit.share.roles.share_consumer`) while a
@@ -19,6 +20,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from labkit.broker.probe import admin
 from labkit.broker.settings import SHARE_LOCK_MS, kafka_version
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.registry import CLIENTS
 from labkit.share.observer import ShareObserver
 from labkit.errors import LabkitError
 from labkit.history import Event
@@ -207,6 +209,73 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     _settle(observer)
     return {"topic": topic, "group": group, "a": a, "b": b, "how": how, "records": records,
             "delivery_limit": DEFAULT_DELIVERY_LIMIT}
+
+
+def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: int = 8000,
+                renew_ms: int = 2000, per_record_ms: int = 1000) -> dict:
+    """One record whose processing outlasts the acquisition lock (:data:`LOCK_MS`), once per client of ``clients``
+    (:data:`labkit.crashlab.registry.CLIENTS`), each on a topic and share group of its own, all at once. The
+    consumer (``slow-<client>``) processes each delivery for ``per_record_ms``, the record's first one ``hold_ms``
+    longer, then ACCEPTs it; it is stopped once an ACCEPT of it was committed.
+
+    * ``java``: Kafka's Java client renews the lock every ``renew_ms`` ms while it processes
+      (``AcknowledgeType.RENEW``, KIP-1222, sent by ``commitSync`` in a ShareAcknowledge v2 request): the record
+      stays acquired by the consumer, delivered once.
+    * ``librdkafka``: confluent-kafka 2.16.1's ``AcknowledgeType`` has no RENEW: the lock expires while the record
+      is processed, the broker makes it AVAILABLE again, the late ACCEPT is refused (INVALID_RECORD_STATE) and the
+      record comes back (delivery count 2).
+
+    Args:
+        hold_ms: processing time of the first delivery (ms); more than :data:`LOCK_MS` to outlast the lock.
+        renew_ms: the Java consumer's renewal period (ms); with ``per_record_ms``, less than :data:`LOCK_MS`.
+        per_record_ms: processing time of every delivery (ms).
+    Returns:
+        ``{client: {"topic", "group", "consumer"}}``.
+    Raises:
+        ValueError: ``hold_ms`` does not outlast the lock, or the first renewal would come after it.
+        TimeoutError: a consumer had no ACCEPT committed within 120 s.
+    """
+    if hold_ms <= LOCK_MS or renew_ms <= 0 or renew_ms + per_record_ms >= LOCK_MS:
+        raise ValueError(f"hold_ms must exceed the lock ({LOCK_MS} ms), and renew_ms + per_record_ms stay within it; "
+                         f"got {hold_ms}, {renew_ms} and {per_record_ms}")
+    runs = {}
+    for client in clients:
+        topic, group = share_group(exp, f"slow-{client}", 1)
+        runs[client] = {"topic": topic, "group": group, "observer": _observed(exp, topic, group)}
+    for client, run in runs.items():
+        run["consumer"] = exp.participant(f"slow-{client}", "share_consumer", client=client, topic=run["topic"],
+                                          group_id=run["group"], hold_ms=hold_ms, per_record_ms=per_record_ms,
+                                          idle_ms=60_000,
+                                          default=["hold", "accept"],
+                                          **({"renew_ms": renew_ms} if client == "java" else {})).start()
+    for run in runs.values():  # stopped once its ACCEPT counted: the timeline ends with the story
+        consumer = run["consumer"]
+        wait_for(lambda: any(e.kind == "ack_committed" and e.participant == consumer.name and e.ack_type == "ACCEPT"
+                             and e.error is None for e in exp.history.events()),
+                 f"{consumer.name} never had an ACCEPT committed", 120)
+        consumer.stop()
+    for i, run in enumerate(runs.values()):
+        _settle(run.pop("observer"), 1.5 if i == 0 else 0)  # one wait for all the observers
+    return runs
+
+
+def slow_record_summary(exp: Experiment, runs: dict) -> pd.DataFrame:
+    """What each client's consumer of :func:`slow_record` (``runs``, what it returned) did with its record, and
+    where the broker left it: one row per client with ``deliveries`` (the delivery counts it received),
+    ``acknowledgements`` (``"TYPE"`` or ``"TYPE: ERROR"`` per committed acknowledgement, in order), ``processed_s``
+    (seconds from the first delivery to the first ACCEPT's commit, refused or not), ``state``/``delivery_count``
+    (the last the broker persisted) and ``broker states`` (every persisted state)."""
+    events = exp.history.events()
+    rows = []
+    for client, run in runs.items():
+        mine = [e for e in events if e.participant == run["consumer"].name and e.topic == run["topic"]]
+        last = persisted(exp, run["topic"]).iloc[-1]
+        processed = first_ns(mine, "ack_committed", ack_type="ACCEPT") - first_ns(mine, "delivered")
+        rows.append((client, [e.delivery_count for e in mine if e.kind == "delivered"],
+                     [e.ack_type + (f": {e.error}" if e.error else "") for e in mine if e.kind == "ack_committed"],
+                     processed / 1e9, last.state, last.delivery_count, last.history))
+    return pd.DataFrame(rows, columns=["client", "deliveries", "acknowledgements", "processed_s", "state",
+                                       "delivery_count", "broker states"]).set_index("client")
 
 
 def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:

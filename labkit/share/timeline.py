@@ -8,8 +8,8 @@ Two sources, drawn differently:
   (``share_offsets``), as the observer read them;
 * **client** (thin lines): ACQUIRED by which consumer and which delivery (from its ``delivered``
   event until it acknowledged, committed, crashed or the record went to someone else), and the
-  consumer's acknowledgements (markers: ACCEPT, RELEASE, REJECT; a cross where the broker refused
-  the commit), the effects a sink wrote (diamonds; red where the record's effect was already
+  consumer's acknowledgements (markers: ACCEPT, RELEASE, REJECT, and RENEW (KIP-1222, Kafka's Java client:
+  the record stays acquired by the same consumer); a cross where the broker refused the commit), the effects a sink wrote (diamonds; red where the record's effect was already
   written: a duplicate), plus the SPEO as the clients saw it (one past the highest offset delivered).
 
 Crash, pause, resume and restart (a start after a crash) show as vertical dotted lines.
@@ -28,7 +28,7 @@ from labkit.crashlab.timeline import ACTION_COLOURS
 BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#f58518", "ARCHIVED": "#7f7f7f",
                   "TX_PENDING": "#b279a2"}  # the last: KIP-1289's pending state, only in modelled runs
 CONSUMER_COLOURS = ("#e45756", "#4c78a8", "#b279a2", "#eeca3b", "#72b7b2", "#ff9da6")
-ACK_SYMBOLS = {"ACCEPT": "circle", "RELEASE": "triangle-up", "REJECT": "x-thin-open"}
+ACK_SYMBOLS = {"ACCEPT": "circle", "RELEASE": "triangle-up", "REJECT": "x-thin-open", "RENEW": "hourglass"}
 
 
 def broker_segments(events: list[Event], t0: int, t_end: int) -> list[tuple[int, str, float, float]]:
@@ -50,7 +50,8 @@ def broker_segments(events: list[Event], t0: int, t_end: int) -> list[tuple[int,
 
 def acquisitions(events: list[Event], t0: int, t_end: int) -> list[tuple[int, str, int, float, float]]:
     """``(offset, consumer, delivery_count, start_s, end_s)``: while a consumer held a record, as the
-    client saw it (until its acknowledgement was committed, it crashed or stopped, or another got it)."""
+    client saw it (until its acknowledgement was committed, it crashed or stopped, or another got it). A committed
+    RENEW (KIP-1222) does not end it: the record stays acquired by the same consumer, its lock renewed."""
     open_: dict[int, tuple[str, int, int]] = {}
     out = []
 
@@ -63,7 +64,8 @@ def acquisitions(events: list[Event], t0: int, t_end: int) -> list[tuple[int, st
             if e.offset in open_:
                 close(e.offset, e.mono_ns)
             open_[e.offset] = (e.participant, e.delivery_count or 1, e.mono_ns)
-        elif e.kind == "ack_committed" and e.offset in open_ and open_[e.offset][0] == e.participant:
+        elif (e.kind == "ack_committed" and e.offset in open_ and open_[e.offset][0] == e.participant
+              and not (e.ack_type == "RENEW" and e.error is None)):
             close(e.offset, e.mono_ns)
         elif e.kind in ("crash", "stop", "finished"):
             for offset in [o for o, (who, _, _) in open_.items() if who == e.participant]:

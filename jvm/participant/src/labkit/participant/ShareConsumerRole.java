@@ -59,9 +59,10 @@ final class ShareConsumerRole {
                 Map<ConsumerRecord<String, String>, String> decided = new LinkedHashMap<>();
                 for (ConsumerRecord<String, String> r : records) {
                     String d = decision(loop.spec, r.value(), r.deliveryCount().orElse((short) 1));
-                    long ms = loop.integer("per_record_ms");
+                    long done = processedMs.getOrDefault(r.value(), 0L);
+                    // per_record_ms once per delivery, as in the Python role: not again on each renewal
+                    long ms = done == 0 ? loop.integer("per_record_ms") : 0;
                     if (d.equals("hold")) {
-                        long done = processedMs.getOrDefault(r.value(), 0L);
                         long left = loop.integer("hold_ms") - done;
                         int renewMs = loop.spec.path("renew_ms").asInt(0);
                         if (renewMs > 0 && left > renewMs) {
