@@ -57,27 +57,3 @@ def test_release_then_accept_and_a_crash_at_a_step(bootstrap, tmp_path):
     assert exp.history.first("crash", "w").step == "before_sink"
     assert w.counters()["ack_committed"] == 2 and Sink(tmp_path / "w.sqlite").effects() == []
 
-
-def test_renew_keeps_a_slow_records_lock_on_java_and_librdkafka_loses_it(bootstrap, tmp_path):
-    """Processing one record for 1.6 acquisition locks: the Java consumer renews the lock every half lock
-    (AcknowledgeType.RENEW, KIP-1222) and its ACCEPT lands on the first delivery; librdkafka, without RENEW, sends its
-    ACCEPT after the lock expired (INVALID_RECORD_STATE). Both consumers run at once, each on its own topic and group."""
-    from labkit.broker.settings import SHARE_LOCK_MS
-
-    exp = Experiment("renew", bootstrap, folder=tmp_path)
-    consumers = {}
-    for client, extra in (("java", {"renew_ms": SHARE_LOCK_MS // 2}), ("librdkafka", {})):
-        topic, group = exp.topic(client), f"renew-{client}-{exp.run_id}"
-        configure_group(bootstrap, group)
-        exp.participant(f"src-{client}", "producer", topic=topic, iterations=1).start().wait(60)
-        consumers[client] = exp.participant(f"sc-{client}", "share_consumer", client=client, topic=topic,
-                                            group_id=group, default="hold", hold_ms=int(SHARE_LOCK_MS * 1.6),
-                                            idle_ms=1000, **extra).start()
-    for c in consumers.values():
-        assert c.wait(120) == "finished"
-    acks = {client: [(e.ack_type, e.error) for e in exp.history.events()
-                     if e.kind == "ack_committed" and e.participant == f"sc-{client}"] for client in consumers}
-    assert acks["java"] == [("RENEW", None)] * 3 + [("ACCEPT", None)]
-    assert acks["librdkafka"][0] == ("ACCEPT", "INVALID_RECORD_STATE")
-    delivered = [e.delivery_count for e in exp.history.events() if e.kind == "delivered" and e.participant == "sc-java"]
-    assert delivered == [1]
