@@ -30,6 +30,7 @@ def imports(package: str) -> dict[str, set[str]]:
     ("crashlab", ("labkit.share", "labkit.spark", "labkit.lessons", "labkit.models", "labkit.soak")),
     ("kafka", ("labkit.crashlab", "labkit.share", "labkit.spark", "labkit.lessons", "labkit.models")),
     ("history", ("labkit.crashlab", "labkit.kafka", "labkit.share", "labkit.spark", "labkit.lessons", "labkit.models")),
+    ("models", ("labkit.crashlab", "labkit.share", "labkit.spark", "labkit.lessons")),
 ])
 def test_a_package_imports_none_of_what_it_must_not(package, forbidden):
     wrong = {f: sorted(n for n in names if n.startswith(forbidden)) for f, names in imports(package).items()}

@@ -1,5 +1,7 @@
 """The modelled transaction coordinator and a data partition's LSO (KIP-98)."""
 
+import pytest
+
 from labkit.models.txn_coordinator import (COMPLETE_ABORT, COMPLETE_COMMIT, CONCURRENT_TRANSACTIONS,
                                            COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH, ONGOING,
                                            PREPARE_ABORT, PREPARE_COMMIT, PRODUCER_FENCED, DataPartition,
@@ -40,6 +42,26 @@ def test_a_timeout_bumps_the_epoch_and_a_crash_recovers_from_the_log():
     tc.recover()
     assert [m.state for m in tc.pending_markers()] == [PREPARE_ABORT]
     assert tc.markers_written("tx").state == COMPLETE_ABORT
+
+
+def test_markers_are_written_partition_by_partition_and_a_recovered_coordinator_sends_them_all_again():
+    tc = TxnCoordinator()
+    tc.init_producer_id("tx", "a")
+    for p in ("output-0", "__share_group_state-0", "__share_group_state-1"):
+        tc.add("tx", p, 0)
+    tc.end("tx", commit=True)
+    assert tc.mark("tx", "__share_group_state-1").marked == {"__share_group_state-1"}
+    assert tc.log[-1].state == PREPARE_COMMIT and not tc.log[-1].marked  # never logged
+    tc.crash()
+    assert tc.decision(1000) == PREPARE_COMMIT  # __transaction_state still says it
+    tc.recover()
+    assert tc.txns["tx"].marked == frozenset() and tc.pending_markers()[0].partitions == {
+        "output-0", "__share_group_state-0", "__share_group_state-1"}
+    for p in ("__share_group_state-1", "output-0"):
+        tc.mark("tx", p)
+    assert tc.mark("tx", "__share_group_state-0").state == COMPLETE_COMMIT and tc.decision(1000) == COMPLETE_COMMIT
+    with pytest.raises(ValueError, match="no marker of tx is pending"):
+        tc.mark("tx", "output-0")
 
 
 def test_lso_stops_at_the_first_open_transaction():

@@ -1,7 +1,8 @@
 """Notebook 07, transactional share acknowledgements (KIP-1289), MODELLED: the seed's corner cases as
 scenarios on :mod:`labkit.models.kip1289`, notebook 06's loss and duplicate replayed with the proposal,
-the open questions of the draft as options, the seed's metrics, and the source-only two-phase commit
-with an external SQLite database.
+one transaction across two share partitions (two ``__share_group_state`` partitions, two share
+coordinators), the open questions of the draft as options, the seed's metrics, and the source-only
+two-phase commit with an external SQLite database.
 
 Nothing here runs on a broker: no Kafka release has KIP-1289. The model's share partition is checked
 against the real broker in ``tests/test_share_partition.py``.
@@ -10,40 +11,63 @@ against the real broker in ``tests/test_share_partition.py``.
 from __future__ import annotations
 
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from labkit.history import Event
 from labkit.share.check import check_share
+from labkit.share.timeline import share_timeline_figure
 from labkit.exercise import Verdict, unanswered
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
 from labkit.models import share_partition, stepper
 
 # Notebook 07 drives parts of the model itself, through this module (with ``replay``, ``INPUT`` and ``World``
-# above): the stepper and its transactions table, and the share partition that replays what real consumers did.
-Stepper, transactions = stepper.Stepper, stepper.transactions
+# above): the stepper (drawing notebook 06's timelines) and its transactions table, and the share partition
+# that replays what real consumers did.
+Stepper, transactions = partial(stepper.Stepper, draw=share_timeline_figure), stepper.transactions
 replay_client_events = share_partition.replay_client_events
 
 FLOW = [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1")]
+OUT, STATE_0, STATE_1 = "output-0", "__share_group_state-0", "__share_group_state-1"
+
+
+def markers(tid: str = "tx-c1", *partitions: str) -> list[tuple]:
+    """The coordinator's WriteTxnMarkers for ``tid``, one step per partition (default: the output, then
+    ``__share_group_state-0``)."""
+    return [("markers", tid, p) for p in partitions or (OUT, STATE_0)]
+
+
 #: The seed's scenarios (§2.1 and §6): the steps up to the interesting point; :func:`finish` runs the rest.
 SCENARIOS = {
-    "commit": FLOW + [("commit", "c1"), ("markers", "tx-c1")],
-    "abort": FLOW + [("abort", "c1"), ("markers", "tx-c1")],
-    "crash before send_share_acks": FLOW[:2] + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")],
-    "crash after send_share_acks (critical case)": FLOW + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")],
-    "zombie fenced": FLOW + [("zombie", "c1"), ("markers", "tx-c1"), ("commit", "c1")],
-    "transaction timeout": FLOW + [("timeout", "tx-c1"), ("markers", "tx-c1"), ("commit", "c1")],
-    "coordinator crash after PREPARE_COMMIT": FLOW + [("commit", "c1"), ("tc_crash",), ("tc_recover",),
-                                                      ("markers", "tx-c1")],
-    "share coordinator crash while pending": FLOW + [("sc_crash",), ("commit", "c1"), ("markers", "tx-c1")],
+    "commit": FLOW + [("commit", "c1")] + markers(),
+    "abort": FLOW + [("abort", "c1")] + markers(),
+    "crash before send_share_acks": FLOW[:2] + [("crash", "c1"), ("restart", "c1")] + markers("tx-c1", OUT),
+    "crash after send_share_acks (critical case)": FLOW + [("crash", "c1"), ("restart", "c1")] + markers(),
+    "zombie fenced": FLOW + [("zombie", "c1")] + markers() + [("commit", "c1")],
+    "transaction timeout": FLOW + [("timeout", "tx-c1")] + markers() + [("commit", "c1")],
+    "coordinator crash after PREPARE_COMMIT": FLOW + [("commit", "c1"), ("tc_crash",), ("tc_recover",)] + markers(),
+    "share coordinator crash while pending": FLOW + [("sc_crash", STATE_0), ("commit", "c1")] + markers(),
 }
 #: Notebook 06's two crash points of a framework sink, in the proposal's loop (records + acks in one transaction).
-NOTEBOOK_06 = {"ack_first (06: acknowledged, then crashed before the sink: lost)":
-               FLOW + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")],
-               "sink_first (06: written, then crashed before acknowledging: duplicated)":
-               FLOW[:2] + [("crash", "c1"), ("restart", "c1"), ("markers", "tx-c1")]}
+NOTEBOOK_06 = {"ack_first (06: acknowledged, then crashed before the sink: lost)": SCENARIOS[
+                   "crash after send_share_acks (critical case)"],
+               "sink_first (06: written, then crashed before acknowledging: duplicated)": SCENARIOS[
+                   "crash before send_share_acks"]}
+#: Two share partitions (``input-0``, ``input-1``, one record each), each with its state on its own
+#: ``__share_group_state`` partition: c1's one poll gets both records, one transaction acknowledges both.
+MULTI = dict(partitions=2, records=1)
+MULTI_SCENARIOS = {
+    "commit across two share partitions": FLOW + [("commit", "c1")] + markers("tx-c1", OUT, STATE_0, STATE_1),
+    "coordinator crash between two markers": FLOW + [("commit", "c1")] + markers("tx-c1", STATE_0)
+    + [("tc_crash",), ("tc_recover",)],
+    "share coordinator of input-1 crashes while pending": FLOW + [("commit", "c1")] + markers("tx-c1", OUT, STATE_0)
+    + [("sc_crash", STATE_1)],
+    "share coordinator of input-1 crashes before send_share_acks": FLOW[:2] + [("sc_crash", STATE_1), ("send_acks", "c1")],
+    "crash after send_share_acks": FLOW + [("crash", "c1"), ("restart", "c1")],
+}
 
 
 def finish(world: World, max_steps: int = 200) -> list[str]:
@@ -64,23 +88,25 @@ def finish(world: World, max_steps: int = 200) -> list[str]:
 
 
 def run(steps: list[tuple], records: int = 2, **options: object) -> tuple[World, list[str]]:
-    """A world of ``records`` input records and two consumers: ``steps``, then :func:`finish`.
-    Returns the world (its ``events`` are the history) and what each step did."""
+    """A world of ``records`` input records (of each share partition) and two consumers: ``steps``, then
+    :func:`finish`. Returns the world (its ``events`` are the history) and what each step did."""
     world, said = replay(steps, records=records, **options)
     return world, said + finish(world)
 
 
 def outcome(world: World) -> dict:
-    """What a scenario left: each input offset's final state and delivery count, how many times its
-    output was committed, what read_committed returns, the invariants broken, and the share checker's
+    """What a scenario left, for each input record (share partition by share partition, offset by offset):
+    its final state and delivery count, how many times its output was committed; what read_committed
+    returns (``input-0:1``: the output of that record), the invariants broken, and the share checker's
     counts (:func:`~labkit.share.check.check_share`, as for the real runs of notebook 06)."""
     committed = [r.source for r in world.out.records if r.outcome == "committed"]
+    records = [r for sp in world.sps for r in sp.offsets]
     check = check_share(world.events, topic=INPUT, delivery_limit=world.sp.limit, lock_ms=world.lock_ms,
                         slack_ms=0, sink=True)
-    return {"states": [r.state for r in world.sp.offsets], "delivery_counts": [r.count for r in world.sp.offsets],
-            "outputs": [committed.count(o) for o in range(world.sp.records)],
-            "read_committed": world.out.read_committed(), "violations": world.violations(final=True),
-            "check": check.counts()}
+    return {"states": [r.state for r in records], "delivery_counts": [r.count for r in records],
+            "outputs": [committed.count((i, o)) for i, sp in enumerate(world.sps) for o in range(sp.records)],
+            "read_committed": [world.label(r) for r in world.out.read_committed()],
+            "violations": world.violations(final=True), "check": check.counts()}
 
 
 def scenario_table(scenarios: dict[str, list[tuple]] = SCENARIOS, **options: object) -> pd.DataFrame:
@@ -94,6 +120,12 @@ def lock_question(**world: object) -> dict[str, Exploration]:
     return {option: explore(lock_while_pending=option, **world) for option in ("freeze", "abort", "release")}
 
 
+def first_duplicate(**world: object) -> Exploration:
+    """The shortest interleaving of ``World(**world)`` that commits a record's output twice (the
+    explorer passing by every other violation on its way)."""
+    return explore(target="duplicate", **world)
+
+
 def poison_pill(count_on_abort: str, limit: int = 3, rounds: int = 10) -> World:
     """Open question (b): one record whose transaction always aborts (the application fails on it),
     ``rounds`` times or until it cannot be polled any more. "keep": archived at the delivery limit;
@@ -102,7 +134,7 @@ def poison_pill(count_on_abort: str, limit: int = 3, rounds: int = 10) -> World:
     for _ in range(rounds):
         if ("poll", "c1") not in world.actions():
             break
-        for step in [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1"), ("abort", "c1"), ("markers", "tx-c1")]:
+        for step in FLOW + [("abort", "c1")] + markers():
             world.step(step)
     return world
 
@@ -111,7 +143,7 @@ def release_question(allow: bool) -> World:
     """Open question (c): the application RELEASEs offset 0 inside its transaction, after writing its
     output. Forbidden (the draft): TxnShareAcknowledge fails, the transaction aborts. Allowed: the
     commit makes the output visible *and* the record AVAILABLE: it is processed again."""
-    steps = FLOW + ([("commit", "c1")] if allow else []) + [("markers", "tx-c1")]  # refused: the client aborted
+    steps = FLOW + ([("commit", "c1")] if allow else []) + markers()  # refused: the client aborted
     return run(steps, records=1, release_in_txn=allow, decisions={0: "RELEASE"}, limit=2)[0]
 
 
@@ -171,16 +203,14 @@ def two_phase_commit(db: str | Path, crash: str | None = None) -> dict:
         world.step(("poll", "c1"))
         txn = f"tx-c1:{world.clients['c1'].epoch}"
         with con:
-            con.executemany("INSERT INTO prepared VALUES (?, ?)", [(txn, o) for o in world.clients["c1"].held])
+            con.executemany("INSERT INTO prepared VALUES (?, ?)", [(txn, o) for _, o in world.clients["c1"].held])
         for step in [("produce", "c1"), ("send_acks", "c1")] + ([] if crash == "after_prepare" and rounds == 1
                                                                   else [("commit", "c1")]):
             world.step(step)
         if crash and rounds == 1:
             world.step(("crash", "c1"))
-            while recovery := [a for a in world.actions(faults=False) if a[0] in ("restart", "markers")]:
-                world.step(recovery[0])  # InitProducerId aborts an open transaction; markers
-        else:
-            world.step(("markers", "tx-c1"))
+        while recovery := [a for a in world.actions(faults=False) if a[0] in ("restart", "markers")]:
+            world.step(recovery[0])  # InitProducerId aborts an open transaction; markers
         decided = any(t.state == "PREPARE_COMMIT" and f"{t.tid}:{t.epoch}" == txn for t in world.tc.log)
         with con:  # phase 2, or recovery: the coordinator's log decides
             if decided:

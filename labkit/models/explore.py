@@ -1,34 +1,44 @@
 """MODELLED, KIP-1289: every interleaving of a small world's steps and faults, breadth first.
 
-:func:`explore` visits each canonical state of a :class:`~labkit.models.kip1289.World` once (a visited
-set of :meth:`~labkit.models.kip1289.World.key`), checks the invariants of
-:meth:`~labkit.models.kip1289.World.violations` in every state (the final ones also for "every record
-ends ACKNOWLEDGED or ARCHIVED") and on every step (KIP-932: ACKNOWLEDGED and ARCHIVED are terminal),
-and returns the first violation found with the shortest trace that reaches it (breadth first), which
-:func:`replay` turns back into a world with a history to draw.
+:func:`explore` visits each state of a :class:`~labkit.models.kip1289.World` once, checks the
+invariants of :mod:`labkit.models.invariants` in every state (the final ones also for "every record
+ends ACKNOWLEDGED or ARCHIVED") and on every step, and returns the first violation found with the
+shortest trace that reaches it (breadth first), which :func:`replay` turns back into a world with a
+history to draw.
+
+Two states are the same state when their keys are equal. With ``reduce`` (the default) the key is
+the canonical one of :func:`labkit.models.symmetry.canonical_key`: states that differ only in the
+names of interchangeable consumers, share partitions or finished records are visited once. That
+cannot hide a counterexample: the invariants do not depend on names, and a renamed state has the
+same futures under the same renaming (see :mod:`labkit.models.symmetry`). Each state's enabled
+steps are computed once, and a step from there is applied without checking them again.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from labkit.models.kip1289 import World
-from labkit.models.share_partition import TERMINAL
+from labkit.models.invariants import step_violations
+from labkit.models.kip1289 import FAULTS, World
+from labkit.models.symmetry import Canon
 
 
 @dataclass
 class Exploration:
-    """What :func:`explore` found: ``states`` (distinct canonical states), ``steps`` (transitions
-    tried), ``finals`` (states where nothing but a fault can happen), ``seconds``, whether the whole
-    space was seen (``complete``), and the first ``violation`` with its ``trace`` (steps from the start)."""
+    """What :func:`explore` found: ``states`` (distinct states, canonical ones with reduction),
+    ``steps`` (transitions tried), ``finals`` (states where nothing but a fault can happen),
+    ``seconds``, whether the whole space was seen (``complete``), whether symmetry reduction was on
+    (``reduced``), and the first ``violation`` with its ``trace`` (steps from the start)."""
 
     states: int = 0
     steps: int = 0
     finals: int = 0
     seconds: float = 0.0
     complete: bool = True
+    reduced: bool = True
     violation: str | None = None
     trace: list[tuple] = field(default_factory=list)
 
@@ -36,52 +46,62 @@ class Exploration:
     def states_per_s(self) -> float:
         return self.states / self.seconds if self.seconds else 0.0
 
+    @property
+    def verdict(self) -> str:
+        """"holds", "broken: <the violation, names left out>", or "unknown (state limit)": what two searches
+        of one configuration must agree on (a search under other names may find the same break on another
+        record or consumer)."""
+        if self.violation:
+            return "broken: " + re.sub(r"\b(tx-)?c\d+(\.\d+)?\b|[\w.]+-\d+:\d+", "_", self.violation)
+        return "holds" if self.complete else "unknown (state limit)"
+
     def __str__(self) -> str:
-        head = (f"{self.states:,} states, {self.steps:,} steps, {self.finals:,} final states in {self.seconds:.2f} s "
-                f"({self.states_per_s:,.0f} states/s){'' if self.complete else ', stopped at the state limit'}")
+        head = (f"{self.states:,} {'canonical ' if self.reduced else ''}states, {self.steps:,} steps, "
+                f"{self.finals:,} final states in {self.seconds:.2f} s ({self.states_per_s:,.0f} states/s)"
+                f"{'' if self.complete else ', stopped at the state limit'}")
         return head + (f"; counterexample in {len(self.trace)} steps: {self.violation}" if self.violation else
                        "; no counterexample")
 
 
-def _step_violation(before: World, after: World) -> str | None:
-    for o, (a, b) in enumerate(zip(before.sp.offsets, after.sp.offsets)):
-        if a.state in TERMINAL and b.state != a.state:
-            return f"offset {o} left the terminal state {a.state} for {b.state}"
-    return None
-
-
-def explore(max_states: int = 2_000_000, stop_at_first: bool = True, **world: object) -> Exploration:
+def explore(max_states: int = 2_000_000, stop_at_first: bool = True, reduce: bool = True, target: str | None = None,
+            **world: object) -> Exploration:
     """Breadth-first search over every state of ``World(history=False, **world)``.
 
     Args:
         max_states: stop after this many distinct states (``complete`` is then False).
         stop_at_first: stop at the first violation (its trace is a shortest one).
-        world: :class:`~labkit.models.kip1289.World` arguments (records, consumers, faults, options).
+        reduce: identify states that differ only by names (symmetry reduction; False: every state).
+        target: look for a violation whose text contains this (e.g. "duplicate"): others are passed by.
+        world: :class:`~labkit.models.kip1289.World` arguments (records, consumers, partitions, faults, options).
     Returns:
         An :class:`Exploration`.
     """
     start = World(history=False, **world)
+    key = Canon(start).key if reduce else World.key
     began = time.perf_counter()
-    parent: dict[tuple, tuple | None] = {start.key(): None}
-    queue, result = deque([start]), Exploration()
+    k0 = key(start)
+    parent: dict[tuple, tuple | None] = {k0: None}
+    queue, result = deque([(start, k0)]), Exploration(reduced=reduce)
     while queue:
-        w = queue.popleft()
-        key = w.key()
-        problems = w.violations(final=not w.actions(faults=False))
-        result.finals += not w.actions(faults=False)
-        for action in w.actions():
+        w, k = queue.popleft()
+        actions = w.actions()
+        final = all(a[0] in FAULTS for a in actions)
+        result.finals += final
+        problems, at = w.violations(final=final), (k, None)
+        for action in actions:
             nxt = w.clone()
-            nxt.step(action)
+            nxt.apply(action)
             result.steps += 1
-            bad = _step_violation(w, nxt)
-            k = nxt.key()
-            if k not in parent:
-                parent[k] = (key, action)
-                queue.append(nxt)
-            if bad and not problems:
-                problems, key = [bad], k
+            k2 = key(nxt)
+            if k2 not in parent:
+                parent[k2] = (k, action)
+                queue.append((nxt, k2))
+            if not [p for p in problems if target is None or target in p]:
+                if bad := step_violations(w, nxt, action):
+                    problems, at = bad, (k, action)
+        problems = [p for p in problems if target is None or target in p]
         if problems and result.violation is None:
-            result.violation, result.trace = problems[0], _trace(parent, key)
+            result.violation, result.trace = problems[0], _trace(parent, at[0]) + ([at[1]] if at[1] else [])
             if stop_at_first:
                 break
         if len(parent) >= max_states:

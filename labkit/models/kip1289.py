@@ -2,45 +2,55 @@
 
 A deterministic world, no threads, a virtual clock: share consumers that are also transactional
 producers run the seed's consume-transform-produce loop (§2.1: poll, ``send(output)``,
-``send_share_acks_to_transaction``, ``commit_transaction``) against a
-:class:`~labkit.models.share_partition.SharePartition` (input), a
+``send_share_acks_to_transaction``, ``commit_transaction``) against N input share partitions
+(:class:`~labkit.models.share_partition.SharePartition`, of one or more topics), each with its state on
+a ``__share_group_state`` partition (a share coordinator per state partition), a
 :class:`~labkit.models.txn_coordinator.TxnCoordinator` and an output
 :class:`~labkit.models.txn_coordinator.DataPartition`; faults are steps like any other. Each step
 writes the history events a real run writes (:mod:`labkit.history`), so notebook 06's
 share timeline and checker work on it unchanged. Sources of the rules: the modules above, and
 
 * [KIP-1289 seed §2.1, §4.1-4.2] ``send_share_acks_to_transaction`` = AddShareAcksToTxn (the
-  ``__share_group_state`` partition joins the transaction) + TxnShareAcknowledge (pending acks);
-  the KIP page now names the Java method ``sendShareAcknowledgementsToTransaction``.
+  ``__share_group_state`` partition of each acknowledged share partition joins the transaction, as
+  ``ShareCoordinator.partitionFor(groupId, topicPartition)`` maps it) + TxnShareAcknowledge (pending
+  acks); the KIP page now names the Java method ``sendShareAcknowledgementsToTransaction`` and takes a
+  ``Map<TopicIdPartition, List<AcknowledgementBatch>>``: several share partitions in one call.
+* [seed §4.1] WriteTxnMarkers go to every partition of the transaction; the coordinator tells a
+  ``__share_group_state`` partition from no other. [KIP-98] each partition gets its marker on its own
+  (a step per partition here), so a coordinator crash can fall between two of them.
 * [seed §6] crash before commit: the coordinator aborts (here on the restart's InitProducerId or at
   ``transaction.timeout.ms``); zombie: fenced by the new instance's epoch; coordinator crash after
   PREPARE_COMMIT: recovery sends the markers again.
-* [our choice] a consumer whose TxnShareAcknowledge fails (it no longer holds a record) aborts;
-  after an abort it RELEASEs what it still holds and polls again; a crashed consumer's share
-  session closes at once (what Kafka 4.4 does on SIGKILL, seen in notebook 06).
+* [our choice] a poll acquires up to ``batch`` records of *each* share partition (each share-partition
+  leader answers the ShareFetch for its own); a consumer whose TxnShareAcknowledge fails (it no longer
+  holds a record) aborts; after an abort it RELEASEs what it still holds and polls again; a crashed
+  consumer's share session closes at once (what Kafka 4.4 does on SIGKILL, seen in notebook 06); a share
+  coordinator crash takes the share-partition leaders whose state it keeps with it (one step).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from labkit.broker.settings import SHARE_LOCK_MS
 from labkit.history import Event
-from labkit.models.share_partition import ACQUIRED, PENDING, TERMINAL, SharePartition
+from labkit.models import invariants
+from labkit.models.coordinators import CoordinatorSteps
+from labkit.models.share_partition import ACQUIRED, AVAILABLE, PENDING, SharePartition
 from labkit.models.txn_coordinator import (ONGOING, PREPARE_ABORT, PREPARE_COMMIT, PRODUCER_FENCED, DataPartition,
                                            TxnCoordinator)
 
 #: Faults and how many of each a world allows by default (one of each kind).
 FAULTS = {"crash": 1, "zombie": 1, "timeout": 1, "tc_crash": 1, "sc_crash": 1, "lock_expiry": 1}
 PREPARING = (PREPARE_COMMIT, PREPARE_ABORT)
-INPUT, OUTPUT, STATE_PARTITION = "input", "output", "__share_group_state-0"
+INPUT, OUTPUT, STATE_TOPIC = "input", "output", "__share_group_state"
+NEXT = {"holding": "produce", "produced": "send_acks", "acked": "commit"}
 
 
-@dataclass(frozen=True)
-class Client:
+class Client(NamedTuple):
     """One instance of a consumer-producer: its participant ``name``, ``transactional.id``, the producer
     epoch it holds, whether it runs (``alive``), where it is in its loop (``pc``: idle, holding,
-    produced, acked) and the offsets it ``held`` since its poll."""
+    produced, acked) and the records it ``held`` since its poll, as ``(share partition index, offset)``."""
 
     name: str
     tid: str
@@ -50,17 +60,23 @@ class Client:
     held: tuple = ()
 
 
-class World:
-    """The modelled system; :meth:`actions` lists what may happen next, :meth:`step` does one.
+class World(CoordinatorSteps):
+    """The modelled system; :meth:`actions` lists what may happen next, :meth:`step` does one (the
+    clients' steps here, the coordinators' and brokers' in :class:`~labkit.models.coordinators.CoordinatorSteps`).
 
     Args:
-        records: input records (offsets 0..records-1), written before the run.
+        records: input records of each share partition (offsets 0..records-1), written before the run.
         consumers: consumer-producers ``c1``, ``c2``... with ``transactional.id`` ``tx-c1``...
-        batch: records a poll acquires at most (``max.poll.records``).
-        limit, lock_while_pending, count_on_abort, release_in_txn: the share partition's (see
+        partitions: the input share partitions: a number N (``input-0``..``input-N-1``) or their names
+            (``"orders-0"``: topic ``orders``, partition 0).
+        state_partitions: the ``__share_group_state`` partition number of each share partition (default:
+            each its own; equal numbers share a share coordinator).
+        batch: records a poll acquires at most from each share partition (``max.poll.records``).
+        limit, lock_while_pending, count_on_abort, release_in_txn: the share partitions' (see
             :class:`~labkit.models.share_partition.SharePartition`).
-        decisions: input offset to the acknowledgement type the application chooses (default ACCEPT);
-            it writes an output record for every record it does not REJECT.
+        decisions: ``(share partition index, offset)`` (or an offset of the first share partition) to the
+            acknowledgement type the application chooses (default ACCEPT); it writes an output record for
+            every record it does not REJECT.
         faults: fault name to how many may happen (:data:`FAULTS`).
         max_faults: how many faults may happen in all (None: as many as ``faults`` allows).
         aborts: how many times the consumers may choose to call ``abort_transaction`` (None: no limit;
@@ -69,19 +85,30 @@ class World:
             a lock expiry or a timeout moves the clock to when it would happen.
         step_ms: virtual ms a step takes.
         history: record events (False for the explorer: faster).
+    Raises:
+        ValueError: an unknown fault, or ``state_partitions`` not one per share partition.
     """
 
-    def __init__(self, records: int = 3, consumers: int = 2, *, batch: int = 1, limit: int = 3,
+    def __init__(self, records: int = 3, consumers: int = 2, *, partitions: int | tuple = 1,
+                 state_partitions: tuple | None = None, batch: int = 1, limit: int = 3,
                  lock_while_pending: str = "freeze", count_on_abort: str = "keep", release_in_txn: bool = False,
-                 decisions: dict[int, str] | None = None, faults: dict[str, int] | None = None,
-                 max_faults: int | None = None, aborts: int | None = None, lock_ms: int = SHARE_LOCK_MS, txn_timeout_ms: int = 10000, step_ms: int = 200,
-                 history: bool = True) -> None:
+                 decisions: dict | None = None, faults: dict[str, int] | None = None,
+                 max_faults: int | None = None, aborts: int | None = None, lock_ms: int = SHARE_LOCK_MS,
+                 txn_timeout_ms: int = 10000, step_ms: int = 200, history: bool = True) -> None:
         unknown = set(faults or {}) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; the faults are {', '.join(FAULTS)}")
-        self.sp = SharePartition(records, limit, lock_while_pending, count_on_abort, release_in_txn)
+        names = [f"{INPUT}-{p}" for p in range(partitions)] if isinstance(partitions, int) else list(partitions)
+        self.inputs = [(n.rsplit("-", 1)[0], int(n.rsplit("-", 1)[1])) for n in names]
+        self.names = names
+        self.state_of = list(range(len(names)) if state_partitions is None else state_partitions)
+        if len(self.state_of) != len(names):
+            raise ValueError(f"state_partitions gives {len(self.state_of)} partitions for {len(names)} share partitions")
+        self.state_names = [f"{STATE_TOPIC}-{k}" for k in self.state_of]
+        self.sps = [SharePartition(records, limit, lock_while_pending, count_on_abort, release_in_txn) for _ in names]
         self.tc, self.out = TxnCoordinator(), DataPartition()
-        self.batch, self.decisions = batch, dict(decisions or {})
+        self.batch = batch
+        self.decisions = {(k if isinstance(k, tuple) else (0, k)): v for k, v in (decisions or {}).items()}
         self.budget = dict(FAULTS if faults is None else faults)
         self.budget["any"] = sum(self.budget.values()) if max_faults is None else max_faults
         self.budget["abort"] = -1 if aborts is None else aborts
@@ -89,76 +116,92 @@ class World:
         self.clock_ms, self.acquired_ms = 0, {}
         self.events: list[Event] | None = [] if history else None
         self.clients: dict[str, Client] = {}
-        for o in range(records):
-            self._emit("ack", "source", topic=INPUT, partition=0, offset=o, value_id=self.value_id(o))
-        self._emit("share_offsets", "broker", topic=INPUT, partition=0, offset=0)
-        for i in range(1, consumers + 1):
-            self._init(Client(f"c{i}", f"tx-c{i}"))
+        for i, sp in enumerate(self.sps):
+            for o in range(sp.records):
+                self._emit("ack", "source", i, o, value_id=self.value_id(i, o))
+            self._emit("share_offsets", "broker", i, 0)
+        for n in range(1, consumers + 1):
+            self._init(Client(f"c{n}", f"tx-c{n}"))
 
     # -- the state ---------------------------------------------------------------------------------
+    @property
+    def sp(self) -> SharePartition:
+        """The first share partition (in a one-partition world, the only one)."""
+        return self.sps[0]
+
     def clone(self) -> "World":
         w = object.__new__(World)
         w.__dict__.update(self.__dict__)
-        w.sp, w.tc, w.out = self.sp.clone(), self.tc.clone(), self.out.clone()
+        w.sps, w.tc, w.out = [sp.clone() for sp in self.sps], self.tc.clone(), self.out.clone()
         w.budget, w.clients, w.acquired_ms = dict(self.budget), dict(self.clients), dict(self.acquired_ms)
         w.events = None if self.events is None else list(self.events)
         return w
 
     def key(self) -> tuple:
-        """The canonical state (no clock, no history): equal keys behave the same from here on."""
-        return (self.sp.key(), self.tc.key(), self.out.key(), tuple(sorted(self.clients.values(), key=lambda c: c.name)),
-                tuple(sorted(self.budget.items())))
+        """The state under its own names (no clock, no history): equal keys behave the same from here on.
+        :mod:`labkit.models.symmetry` gives the key under canonical names."""
+        return (tuple(sp.key() for sp in self.sps), self.tc.key(), self.out.key(),
+                tuple(sorted(self.clients.values(), key=lambda c: c.name)), tuple(sorted(self.budget.items())))
 
-    @staticmethod
-    def value_id(offset: int) -> str:
-        return f"source-{offset + 1}"
+    def value_id(self, i: int, offset: int) -> str:
+        """The id of share partition ``i``'s record at ``offset`` in the history (``input-0/1``...)."""
+        return f"{self.names[i]}/{offset}"
 
-    def _emit(self, kind: str, participant: str, **fields: object) -> None:
+    def label(self, record: tuple) -> str:
+        """``(share partition index, offset)`` as people read it: ``input-0:1``."""
+        return f"{self.names[record[0]]}:{record[1]}"
+
+    def _emit(self, kind: str, participant: str, i: int | None = None, offset: int | None = None, **fields) -> None:
         if self.events is not None:
-            self.events.append(Event(kind, participant, mono_ns=self.clock_ms * 1_000_000,
-                                     wall_ms=self.clock_ms, **fields))
+            where = {} if i is None else {"topic": self.inputs[i][0], "partition": self.inputs[i][1], "offset": offset}
+            self.events.append(Event(kind, participant, mono_ns=self.clock_ms * 1_000_000, wall_ms=self.clock_ms,
+                                     **where, **fields))
 
     # -- what may happen ---------------------------------------------------------------------------
     def actions(self, faults: bool = True) -> list[tuple]:
         """Enabled steps, as tuples: ``("poll", name)``, ``("produce", name)``, ``("send_acks", name)``,
-        ``("commit", name)``, ``("abort", name)``, ``("markers", tid)``, ``("restart", name)``,
+        ``("commit", name)``, ``("abort", name)``, ``("markers", tid, partition)``, ``("restart", name)``,
         ``("tc_recover",)``, and with ``faults``: ``("crash", name)``, ``("zombie", name)``,
-        ``("timeout", tid)``, ``("tc_crash",)``, ``("sc_crash",)``, ``("lock_expiry", offset)``."""
-        out, tc = [], self.tc
-        for c in sorted(self.clients.values(), key=lambda c: c.name):
+        ``("timeout", tid)``, ``("tc_crash",)``, ``("sc_crash", state partition)``,
+        ``("lock_expiry", share partition, offset)``."""
+        out, tc, b = [], self.tc, self.budget
+        clients = sorted(self.clients.values(), key=lambda c: c.name)
+        available = any(r.state == AVAILABLE for sp in self.sps for r in sp.offsets)
+        for c in clients:
+            waiting = self._waiting(c)
             if not c.alive:
-                if c.pc == "crashed" and c.name == self._current(c.tid) and not self._waiting(c):
+                if c.pc == "crashed" and c.name == self._current(c.tid) and not waiting:
                     out.append(("restart", c.name))
                 continue
-            if c.pc == "idle" and any(r.state == "AVAILABLE" for r in self.sp.offsets):
+            if c.pc == "idle" and available:
                 out.append(("poll", c.name))
-            if self._waiting(c):  # the coordinator would answer COORDINATOR_NOT_AVAILABLE / CONCURRENT_TRANSACTIONS
+            if waiting:  # the coordinator would answer COORDINATOR_NOT_AVAILABLE / CONCURRENT_TRANSACTIONS
                 continue
-            nxt = {"holding": "produce", "produced": "send_acks", "acked": "commit"}.get(c.pc)
-            if nxt:
-                out.append((nxt, c.name))
-            if c.pc in ("produced", "acked") and self.budget["abort"]:
+            if c.pc in NEXT:
+                out.append((NEXT[c.pc], c.name))
+            if c.pc in ("produced", "acked") and b["abort"]:
                 out.append(("abort", c.name))
-        out += [("markers", t.tid) for t in sorted(tc.pending_markers(), key=lambda t: t.tid)]
+        for t in sorted(tc.pending_markers(), key=lambda t: t.tid):
+            out += [("markers", t.tid, p) for p in sorted(t.partitions - t.marked)]
         if tc.down:
             out.append(("tc_recover",))
-        b = self.budget
         if not faults or not b["any"]:
             return out
-        for c in sorted(self.clients.values(), key=lambda c: c.name):
+        for c in clients:
             if c.alive and b.get("crash"):
                 out.append(("crash", c.name))
             if c.alive and b.get("zombie") and c.name == self._current(c.tid) and not self._waiting(c):
                 out.append(("zombie", c.name))
         if b.get("timeout") and not tc.down:
             out += [("timeout", t.tid) for t in sorted(tc.txns.values(), key=lambda t: t.tid) if t.state == ONGOING]
-        if b.get("tc_crash") and any(t.state == "PREPARE_COMMIT" for t in tc.pending_markers()):
+        if b.get("tc_crash") and any(t.state == PREPARE_COMMIT for t in tc.pending_markers()):
             out.append(("tc_crash",))
         if b.get("sc_crash"):
-            out.append(("sc_crash",))
+            out += [("sc_crash", s) for s in sorted(set(self.state_names))]
         if b.get("lock_expiry"):
             expirable = (ACQUIRED,) if self.sp.lock_while_pending == "freeze" or tc.down else (ACQUIRED, PENDING)
-            out += [("lock_expiry", o) for o, r in enumerate(self.sp.offsets) if r.state in expirable]
+            out += [("lock_expiry", self.names[i], o) for i, sp in enumerate(self.sps)
+                    for o, r in enumerate(sp.offsets) if r.state in expirable]
         return out
 
     def _waiting(self, c: Client) -> bool:
@@ -177,24 +220,31 @@ class World:
         Raises:
             ValueError: ``action`` is not enabled now (the message lists what is).
         """
-        if action not in self.actions():
+        if tuple(action) not in self.actions():
             raise ValueError(f"{action} is not possible now; possible: {self.actions()}")
+        return self.apply(tuple(action))
+
+    def apply(self, action: tuple) -> str:
+        """:meth:`step` without checking that ``action`` is enabled: for a caller that took it from
+        :meth:`actions` of this very state (the explorer)."""
         self.clock_ms += self.step_ms
         if action[0] in FAULTS:
             self.budget[action[0]] -= 1
             self.budget["any"] -= 1
-        before, spso = list(self.sp.offsets), self.sp.spso
+        if self.events is None:
+            return getattr(self, f"_{action[0]}")(*action[1:])
+        before = [(list(sp.offsets), sp.spso) for sp in self.sps]
         said = getattr(self, f"_{action[0]}")(*action[1:])
-        for o, (old, new) in enumerate(zip(before, self.sp.offsets)):
-            if new.state != old.state and new.state != ACQUIRED:  # ACQUIRED is never persisted
-                self._emit("share_state", "broker", topic=INPUT, partition=0, offset=o, last_offset=o,
-                           state=new.state, delivery_count=new.count)
-        if self.sp.spso != spso:
-            self._emit("share_offsets", "broker", topic=INPUT, partition=0, offset=self.sp.spso)
+        for i, (sp, (offsets, spso)) in enumerate(zip(self.sps, before)):
+            for o, (old, new) in enumerate(zip(offsets, sp.offsets)):
+                if new.state != old.state and new.state != ACQUIRED:  # ACQUIRED is never persisted
+                    self._emit("share_state", "broker", i, o, last_offset=o, state=new.state, delivery_count=new.count)
+            if sp.spso != spso:
+                self._emit("share_offsets", "broker", i, sp.spso)
         return said
 
     def _set(self, c: Client, **changes: object) -> Client:
-        self.clients[c.name] = replace(c, **changes)
+        self.clients[c.name] = c._replace(**changes)
         return self.clients[c.name]
 
     def _init(self, c: Client) -> str:
@@ -202,7 +252,7 @@ class World:
         self._set(c, epoch=txn.epoch, alive=True, pc="idle", held=())
         self._emit("start", c.name, transactional_id=c.tid, producer_id=txn.pid, producer_epoch=txn.epoch)
         return f"{c.name} InitProducerId: {c.tid} epoch {txn.epoch}" + (
-            "; its open transaction is aborted" if txn.state == "PREPARE_ABORT" else "")
+            "; its open transaction is aborted" if txn.state == PREPARE_ABORT else "")
 
     def _refused(self, c: Client) -> str | None:
         """The coordinator's answer to ``c``'s transactional request; a fenced instance exits (its share
@@ -211,25 +261,28 @@ class World:
         if error == PRODUCER_FENCED:
             self._set(c, alive=False, pc="fenced", held=())
             self._emit("fenced", c.name, error=error, transactional_id=c.tid)
-            self.sp.member_left(c.name)
+            self._left(c.name)
         elif error:
             self._give_up(self._set(c, epoch=self.tc.txns[c.tid].epoch))
         return error
 
+    def _left(self, name: str) -> list[str]:
+        return [self.label((i, o)) for i, sp in enumerate(self.sps) for o in sp.member_left(name)]
+
     def _give_up(self, c: Client) -> None:
-        for o in c.held:
-            self.sp.acknowledge(c.name, o, "RELEASE")  # fails harmlessly for records it no longer holds
+        for i, o in c.held:
+            self.sps[i].acknowledge(c.name, o, "RELEASE")  # fails harmlessly for records it no longer holds
         self._set(c, pc="idle", held=())
 
     def _poll(self, name: str) -> str:
-        c = self.clients[name]
-        got = self.sp.acquire(name, self.batch)
-        for o in got:
-            self.acquired_ms[o] = self.clock_ms
-            self._emit("delivered", name, topic=INPUT, partition=0, offset=o, value_id=self.value_id(o),
-                       delivery_count=self.sp.offsets[o].count)
-        self._set(c, pc="holding", held=tuple(got))
-        return f"{name} polled offsets {list(got)}"
+        got = []
+        for i, sp in enumerate(self.sps):
+            for o in sp.acquire(name, self.batch):
+                got.append((i, o))
+                self.acquired_ms[i, o] = self.clock_ms
+                self._emit("delivered", name, i, o, value_id=self.value_id(i, o), delivery_count=sp.offsets[o].count)
+        self._set(self.clients[name], pc="holding", held=tuple(got))
+        return f"{name} polled {', '.join(map(self.label, got))}"
 
     def _produce(self, name: str) -> str:
         c = self.clients[name]
@@ -239,32 +292,34 @@ class World:
         if txn.began_ms == self.clock_ms and len(txn.partitions) == 1:
             self._emit("txn_begin", name, txn=txn.number, transactional_id=c.tid, producer_id=txn.pid,
                        producer_epoch=txn.epoch)
-        outputs = [o for o in c.held if self.decisions.get(o, "ACCEPT") != "REJECT"]
-        for o in outputs:
-            at = self.out.append(o, txn.pid)
-            self._emit("send", name, topic=OUTPUT, partition=0, offset=at, value_id=f"{self.value_id(o)}>out",
+        outputs = [r for r in c.held if self.decisions.get(r, "ACCEPT") != "REJECT"]
+        for i, o in outputs:
+            at = self.out.append((i, o), txn.pid)
+            self._emit("send", name, topic=OUTPUT, partition=0, offset=at, value_id=f"{self.value_id(i, o)}>out",
                        txn=txn.number, producer_id=txn.pid, producer_epoch=txn.epoch)
         self._set(c, pc="produced")
-        return f"{name} send(output) for offsets {outputs} in transaction {txn.number}"
+        return f"{name} send(output) for {[self.label(r) for r in outputs]} in transaction {txn.number}"
 
     def _send_acks(self, name: str) -> str:
         c = self.clients[name]
         if error := self._refused(c):
             return f"{name} send_share_acks_to_transaction: {error}"
-        txn = self.tc.add(c.tid, STATE_PARTITION, self.clock_ms)
+        for state in sorted({self.state_names[i] for i, _ in c.held}):  # AddShareAcksToTxn
+            txn = self.tc.add(c.tid, state, self.clock_ms)
         errors = {}
-        for o in c.held:
-            ack_type = self.decisions.get(o, "ACCEPT")
-            errors[o] = self.sp.acknowledge_in_txn(name, o, ack_type, txn.pid)
-            self._emit("acknowledged", name, topic=INPUT, partition=0, offset=o, value_id=self.value_id(o),
-                       ack_type=ack_type, txn=txn.number, error=errors[o])
-        failed = {o: e for o, e in errors.items() if e}
+        for i, o in c.held:  # TxnShareAcknowledge, to each share coordinator
+            ack_type = self.decisions.get((i, o), "ACCEPT")
+            errors[i, o] = self.sps[i].acknowledge_in_txn(name, o, ack_type, txn.pid)
+            self._emit("acknowledged", name, i, o, value_id=self.value_id(i, o), ack_type=ack_type, txn=txn.number,
+                       error=errors[i, o])
+        failed = {self.label(r): e for r, e in errors.items() if e}
         if failed:
             self.tc.end(c.tid, commit=False)
             self._give_up(c)
             return f"{name} TxnShareAcknowledge refused {failed}: it aborts"
         self._set(c, pc="acked")
-        return f"{name} send_share_acks_to_transaction: offsets {list(c.held)} pending in transaction {txn.number}"
+        return (f"{name} send_share_acks_to_transaction: {', '.join(map(self.label, c.held))} pending in "
+                f"transaction {txn.number}")
 
     def _commit(self, name: str) -> str:
         return self._end(name, commit=True)
@@ -287,36 +342,13 @@ class World:
             self._give_up(c)
         return f"{name} {call}: {txn.state} written"
 
-    def _markers(self, tid: str) -> str:
-        t = self.tc.txns[tid]
-        commit = t.state == "PREPARE_COMMIT"
-        written = self.out.marker(t.pid, commit) if self.out.name in t.partitions else []
-        holders = {o: r.holder for o, r in enumerate(self.sp.offsets)}
-        acks = self.sp.complete(t.pid, commit) if STATE_PARTITION in t.partitions else {}
-        self.tc.markers_written(tid)
-        owner = t.owner
-        for o, ack_type in sorted(acks.items()):
-            self._emit("ack_committed", holders[o] or owner, topic=INPUT, partition=0, offset=o, value_id=self.value_id(o),
-                       ack_type=ack_type, error=None if commit else "TRANSACTION_ABORTED", txn=t.number)
-        for o in written if commit else []:
-            self._emit("effect", owner, topic=INPUT, partition=0, offset=o, value_id=self.value_id(o), txn=t.number)
-        if commit:
-            self._emit("txn_end", owner, txn=t.number, outcome="committed", transactional_id=tid)
-        return (f"WriteTxnMarkers {'COMMIT' if commit else 'ABORT'} for {tid}: {self.out.name} "
-                f"({len(written)} records), {STATE_PARTITION} ({len(acks)} acknowledgements)")
-
     def _restart(self, name: str) -> str:
         return self._init(self.clients[name])
 
-    def _tc_recover(self) -> str:
-        self.tc.recover()
-        return "transaction coordinator recovered from __transaction_state"
-
     def _crash(self, name: str) -> str:
-        c = self._set(self.clients[name], alive=False, pc="crashed", held=())
+        self._set(self.clients[name], alive=False, pc="crashed", held=())
         self._emit("crash", name)
-        released = self.sp.member_left(c.name)
-        return f"{name} crashed (SIGKILL): offsets {released} released, its transaction stays open"
+        return f"{name} crashed (SIGKILL): {self._left(name) or 'nothing'} released, its transaction stays open"
 
     def _zombie(self, name: str) -> str:
         c = self.clients[name]
@@ -324,57 +356,15 @@ class World:
         new = f"{name.split('.')[0]}.{sum(x.tid == c.tid for x in self.clients.values()) + 1}"
         return f"{name} paused (a zombie from now on); " + self._init(Client(new, c.tid))
 
-    def _timeout(self, tid: str) -> str:
-        t = self.tc.txns[tid]
-        self.clock_ms = max(self.clock_ms, t.began_ms + self.txn_timeout_ms)
-        self.tc.time_out(tid)
-        self._emit("txn_end", t.owner, txn=t.number, outcome="aborted", step="transaction.timeout.ms")
-        return f"{tid}'s transaction {t.number} timed out: PREPARE_ABORT, epoch {t.epoch + 1}"
-
-    def _tc_crash(self) -> str:
-        self.tc.crash()
-        return "transaction coordinator crashed (its markers not sent)"
-
-    def _sc_crash(self) -> str:
-        self.sp.reload()
-        return "share coordinator crashed and reloaded __share_group_state (acquisitions lost)"
-
-    def _lock_expiry(self, offset: int) -> str:
-        r = self.sp.offsets[offset]
-        self.clock_ms = max(self.clock_ms, self.acquired_ms.get(offset, 0) + self.lock_ms)
-        if r.state == PENDING and self.sp.lock_while_pending == "abort":
-            t = next(t for t in self.tc.txns.values() if t.pid == r.pid)
-            if t.state != ONGOING:
-                return f"offset {offset}'s lock expired while pending, but {t.tid} is already {t.state}"
-            self.tc.time_out(t.tid)
-            self._emit("txn_end", t.owner, txn=t.number, outcome="aborted", step="lock expiry")
-            return f"offset {offset}'s lock expired while pending: {t.tid}'s transaction is aborted"
-        self.sp.release(offset)
-        return f"offset {offset}'s acquisition lock expired: {self.sp.offsets[offset].state}"
-
     def observe(self) -> None:
-        """The observer's last sample, one step later: the SPSO now (so a timeline shows the final states
-        for a moment, as the real runs' observer does)."""
+        """The observer's last sample, one step later: the SPSO of each share partition now (so a timeline
+        shows the final states for a moment, as the real runs' observer does)."""
         self.clock_ms += self.step_ms
-        self._emit("share_offsets", "broker", topic=INPUT, partition=0, offset=self.sp.spso)
+        for i, sp in enumerate(self.sps):
+            self._emit("share_offsets", "broker", i, sp.spso)
 
     # -- what it means -------------------------------------------------------------------------------
     def violations(self, final: bool = False) -> list[str]:
-        """Exactly-once and KIP-932 invariants broken in this state: an input with more than one
-        committed output; a committed output whose record is not ACKNOWLEDGED, or an ACKNOWLEDGED record
-        without one; a delivery count above the limit; with ``final``, a record not ACKNOWLEDGED/ARCHIVED."""
-        committed = [r.source for r in self.out.records if r.outcome == "committed"]
-        found = []
-        for o, r in enumerate(self.sp.offsets):
-            n = committed.count(o)
-            if n > 1:
-                found.append(f"duplicate: offset {o}'s output committed {n} times")
-            if n and r.state != "ACKNOWLEDGED":
-                found.append(f"offset {o}'s output is committed but the record is {r.state}")
-            if not n and r.state == "ACKNOWLEDGED":
-                found.append(f"loss: offset {o} is ACKNOWLEDGED with no committed output")
-            if r.count > self.sp.limit:
-                found.append(f"offset {o} delivered {r.count} times, over the limit {self.sp.limit}")
-            if final and r.state not in TERMINAL:
-                found.append(f"offset {o} ended {r.state}")
-        return found
+        """The invariants this state breaks (:func:`labkit.models.invariants.state_violations`); with
+        ``final``, also a record not ACKNOWLEDGED or ARCHIVED."""
+        return invariants.state_violations(self, final)

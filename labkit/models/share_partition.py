@@ -27,7 +27,8 @@ says when a lock expires. Sources (each rule names one):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from labkit.history import Event
 
@@ -42,8 +43,7 @@ INVALID_RECORD_STATE = "INVALID_RECORD_STATE"
 INVALID_REQUEST = "INVALID_REQUEST"
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One offset: ``state``, ``count`` (delivery count), ``holder`` (the member that ACQUIRED it, or
     whose transaction holds it PENDING), ``pid`` (producer id of the pending transaction)."""
 
@@ -89,8 +89,10 @@ class SharePartition:
         self.offsets = self.offsets or [Record() for _ in range(self.records)]
 
     def clone(self) -> "SharePartition":
-        return replace(self, offsets=list(self.offsets), pending={p: dict(a) for p, a in self.pending.items()},
-                       log=list(self.log))
+        c = object.__new__(SharePartition)
+        c.__dict__.update(self.__dict__)
+        c.offsets, c.pending, c.log = list(self.offsets), {p: dict(a) for p, a in self.pending.items()}, list(self.log)
+        return c
 
     def key(self) -> tuple:
         """Everything that decides what happens next (the log's past excluded), hashable."""

@@ -6,7 +6,9 @@ Kafka's transactions exist (KIP-98); this is their model, for notebook 07's prop
   and epoch; EMPTY → ONGOING → PREPARE_COMMIT → COMPLETE_COMMIT, or PREPARE_ABORT → COMPLETE_ABORT;
   each transition is written to ``__transaction_state`` (the :attr:`TxnCoordinator.log`) before it is
   answered; EndTxn returns once PREPARE_* is written, WriteTxnMarkers then go to every partition of the
-  transaction. InitProducerId bumps the epoch (fencing the previous instance: PRODUCER_FENCED) and
+  transaction, one by one (each partition's leader answers on its own; the coordinator keeps which
+  answered in memory only, so a recovered coordinator sends them all again, and a partition gets a
+  marker twice: harmless, Kafka's ``TransactionMarkerChannelManager``). InitProducerId bumps the epoch (fencing the previous instance: PRODUCER_FENCED) and
   aborts the transaction it left ONGOING; while markers are pending it answers CONCURRENT_TRANSACTIONS.
 * [KIP-98] ``transaction.timeout.ms``: the coordinator aborts a transaction open longer; since KIP-360
   it bumps the epoch, so the producer's next call fails with INVALID_PRODUCER_EPOCH (abortable).
@@ -18,7 +20,7 @@ Kafka's transactions exist (KIP-98); this is their model, for notebook 07's prop
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT"
 COMPLETE_COMMIT, COMPLETE_ABORT, EMPTY = "COMPLETE_COMMIT", "COMPLETE_ABORT", "EMPTY"
@@ -26,11 +28,11 @@ PRODUCER_FENCED, INVALID_PRODUCER_EPOCH = "PRODUCER_FENCED", "INVALID_PRODUCER_E
 CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE = "CONCURRENT_TRANSACTIONS", "COORDINATOR_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True)
-class Txn:
+class Txn(NamedTuple):
     """The coordinator's entry for one ``transactional.id``: producer id and epoch, transaction state,
     the partitions in the transaction, the instance that last called InitProducerId (``owner``), the
-    transaction's number (1, 2, ...) and when it began (virtual ms)."""
+    transaction's number (1, 2, ...), when it began (virtual ms), and the partitions whose marker is
+    written (``marked``: in memory, never logged)."""
 
     tid: str
     pid: int
@@ -40,10 +42,13 @@ class Txn:
     owner: str = ""
     number: int = 0
     began_ms: int = 0
+    marked: frozenset = frozenset()
 
 
 class TxnCoordinator:
-    """Transaction coordinator: :attr:`txns` in memory, rebuilt from :attr:`log` by :meth:`recover`.
+    """Transaction coordinator: :attr:`txns` in memory, rebuilt by :meth:`recover` from
+    ``__transaction_state`` (:attr:`log`, every entry; :attr:`persisted`, the last entry of each
+    ``transactional.id``, what compaction keeps).
 
     Every method that a client request reaches returns an error name or None; :meth:`check` says
     which error a request from ``(owner, epoch)`` gets.
@@ -51,22 +56,28 @@ class TxnCoordinator:
 
     def __init__(self) -> None:
         self.txns: dict[str, Txn] = {}
+        self.persisted: dict[str, Txn] = {}
         self.log: list[Txn] = []
         self.down = False
 
     def clone(self) -> "TxnCoordinator":
-        c = TxnCoordinator()
-        c.txns, c.log, c.down = dict(self.txns), list(self.log), self.down
+        c = object.__new__(TxnCoordinator)
+        c.txns, c.persisted, c.log, c.down = dict(self.txns), dict(self.persisted), list(self.log), self.down
         return c
 
     def key(self) -> tuple:
-        return self.down, tuple((t.tid, t.epoch, t.state, tuple(sorted(t.partitions)), t.owner)
+        return self.down, tuple((t.tid, t.epoch, t.state, tuple(sorted(t.partitions)), t.owner, tuple(sorted(t.marked)))
                                 for t in sorted(self.txns.values(), key=lambda t: t.tid))
 
     def _write(self, txn: Txn) -> Txn:
-        self.txns[txn.tid] = txn
+        self.txns[txn.tid] = self.persisted[txn.tid] = txn
         self.log.append(txn)
         return txn
+
+    def decision(self, pid: int) -> str | None:
+        """PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT... as ``__transaction_state`` last says for
+        producer ``pid`` (also while the coordinator is down), or None for an unknown ``pid``."""
+        return next((t.state for t in self.persisted.values() if t.pid == pid), None)
 
     def init_producer_id(self, tid: str, owner: str) -> tuple[str | None, Txn | None]:
         """InitProducerId from instance ``owner``: bumps the epoch, makes ``owner`` the one that may
@@ -77,7 +88,7 @@ class TxnCoordinator:
         t = self.txns.get(tid) or Txn(tid, pid=1000 + len(self.txns))
         if t.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return CONCURRENT_TRANSACTIONS, None
-        return None, self._write(replace(t, epoch=t.epoch + 1, owner=owner,
+        return None, self._write(t._replace(epoch=t.epoch + 1, owner=owner,
                                          state=PREPARE_ABORT if t.state == ONGOING else t.state))
 
     def check(self, tid: str, owner: str, epoch: int) -> str | None:
@@ -96,23 +107,36 @@ class TxnCoordinator:
         none is ONGOING, and adds ``partition`` to it."""
         t = self.txns[tid]
         if t.state != ONGOING:
-            t = replace(t, state=ONGOING, partitions=frozenset(), number=t.number + 1, began_ms=now_ms)
-        return self._write(replace(t, partitions=t.partitions | {partition}))
+            t = t._replace(state=ONGOING, partitions=frozenset(), number=t.number + 1, began_ms=now_ms)
+        return self._write(t._replace(partitions=t.partitions | {partition}))
 
     def end(self, tid: str, commit: bool) -> Txn:
         """EndTxn (after :meth:`check`): PREPARE_COMMIT or PREPARE_ABORT is written; markers are pending."""
-        return self._write(replace(self.txns[tid], state=PREPARE_COMMIT if commit else PREPARE_ABORT))
+        return self._write(self.txns[tid]._replace(state=PREPARE_COMMIT if commit else PREPARE_ABORT))
 
     def time_out(self, tid: str) -> Txn:
         """``transaction.timeout.ms`` passed: abort with an epoch bump (KIP-360)."""
         t = self.txns[tid]
-        return self._write(replace(t, state=PREPARE_ABORT, epoch=t.epoch + 1))
+        return self._write(t._replace(state=PREPARE_ABORT, epoch=t.epoch + 1))
+
+    def mark(self, tid: str, partition: str) -> Txn:
+        """WriteTxnMarkers reached ``partition`` (one of the transaction's): remembered in memory; once
+        every partition has its marker, COMPLETE_COMMIT / COMPLETE_ABORT is written.
+
+        Raises:
+            ValueError: ``partition`` is not in the transaction, or its markers are not pending.
+        """
+        t = self.txns[tid]
+        if t.state not in (PREPARE_COMMIT, PREPARE_ABORT) or partition not in t.partitions:
+            raise ValueError(f"no marker of {tid} is pending for {partition} ({t.state}, {sorted(t.partitions)})")
+        t = self.txns[tid] = t._replace(marked=t.marked | {partition})
+        return self.markers_written(tid) if t.marked == t.partitions else t
 
     def markers_written(self, tid: str) -> Txn:
         """Every partition got its marker: COMPLETE_COMMIT / COMPLETE_ABORT is written."""
         t = self.txns[tid]
-        return self._write(replace(t, state=COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT,
-                                   partitions=frozenset()))
+        return self._write(t._replace(state=COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT,
+                                   partitions=frozenset(), marked=frozenset()))
 
     def pending_markers(self) -> list[Txn]:
         """Transactions in PREPARE_*, whose markers are still to be written (none while down)."""
@@ -124,14 +148,14 @@ class TxnCoordinator:
 
     def recover(self) -> None:
         """A new coordinator loads ``__transaction_state``: the last entry of each transactional.id. A
-        transaction in PREPARE_* has its markers sent again (:meth:`pending_markers`)."""
+        transaction in PREPARE_* has its markers sent again to every partition (:meth:`pending_markers`):
+        which partitions had them was never logged."""
         self.down = False
-        self.txns = {t.tid: t for t in self.log}
+        self.txns = dict(self.persisted)
 
 
-@dataclass(frozen=True)
-class DataRecord:
-    """A record in a data partition: the input offset it was made from, its writer's producer id and
+class DataRecord(NamedTuple):
+    """A record in a data partition: the input record it was made from (any hashable name), its writer's producer id and
     the outcome of its transaction ("open", "committed", "aborted")."""
 
     source: int
@@ -163,7 +187,7 @@ class DataPartition:
         """The COMMIT/ABORT control record for ``pid``'s open records; returns their sources."""
         done = [i for i, r in enumerate(self.records) if r.pid == pid and r.outcome == "open"]
         for i in done:
-            self.records[i] = replace(self.records[i], outcome="committed" if commit else "aborted")
+            self.records[i] = self.records[i]._replace(outcome="committed" if commit else "aborted")
         return [self.records[i].source for i in done]
 
     def lso(self) -> int:
