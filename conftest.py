@@ -43,6 +43,7 @@ SLOWEST = (
     "notebooks/04_spark_pipeline.ipynb",
     "notebooks/08_broker_crashes.ipynb",
     "tests/test_exercise.py",
+    "tests/test_java.py",
     "notebooks/06_share_groups.ipynb",
     "tests/test_soak.py",
     "tests/test_embedded.py",
