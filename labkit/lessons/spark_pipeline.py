@@ -39,7 +39,8 @@ class PipelineRun:
 
     Attributes:
         experiment: the :class:`~labkit.crashlab.experiment.Experiment` (history, topics).
-        pipeline: the ``spark_pipeline`` :class:`~labkit.crashlab.participant.Participant` (the driver).
+        pipeline: the ``spark_pipeline`` (or, in real-time mode, ``spark_realtime``)
+            :class:`~labkit.crashlab.participant.Participant`: the driver.
         sink: "A" or "B". input_topic, output_topic, marker_topic: topic names (no marker topic in real-time
             mode). checkpoint: Spark's checkpoint folder.
         records: input records written. realtime: the query runs in real-time mode (sink A only).
@@ -119,8 +120,8 @@ class PipelineRun:
 
     def figure(self, title: str | None = None) -> go.Figure:
         """The micro-batch timeline (:func:`~labkit.spark.timeline.spark_timeline_figure`)."""
-        what = {"A": "sink A, Spark's Kafka writer (at-least-once)", "B": "sink B, one transaction per micro-batch"}
-        what = "real-time mode, Spark's Kafka sink (at-least-once)" if self.realtime else what[self.sink]
+        what = {"A": "sink A, Spark's Kafka writer (at-least-once)", "B": "sink B, one transaction per micro-batch",
+                "real-time": "real-time mode, Spark's Kafka sink (at-least-once)"}["real-time" if self.realtime else self.sink]
         return spark_timeline_figure(self.experiment.history.events(), self.input_topic, self.output_topic,
                                      title=title or f"{what}: {self.crashes} driver crash(es)")
 

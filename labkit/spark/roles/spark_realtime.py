@@ -36,6 +36,7 @@ from labkit.crashlab.registry import REQUIRED, Option, Role
 from labkit.kafka.records import high_watermarks
 from labkit.spark.roles.spark_pipeline import (SINKS, CheckpointWatcher, end_offsets, kafka_source, last_batch,
                                                run_until_idle)
+from labkit.waiting import Deadline
 
 #: ``spark.sql.streaming.realTimeMode.minBatchDuration``'s default: a shorter real-time trigger fails to start.
 MIN_TRIGGER_MS = 5000
@@ -56,15 +57,23 @@ def _total(counts: dict[int, int]) -> int:
 
 class BatchWatcher(threading.Thread):
     """Passes the crash points of the batch the driver starts with, from outside Spark: it polls the output
-    topic's high watermarks every 5 ms (for up to ``timeout_s``) and logs ``batch_written`` once the batch's
-    outputs are all in the log."""
+    topic's high watermarks every 5 ms and logs ``batch_written`` once the batch's outputs are all in the log
+    (one per input from the last committed ``offsets/N`` to the input's high watermarks: a topic without
+    transactions, so read_committed reads up to them).
+
+    Args:
+        loop: the participant's loop (its spec's topics; its ``iteration`` becomes the batch id).
+        checkpoint: the query's checkpoint folder.
+        timeout_s: the watcher gives up after this long, in seconds, without the batch's outputs (the driver
+            then finishes without its planned crash, which ``PipelineRun.run_to_end`` reports).
+    """
 
     def __init__(self, loop: Loop, checkpoint: Path, timeout_s: float = 300.0) -> None:
         super().__init__(daemon=True)
         s = loop.spec
         self.loop, self.timeout_s = loop, timeout_s
-        self.batch = last_batch(checkpoint, "commits") + 1
-        done = last_batch(checkpoint, "commits")
+        done = last_batch(checkpoint, "commits")  # the replay starts where that batch ended
+        self.batch = done + 1
         start = end_offsets(checkpoint / "offsets" / str(done), s["topic"]) if done >= 0 else {}
         self.inputs = sum(hw - start.get(p, 0) for p, hw in high_watermarks(s["bootstrap"], s["topic"]).items())
         self.outputs_before = _total(high_watermarks(s["bootstrap"], s["output_topic"]))
@@ -75,9 +84,8 @@ class BatchWatcher(threading.Thread):
         return _total(high_watermarks(self.loop.spec["bootstrap"], self.loop.spec["output_topic"])) - self.outputs_before
 
     def run(self) -> None:
-        loop, first = self.loop, False
-        give_up = time.monotonic() + self.timeout_s
-        while time.monotonic() < give_up and not loop.stopping:
+        loop, first, deadline = self.loop, False, Deadline(self.timeout_s)
+        while not deadline.expired() and not loop.stopping:
             try:
                 n = self.written()
             except KafkaException:  # broker away: look again
