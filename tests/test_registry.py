@@ -17,7 +17,8 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_every_labkit_role_is_found_by_its_file_name():
-    assert set(role_modules()) == {"producer", "consumer", "processor", "share_consumer", "spark_pipeline"}
+    assert set(role_modules()) == {"producer", "consumer", "processor", "share_consumer", "spark_pipeline",
+                                   "spark_realtime"}
     for name in role_modules():
         role = load(name)
         assert role.name == name and role.steps and callable(role.run)

@@ -15,7 +15,7 @@ from labkit.spark import session
 
 def test_connector_jars_are_exactly_the_four():
     names = sorted(j.name for j in session.connector_jars(progress=False))
-    assert names == ["commons-pool2-2.12.0.jar", "kafka-clients-3.9.0.jar",
+    assert names == ["commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar",
                      f"spark-sql-kafka-0-10_2.13-{session.SPARK_VERSION}.jar",
                      f"spark-token-provider-kafka-0-10_2.13-{session.SPARK_VERSION}.jar"]
 
@@ -26,8 +26,8 @@ def test_pyspark_matches_the_connector():
 
 
 def test_pyspark_of_another_release_is_refused(monkeypatch):
-    monkeypatch.setattr(pyspark, "__version__", "4.3.0")
-    with pytest.raises(session.SparkSetupError, match=r"pip install pyspark==4\.0\.0"):
+    monkeypatch.setattr(pyspark, "__version__", "4.0.0")
+    with pytest.raises(session.SparkSetupError, match=r"pip install pyspark==4\.2\.0"):
         session.check_pyspark()
 
 

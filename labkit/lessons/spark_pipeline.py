@@ -1,6 +1,8 @@
 """Notebook 04, an exactly-once pipeline on Spark Structured Streaming: the same query with Spark's
 at-least-once Kafka sink (A) and with a transactional ``foreachBatch`` sink (B), its driver crashed at
-chosen points of micro-batches and restarted from its checkpoint, on ``local[2]`` or a standalone cluster.
+chosen points of micro-batches and restarted from its checkpoint, on ``local[2]`` or a standalone cluster;
+and the query in Spark's real-time mode (SPARK-53736, :mod:`labkit.spark.roles.spark_realtime`), crashed at the
+same points.
 
 Seed 000 section 1.2: Spark keeps its source offsets in its checkpoint (``offsets/N``, ``commits/N``), not in
 Kafka, so KIP-447's ``send_offsets_to_transaction`` does not apply; seed 002: read-process-write.
@@ -37,9 +39,12 @@ class PipelineRun:
 
     Attributes:
         experiment: the :class:`~labkit.crashlab.experiment.Experiment` (history, topics).
-        pipeline: the ``spark_pipeline`` :class:`~labkit.crashlab.participant.Participant` (the driver).
-        sink: "A" or "B". input_topic, output_topic, marker_topic: topic names. checkpoint: Spark's checkpoint folder.
-        records: input records written. result: the checker's verdict, after :meth:`finish`.
+        pipeline: the ``spark_pipeline`` (or, in real-time mode, ``spark_realtime``)
+            :class:`~labkit.crashlab.participant.Participant`: the driver.
+        sink: "A" or "B". input_topic, output_topic, marker_topic: topic names (no marker topic in real-time
+            mode). checkpoint: Spark's checkpoint folder.
+        records: input records written. realtime: the query runs in real-time mode (sink A only).
+        result: the checker's verdict, after :meth:`finish`.
     """
 
     experiment: Experiment
@@ -47,9 +52,10 @@ class PipelineRun:
     sink: str
     input_topic: str
     output_topic: str
-    marker_topic: str
+    marker_topic: str | None
     checkpoint: Path
     records: int
+    realtime: bool = False
     result: CheckResult | None = field(default=None, repr=False)
 
     def run_to_end(self, crash_plan: list[tuple[str, int]] = (), timeout_s: float = 300.0) -> "PipelineRun":
@@ -103,15 +109,36 @@ class PipelineRun:
     def live(self, interval_s: float = 1.0) -> LiveTimeline:
         """A :class:`~labkit.crashlab.timeline.LiveTimeline` of the micro-batches, redrawn every ``interval_s``
         seconds while the pipeline runs (``.start()`` returns the widget to display, ``.stop()`` ends it)."""
-        return LiveTimeline(self.experiment.history, interval_s, title=f"sink {self.sink}, live",
+        return LiveTimeline(self.experiment.history, interval_s, title=f"{self.label}, live",
                             draw=partial(spark_timeline_figure, input_topic=self.input_topic,
                                          output_topic=self.output_topic))
 
+    @property
+    def label(self) -> str:
+        """What runs: "sink A", "sink B" or "real-time mode, Spark's Kafka sink"."""
+        return "real-time mode, Spark's Kafka sink" if self.realtime else f"sink {self.sink}"
+
     def figure(self, title: str | None = None) -> go.Figure:
         """The micro-batch timeline (:func:`~labkit.spark.timeline.spark_timeline_figure`)."""
-        label = {"A": "sink A, Spark's Kafka writer (at-least-once)", "B": "sink B, one transaction per micro-batch"}
+        what = {"A": "sink A, Spark's Kafka writer (at-least-once)", "B": "sink B, one transaction per micro-batch",
+                "real-time": "real-time mode, Spark's Kafka sink (at-least-once)"}["real-time" if self.realtime else self.sink]
         return spark_timeline_figure(self.experiment.history.events(), self.input_topic, self.output_topic,
-                                     title=title or f"{label[self.sink]}: {self.crashes} driver crash(es)")
+                                     title=title or f"{what}: {self.crashes} driver crash(es)")
+
+
+def _input(bootstrap: str, name: str, records: int, partitions: int) -> tuple[Experiment, str, str, int]:
+    """A new experiment with an input topic holding ``records`` records ("source-1", ...; spread evenly over
+    ``partitions`` partitions) and an output topic: (experiment, input topic, output topic, records written)."""
+    exp = Experiment(name, bootstrap)
+    src, out = exp.topic("input", partitions), exp.topic("output", partitions)
+    per = records // partitions
+    for p in range(partitions):
+        produce(bootstrap, src, [value_id("source", p * per + i) for i in range(1, per + 1)], partition=p)
+    return exp, src, out, per * partitions
+
+
+def _checkpoint(exp: Experiment) -> Path:
+    return exp.history.path.with_name(f"{exp.history.path.stem}.checkpoint")
 
 
 def pipeline(bootstrap: str, sink: str, *, records: int = 600, partitions: int = 2, max_offsets: int = 200,
@@ -132,17 +159,35 @@ def pipeline(bootstrap: str, sink: str, *, records: int = 600, partitions: int =
     """
     if sink not in SINK_NAMES:
         raise ValueError(f"unknown sink {sink!r}; the sinks are A (Spark's Kafka writer) and B (transactional)")
-    exp = Experiment(f"spark-{sink}", bootstrap)
-    src, out = exp.topic("input", partitions), exp.topic("output", partitions)
+    exp, src, out, written = _input(bootstrap, f"spark-{sink}", records, partitions)
     markers = exp.topic("markers", 1, config={"cleanup.policy": "compact"})
-    per = records // partitions
-    for p in range(partitions):
-        produce(bootstrap, src, [value_id("source", p * per + i) for i in range(1, per + 1)], partition=p)
-    checkpoint = exp.history.path.with_name(f"{exp.history.path.stem}.checkpoint")
+    checkpoint = _checkpoint(exp)
     driver = exp.participant("driver", "spark_pipeline", topic=src, output_topic=out, marker_topic=markers,
                              sink=SINK_NAMES[sink], checkpoint=str(checkpoint), max_offsets=max_offsets,
                              idle_ms=idle_ms, **({"master": master} if master else {}))
-    return PipelineRun(exp, driver, sink, src, out, markers, checkpoint, per * partitions)
+    return PipelineRun(exp, driver, sink, src, out, markers, checkpoint, written)
+
+
+def realtime_pipeline(bootstrap: str, *, records: int = 800, partitions: int = 2, trigger_ms: int = 10_000,
+                      master: str | None = None, idle_ms: int = 2000) -> PipelineRun:
+    """Make the same pipeline in Spark's real-time mode (``trigger(realTime=...)``, Spark 4.1+, SPARK-53736) with
+    Spark's Kafka sink, the one sink of the lab that real-time mode runs (:mod:`labkit.spark.roles.spark_realtime`):
+    input and output topics as :func:`pipeline`'s, and the driver participant (not started). Its crash points
+    are sink A's (``SINKS["kafka"]``), in the batch the driver starts with.
+
+    Args:
+        bootstrap, records, partitions, master, idle_ms: as for :func:`pipeline`.
+        trigger_ms: the batch duration (Spark checkpoints at each batch's end), at least 5 000 ms. The batch's tasks
+            read until the driver's planning time plus this (``RealTimeStreamScanExec``), so on a busy machine whose
+            tasks start seconds late a 5 s batch may end before it has read the whole input: 10 s by default.
+    Raises:
+        ValueError: ``trigger_ms`` below Spark's minimum (``spark.sql.streaming.realTimeMode.minBatchDuration``).
+    """
+    exp, src, out, written = _input(bootstrap, "spark-realtime", records, partitions)
+    checkpoint = _checkpoint(exp)
+    driver = exp.participant("driver", "spark_realtime", topic=src, output_topic=out, checkpoint=str(checkpoint),
+                             trigger_ms=trigger_ms, idle_ms=idle_ms, **({"master": master} if master else {}))
+    return PipelineRun(exp, driver, "A", src, out, None, checkpoint, written, realtime=True)
 
 
 def where_offsets_live(run: PipelineRun) -> pd.DataFrame:

@@ -52,7 +52,7 @@ class StandaloneCluster:
     sees readiness. Each daemon's stdout and stderr go to ``<folder>/master.log``, ``<folder>/worker-<i>.log``
     (rewritten by each start); executors log to ``<folder>/work/<app id>/<n>/stderr``. One cluster per folder.
 
-    Web UIs: they cannot be turned off (Spark 4.0 has no such setting for the master or worker;
+    Web UIs: they cannot be turned off (Spark 4.2 has no such setting for the master or worker;
     ``spark.ui.enabled`` is the driver's), so they bind to 127.0.0.1 (``SPARK_LOCAL_IP``), on ports the
     kernel picks with ``ui=False``, on free ports with ``ui=True`` (the master's in :attr:`ui_url`).
 

@@ -17,8 +17,8 @@ from labkit.broker.runtime import find_java, labkit_home, maven_jars
 from labkit.errors import LabkitError
 
 #: The Spark release of the pyspark pin and of the connector jars (the newest whose connector set is
-#: complete on Maven Central).
-SPARK_VERSION = "4.0.0"
+#: complete on Maven Central: 4.2.1 and 4.3.0 lack it).
+SPARK_VERSION = "4.2.0"
 POM = Path(__file__).resolve().parents[2] / "jvm" / "spark-kafka.xml"
 LOG4J = Path(__file__).with_name("log4j2.properties")
 #: Where a pipeline runs unless ``SPARK_MASTER`` says otherwise: Spark in this process, 2 worker threads.
@@ -31,7 +31,7 @@ class SparkSetupError(LabkitError):
 
 def connector_jars(env: dict[str, str] | None = None, *, progress: bool = True) -> list[Path]:
     """Paths of Spark's Kafka connector jars (``spark-sql-kafka-0-10_2.13``,
-    ``spark-token-provider-kafka-0-10_2.13``, ``kafka-clients`` 3.9.0, ``commons-pool2``), resolved with
+    ``spark-token-provider-kafka-0-10_2.13``, ``kafka-clients`` 3.9.2, ``commons-pool2`` 2.13.1), resolved with
     Maven on first use.
 
     Raises:

@@ -120,13 +120,14 @@ def end_offsets(path: Path, topic: str) -> dict[int, int]:
     raise ValueError(f"{path} has no offsets of topic {topic!r}")
 
 
-def _last(checkpoint: Path, sub: str) -> int:
+def last_batch(checkpoint: Path, sub: str) -> int:
+    """The highest batch id in the checkpoint's ``sub`` folder ("offsets" or "commits"), or -1."""
     return max((int(f.name) for f in (checkpoint / sub).glob("[0-9]*")), default=-1)
 
 
 def in_flight(checkpoint: Path) -> bool:
     """Whether a micro-batch is planned and not done: an ``offsets/N`` without its ``commits/N``."""
-    return _last(checkpoint, "offsets") > _last(checkpoint, "commits")
+    return last_batch(checkpoint, "offsets") > last_batch(checkpoint, "commits")
 
 
 def caught_up(checkpoint: Path, bootstrap: str, topic: str) -> bool:
@@ -135,7 +136,7 @@ def caught_up(checkpoint: Path, bootstrap: str, topic: str) -> bool:
     records, so Spark's read_committed end offsets reach the high watermark)."""
     if in_flight(checkpoint):
         return False
-    n = _last(checkpoint, "offsets")
+    n = last_batch(checkpoint, "offsets")
     ends = end_offsets(checkpoint / "offsets" / str(n), topic) if n >= 0 else {}
     return all(ends.get(p, 0) >= hw for p, hw in high_watermarks(bootstrap, topic).items())
 
@@ -232,6 +233,36 @@ class TransactionalSink:
         self.committed = batch_id
 
 
+def kafka_source(spark, spec: dict, **options: object):
+    """The query's input and transform, shared by this role and ``spark_realtime``: the ``topic`` of ``spec`` read
+    from the earliest offsets at read_committed with Spark's Kafka source (plus ``options``, e.g.
+    ``maxOffsetsPerTrigger``), each value ``v`` turned into ``v>stage``. Columns: key, value, partition, offset,
+    input (the input value)."""
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", spec["bootstrap"])
+              .option("subscribe", spec["topic"]).option("startingOffsets", "earliest")
+              .option("kafka.isolation.level", "read_committed"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load().selectExpr("CAST(key AS STRING) key",
+                                    f"concat(CAST(value AS STRING), '>{spec['stage']}') value", "partition", "offset",
+                                    "CAST(value AS STRING) input")
+
+
+def run_until_idle(loop: Loop, query, checkpoint: Path) -> None:
+    """Let ``query`` run until it has been caught up with the input topic for ``idle_ms`` (or SIGTERM, or the
+    query ends), then stop it. Raises the query's ``StreamingQueryException`` if it failed."""
+    s = loop.spec
+    idle_s, last_busy = s["idle_ms"] / 1000, time.monotonic()
+    while query.isActive and not loop.stopping:
+        query.awaitTermination(0.5)
+        if not _caught_up_now(checkpoint, s["bootstrap"], s["topic"]):
+            last_busy = time.monotonic()
+        elif time.monotonic() - last_busy > idle_s:
+            break
+    query.stop()
+    query.awaitTermination()
+
+
 def run(loop: Loop) -> None:
     """The participant's loop: start the query, let it run until ``idle_ms`` passes without input (or SIGTERM)."""
     from pyspark.errors import StreamingQueryException
@@ -241,13 +272,7 @@ def run(loop: Loop) -> None:
     s = loop.spec
     checkpoint = Path(s["checkpoint"])
     spark = spark_session(s["master"], app_name=f"labkit-{loop.name}")
-    source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s["bootstrap"])
-              .option("subscribe", s["topic"]).option("startingOffsets", "earliest")
-              .option("kafka.isolation.level", "read_committed")
-              .option("maxOffsetsPerTrigger", s["max_offsets"]).load())
-    stage = s["stage"]
-    out = source.selectExpr("CAST(key AS STRING) key", f"concat(CAST(value AS STRING), '>{stage}') value",
-                            "partition", "offset", "CAST(value AS STRING) input")
+    out = kafka_source(spark, s, maxOffsetsPerTrigger=s["max_offsets"])
     sink_ready, state = threading.Event(), {}
 
     def on_batch(batch, batch_id: int) -> None:  # Spark calls it only for batches with input
@@ -264,16 +289,8 @@ def run(loop: Loop) -> None:
     sink_ready.set()
     watcher = CheckpointWatcher(loop, checkpoint, s["topic"])
     watcher.start()
-    idle_s, last_busy = s["idle_ms"] / 1000, time.monotonic()
     try:
-        while query.isActive and not loop.stopping:
-            query.awaitTermination(0.5)
-            if not _caught_up_now(checkpoint, s["bootstrap"], s["topic"]):
-                last_busy = time.monotonic()
-            elif time.monotonic() - last_busy > idle_s:
-                break
-        query.stop()
-        query.awaitTermination()
+        run_until_idle(loop, query, checkpoint)
     except StreamingQueryException:
         if getattr(state["sink"], "fenced", None):
             raise Fenced(state["sink"].fenced) from None
