@@ -14,6 +14,7 @@ Run: ``make bench`` (or ``.venv/bin/python bench/participants.py [records] [roun
 """
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from labkit.broker import EmbeddedBroker
-from labkit.broker.runtime import classpath
+from labkit.broker.runtime import find_java
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
 
@@ -62,11 +63,10 @@ def bare_java(bootstrap: str, topic: str, records: int, batch: int, command: lis
 def bare_java_command(folder: str) -> list[str]:
     """Compile ``bench/BareProducer.java`` into ``folder`` against the Kafka jars; the command that runs it with the
     Java participant's JVM flags (its class path is the participant's, so both load the same jars)."""
-    participant = java.command()
-    jars = participant[participant.index("-cp") + 1]
+    jars = java.class_path()
     subprocess.run([java.find_javac(), "-nowarn", "-cp", jars, "-d", folder,
                     str(Path(__file__).with_name("BareProducer.java"))], check=True)
-    return [participant[0], *java.JVM_FLAGS, "-cp", classpath([Path(folder)]) + ":" + jars, "BareProducer"]
+    return [find_java(), *java.JVM_FLAGS, "-cp", os.pathsep.join([folder, jars]), "BareProducer"]
 
 
 def participant_run(exp: Experiment, records: int, batch: int, client: str) -> tuple[float, float]:

@@ -91,9 +91,13 @@ def command(version: str | None = None) -> list[str]:
     return list(_command(kafka_version(version)))
 
 
+def class_path(version: str | None = None) -> str:
+    """The Java participant's class path: its compiled classes, then the Kafka jars of ``version`` (default: the
+    running release), compiling first if needed (:func:`compiled`, which raises what it raises)."""
+    return classpath([compiled(version), *ensure_jars(version=version, progress=False)])
+
+
 @functools.cache
 def _command(version: str) -> tuple[str, ...]:
-    classes = compiled(version)
-    jars = ensure_jars(version=version, progress=False)
-    return (find_java(), *JVM_FLAGS, f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
-            "-cp", classpath([classes, *jars]), MAIN)
+    config = compiled(version) / "log4j2.properties"
+    return (find_java(), *JVM_FLAGS, f"-Dlog4j2.configurationFile={config}", "-cp", class_path(version), MAIN)

@@ -7,11 +7,13 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.serialization.StringSerializer;
 import sun.misc.Signal;
 
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -135,9 +137,8 @@ final class Loop {
 
     // -- clients ----------------------------------------------------------------------------
     /**
-     * A client's configs: the broker, a reconnect backoff of at most 1 s (as the Python clients), a 30 s bound on
-     * the producer's blocking calls (max.block.ms, librdkafka's calls get 30 s from the lab), {@code extra}, then
-     * the spec's config (which overrides).
+     * A client's configs: the broker, a reconnect backoff of at most 1 s (as the Python clients), {@code extra},
+     * then the spec's config (which overrides).
      */
     Map<String, Object> clientConfig(Object... extra) {
         Map<String, Object> config = new HashMap<>();
@@ -151,6 +152,22 @@ final class Loop {
             config.put(e.getKey(), e.getValue().asText());
         }
         return config;
+    }
+
+    /**
+     * A producer of string values with the client configs and {@code extra}, its blocking calls bounded at 30 s
+     * (max.block.ms; librdkafka's calls get 30 s from the lab), and a close that waits at most 30 s (KafkaProducer's
+     * own close() waits without limit for requests in flight, e.g. to a broker that is down).
+     */
+    KafkaProducer<String, String> producer(Object... extra) {
+        Object[] all = Arrays.copyOf(new Object[] {"max.block.ms", 30000}, 2 + extra.length);
+        System.arraycopy(extra, 0, all, 2, extra.length);
+        return new KafkaProducer<>(clientConfig(all), new StringSerializer(), new StringSerializer()) {
+            @Override
+            public void close() {
+                close(Duration.ofSeconds(30));
+            }
+        };
     }
 
     Admin admin() {

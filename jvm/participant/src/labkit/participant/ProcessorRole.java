@@ -12,7 +12,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RetriableException;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 import java.util.ArrayList;
 import java.util.Collection;
@@ -50,13 +49,11 @@ final class ProcessorRole {
 
     static void run(Loop loop) throws Exception {
         boolean transactional = loop.flag("transactional");
-        Object[] producerConfig = transactional
-                ? new Object[] {"transactional.id", loop.text("transactional_id"), "max.block.ms", 30000}
-                : new Object[] {"max.block.ms", 30000};
         Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
         try (KafkaConsumer<String, String> consumer = ConsumerRole.groupConsumer(loop);
-             KafkaProducer<String, String> producer = new KafkaProducer<>(loop.clientConfig(producerConfig),
-                     new StringSerializer(), new StringSerializer())) {
+             KafkaProducer<String, String> producer = transactional
+                     ? loop.producer("transactional.id", loop.text("transactional_id")) : loop.producer();
+             Admin admin = loop.admin()) {
             if (loop.flag("rebalance_listener")) {
                 consumer.subscribe(List.of(loop.text("topic")), AWAIT_THE_LOOP);
             } else {
@@ -73,7 +70,7 @@ final class ProcessorRole {
                     idleSince = System.nanoTime(); // idle from the end of the last batch
                 } else if (!pending.isEmpty()) {
                     commit(loop, consumer, pending);
-                } else if (loop.flag("stop_when_caught_up") && caughtUp(loop)) {
+                } else if (loop.flag("stop_when_caught_up") && caughtUp(loop, admin)) {
                     break;
                 }
             }
@@ -153,22 +150,23 @@ final class ProcessorRole {
     /**
      * Whether the group has committed every partition of the input up to its high watermark (labkit.kafka.records.
      * caught_up): Admin.listConsumerGroupOffsets with requireStable (an offset of an open transaction is not yet
-     * committed) against listOffsets(latest); false while the broker is down or the coordinator loading.
+     * committed) against listOffsets(latest), through the loop's one Admin client; false while the broker is down
+     * or the coordinator loading.
      */
-    private static boolean caughtUp(Loop loop) throws Exception {
+    private static boolean caughtUp(Loop loop, Admin admin) throws Exception {
         return loop.call("caught_up", 1, () -> {
             String topic = loop.text("topic");
-            try (Admin admin = loop.admin()) {
+            try {
                 Map<TopicPartition, OffsetAndMetadata> done = admin.listConsumerGroupOffsets(
                         Map.of(loop.text("group_id"), new ListConsumerGroupOffsetsSpec()),
                         new ListConsumerGroupOffsetsOptions().requireStable(true))
-                        .partitionsToOffsetAndMetadata().get(3, TimeUnit.SECONDS);
+                        .partitionsToOffsetAndMetadata().get(1, TimeUnit.SECONDS);
                 List<TopicPartition> partitions = new ArrayList<>();
-                admin.describeTopics(List.of(topic)).allTopicNames().get(3, TimeUnit.SECONDS).get(topic).partitions()
+                admin.describeTopics(List.of(topic)).allTopicNames().get(1, TimeUnit.SECONDS).get(topic).partitions()
                         .forEach(p -> partitions.add(new TopicPartition(topic, p.partition())));
                 Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
                 partitions.forEach(tp -> latest.put(tp, OffsetSpec.latest()));
-                var ends = admin.listOffsets(latest).all().get(3, TimeUnit.SECONDS);
+                var ends = admin.listOffsets(latest).all().get(1, TimeUnit.SECONDS);
                 for (TopicPartition tp : partitions) {
                     long end = ends.get(tp).offset();
                     OffsetAndMetadata committed = done.get(tp);

@@ -1,7 +1,6 @@
 package labkit.participant;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -14,13 +13,12 @@ final class ProducerRole {
     static void run(Loop loop) throws Exception {
         String mode = loop.text("mode");
         boolean transactional = mode.equals("transactional");
-        List<Object> extra = new ArrayList<>(List.of("enable.idempotence", !mode.equals("plain"), "max.block.ms", 30000));
+        List<Object> extra = new ArrayList<>(List.of("enable.idempotence", !mode.equals("plain")));
         if (transactional) {
             extra.addAll(List.of("transactional.id", loop.text("transactional_id")));
         }
         String topic = loop.text("topic");
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(loop.clientConfig(extra.toArray()),
-                new StringSerializer(), new StringSerializer())) {
+        try (KafkaProducer<String, String> producer = loop.producer(extra.toArray())) {
             producer.partitionsFor(topic); // metadata first, so the loop measures sending only
             if (transactional) {
                 loop.initTransactions(producer);
