@@ -19,7 +19,7 @@ _PUBLIC = {
     "LiveTimeline": "labkit.crashlab.timeline", "timeline_figure": "labkit.crashlab.timeline",
     "contradictions": "labkit.crashlab.figure_truth", "last_drawn_states": "labkit.crashlab.figure_truth",
     "History": "labkit.history",
-    "read_topic": "labkit.kafka.records",
+    "read_topic": "labkit.kafka.records", "transaction_log": "labkit.kafka.txnlog",
     "describe_producers": "labkit.kafka.producers", "find_hanging": "labkit.kafka.hanging",
     "plot_offsets": "labkit.kafka.offsets",
     "ShareObserver": "labkit.share.observer", "Sink": "labkit.share.sink", "check_share": "labkit.share.check",

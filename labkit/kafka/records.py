@@ -142,14 +142,15 @@ def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: Deadline) -> i
 
 
 def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committed",
-               timeout_s: float = 15.0, *, headers: bool = False) -> "pd.DataFrame":
+               timeout_s: float = 15.0, *, headers: bool = False, raw: bool = False) -> "pd.DataFrame":
     """Read every record of ``topic`` from the beginning to the end as a consumer with
     ``isolation.level=isolation_level`` sees it (``read_committed`` stops at the LSO and skips
     aborted records; both skip control records). No consumer group offsets are committed.
 
     Returns:
         One row per record seen, ordered by partition and offset: partition, offset, key, value
-        (``None`` for a null key or value), and with ``headers`` a ``headers`` column ({name: text}).
+        (``None`` for a null key or value; text, or with ``raw`` the bytes as stored, e.g. for an internal topic
+        such as ``__transaction_state``), and with ``headers`` a ``headers`` column ({name: text}).
     Raises:
         TimeoutError: the end was not reached within ``timeout_s`` (an open transaction holds
             the LSO of a read_committed read back).
@@ -173,7 +174,10 @@ def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committe
                 if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= ends[msg.partition()]:
                     at_end.add(msg.partition())
                 continue
-            row = (msg.partition(), msg.offset(), msg.key() and msg.key().decode(), msg.value() and msg.value().decode())
+            key, value = msg.key(), msg.value()
+            if not raw:
+                key, value = key and key.decode(), value and value.decode()
+            row = (msg.partition(), msg.offset(), key, value)
             rows.append(row + ({k: v and v.decode(errors="replace") for k, v in msg.headers() or []},) if headers else row)
     finally:
         consumer.close()

@@ -1,11 +1,56 @@
-"""Notebook 00's exercise: predict what each isolation level returns of a partition, then check on the broker."""
+"""Notebook 00: where a transaction's state lives (``__transaction_state``, read when ``begin_transaction`` and
+the first send happen), and its exercise: predict what each isolation level returns of a partition, then check
+on the broker."""
 
 from __future__ import annotations
 
+import time
+
+from confluent_kafka import KafkaException, Producer
+
+from labkit.broker.probe import KAFKA_LOG
 from labkit.exercise import Verdict, unanswered
 from labkit.kafka.records import create_topic, produce, read_topic
+from labkit.kafka.txnlog import transaction_log
 
 LEVELS = ("read_committed", "read_uncommitted")
+
+
+def begin_then_send(bootstrap: str, topic: str, transactional_id: str, wait_s: float = 1.0,
+                    timeout_s: float = 30.0) -> dict[str, list[str]]:
+    """The states the transaction coordinator has written to ``__transaction_state`` for ``transactional_id``
+    (a fresh one) at three moments of one transaction on a confluent-kafka producer: after
+    ``init_transactions()``, ``wait_s`` (s) after ``begin_transaction()``, and once the transaction's first
+    record (to ``topic``, partition 0) is acknowledged. The transaction is then aborted.
+
+    ``begin_transaction`` is local to the client (librdkafka ``rd_kafka_txn_op_begin_transaction`` only sets
+    its own state; Kafka's protocol has no BeginTransaction request): the coordinator learns of the transaction
+    from the first AddPartitionsToTxn, sent with the first record.
+
+    Returns:
+        ``{"after init_transactions": [...], "after begin_transaction": [...], "after the first send": [...]}``,
+        each the list of state names (``labkit.kafka.txnlog.STATES``) in log order.
+    Raises:
+        confluent_kafka.KafkaException: the producer failed (e.g. the broker is unreachable).
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "logger": KAFKA_LOG})
+    seen = {}
+
+    def states(moment: str) -> None:
+        seen[moment] = list(transaction_log(bootstrap, transactional_id).state)
+
+    producer.init_transactions(timeout_s)
+    states("after init_transactions")
+    producer.begin_transaction()
+    time.sleep(wait_s)
+    states("after begin_transaction")
+    errors = []
+    producer.produce(topic, value=b"b1", partition=0, on_delivery=lambda err, msg: err and errors.append(err))
+    if producer.flush(timeout_s) or errors:
+        raise KafkaException(errors[0] if errors else f"the first record to {topic} unacknowledged after {timeout_s:g} s")
+    states("after the first send")
+    producer.abort_transaction(timeout_s)
+    return seen
 
 
 def quiz_topic(bootstrap: str) -> str:
