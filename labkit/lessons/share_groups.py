@@ -27,6 +27,8 @@ from labkit.history import Event
 from labkit.exercise import Verdict, unanswered
 from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.kafka.records import read_topic
+from labkit.kafka.sharewire import describe_share_group, describe_share_group_offsets
+from labkit.share.reset import alter_share_group_offsets
 from labkit.waiting import wait_for
 
 #: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms; the notebooks read it here.
@@ -320,6 +322,61 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
     worker.wait(120)
     _settle(observer)
     return {"topic": topic, "group": group, "worker": worker, "sink": sink}
+
+
+def share_offsets(bootstrap: str, group: str, topic: str) -> tuple[int, int] | None:
+    """``(SPSO, lag)`` of ``group`` on ``topic``'s partition 0 (DescribeShareGroupOffsets, KIP-932; the lag, KIP-1226,
+    counts the records from the SPSO on not yet ACKNOWLEDGED or ARCHIVED), ``None`` if the group has none there."""
+    rows = [(r["start_offset"], r["lag"]) for r in describe_share_group_offsets(bootstrap, group)
+            if r["topic"] == topic and r["partition"] == 0 and not r["error"]]
+    return rows[0] if rows else None
+
+
+def rewind(exp: Experiment, run: dict, offset: int = 0, empty_within_s: float = 60.0) -> dict:
+    """An administrator moves the SPSO of ``run``'s share group back to ``offset`` on partition 0
+    (AlterShareGroupOffsets, KIP-932: what ``kafka-share-groups.sh --reset-offsets`` and the Java client's
+    ``Admin.alterShareGroupOffsets`` send; :func:`labkit.share.reset.alter_share_group_offsets`), then a new share
+    consumer (``rewound-<topic label>``) reads what that makes AVAILABLE again.
+
+    First while a consumer (``member-...``) is in the group: the broker refuses it (NON_EMPTY_GROUP); then, that
+    consumer stopped and the group empty, again: accepted.
+
+    Args:
+        run: what :func:`framework_sink` (or another function here) returned: its ``topic`` and ``group``, whose
+            consumers have all stopped or are stopping.
+        offset: the new start offset (records).
+        empty_within_s: how long to wait for the group to be empty (a crashed member leaves it only when its
+            session times out: ``group.share.session.timeout.ms``).
+    Returns:
+        ``{"topic", "group", "before", "refused", "accepted", "after", "consumer"}``: ``refused`` and ``accepted``, the
+        two requests' results (``alter_share_group_offsets``'s dicts); ``before`` and ``after``, the group's
+        ``(SPSO, lag)`` (:func:`share_offsets`) before any request and right after the accepted one.
+    Raises:
+        TimeoutError: the member never joined, or the group never emptied, within ``empty_within_s``.
+    """
+    topic, group = run["topic"], run["group"]
+    label = topic.rsplit("-", 1)[0]
+    observer = _observed(exp, topic, group)
+    before = share_offsets(exp.bootstrap, group, topic)
+
+    def members() -> list:
+        return describe_share_group(exp.bootstrap, group)["members"]
+
+    member = exp.participant(f"member-{label}", "share_consumer", topic=topic, group_id=group,
+                             first_ms=int(empty_within_s * 1000)).start()
+    wait_for(lambda: any(m["client_id"] == member.name for m in members()), f"{member.name} never joined {group}",
+             empty_within_s)
+    refused = alter_share_group_offsets(exp.bootstrap, group, {topic: {0: offset}})
+    member.stop()
+    wait_for(lambda: not members(), f"{group} still had members after {empty_within_s:g} s", empty_within_s)
+    accepted = alter_share_group_offsets(exp.bootstrap, group, {topic: {0: offset}})
+    after = share_offsets(exp.bootstrap, group, topic)
+    consumer = exp.participant(f"rewound-{label}", "share_consumer", topic=topic, group_id=group,
+                               idle_ms=3000).start()
+    consumer.wait(120)
+    _settle(observer)
+    return {"topic": topic, "group": group, "before": before, "refused": refused, "accepted": accepted,
+            "after": after, "consumer": consumer}
 
 
 def model_replay(exp: Experiment, run: dict) -> dict:
