@@ -3,13 +3,13 @@ request behind ``kafka-share-groups.sh --reset-offsets`` (``ShareGroupCommand``)
 ``Admin.alterShareGroupOffsets``; confluent-kafka 2.16 has no such call, so it is sent here over a plain socket, like
 :mod:`labkit.kafka.sharewire`'s two read-only requests (same framing, same coordinator lookup).
 
-What the broker does with it (apache/kafka, the same in 4.3.1 and 4.4.0): ``GroupMetadataManager.alterShareGroupOffsets``
-refuses a group that still has members (``throwIfShareGroupIsNotEmpty``:
-NON_EMPTY_GROUP), then ``GroupCoordinatorService`` has the share coordinator initialize each named share partition's
-state at the given start offset (``InitializeShareGroupState``; ``ShareCoordinatorShard.initializeState`` writes a
-fresh ShareSnapshot to ``__share_group_state`` holding the new SPSO and no per-record state). One start offset per
-partition: every record from it on is AVAILABLE again (seen on the lab broker: ``tests/test_share_groups.py``) with no delivery counted, whatever it was (ACKNOWLEDGED,
-ARCHIVED, how often delivered).
+What the broker does with it (apache/kafka, the same in 4.3.1 and 4.4.0): ``GroupMetadataManager
+.alterShareGroupOffsets`` refuses a group that still has members (``throwIfShareGroupIsNotEmpty``: NON_EMPTY_GROUP),
+then ``GroupCoordinatorService`` has the share coordinator initialize each named share partition's state at the given
+start offset (``InitializeShareGroupState``; ``ShareCoordinatorShard.initializeState`` writes a fresh ShareSnapshot to
+``__share_group_state`` holding the new SPSO and no per-record state). One start offset per partition: every record
+from it on is AVAILABLE again with no delivery counted, whatever it was (ACKNOWLEDGED, ARCHIVED, how often delivered);
+seen on the lab broker in ``tests/test_share_groups.py``.
 """
 
 from __future__ import annotations
