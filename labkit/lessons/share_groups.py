@@ -2,7 +2,8 @@
 acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter queue of KIP-1191,
 the acquisition lock under a pause and a crash, a slow record's lock renewed (RENEW, KIP-1222: Kafka's Java
 client) or expired (confluent-kafka, which has no RENEW), implicit acknowledgement, and a framework's sink that
-is either lossy or duplicating whichever order it acknowledges in.
+is either lossy or duplicating whichever order it acknowledges in, and an administrator's reset of a share group's
+start offset (AlterShareGroupOffsets).
 
 Every function runs real share consumer participants (:mod:`labkit.share.roles.share_consumer`) while a
 :class:`~labkit.share.observer.ShareObserver` records what the broker persisted, and returns
@@ -181,8 +182,11 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     """Consumer A takes every record, then is paused (SIGSTOP) or crashed (SIGKILL) before it
     acknowledges. Consumer B, started afterwards, gets the records (delivery count 2) once the broker
     lets them go: a paused A's acquisition locks expire (``group.share.record.lock.duration.ms``); a
-    crashed A's connection closes. With "pause", A is resumed while B still holds the records, and
-    acknowledges them late; then B commits.
+    crashed A's connection closes (the host is alive: its operating system closes the socket), which ends A's share
+    session and releases its records at once (``ShareSessionCache``'s disconnect listener,
+    ``SharePartition.releaseAcquiredRecords``, the delivery still counted). A paused A is what a dead host or network
+    looks like to the broker: its connection stays open. With "pause", A is resumed while B still holds the records,
+    and acknowledges them late; then B commits.
 
     Args:
         how: "pause" or "crash".
@@ -302,7 +306,7 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
 
     * ``ack_first``: acknowledged and committed, crash before the sink write: the records are gone.
     * ``sink_first``: written to the sink, crash before the acknowledgement: the records come back
-      (after the acquisition lock expires) and are written again.
+      (the crash closed the worker's connection, which released them) and are written again.
 
     Returns:
         ``{"topic", "group", "worker", "sink"}``: ``sink`` is the SQLite file's path.
@@ -416,8 +420,9 @@ def check_order(answer: object, runs: dict) -> Verdict:
     dup = {order: check.counts()["duplicate effect"] for order, check in runs.items()}
     if lost[answer]:
         return Verdict(False, f"In the run above, {answer} lost {lost[answer]} record(s): once a record is "
-                              "acknowledged a share group never delivers it again, and there is no offset to seek "
-                              "back to. Which order leaves the record in the broker's hands until its effect is safe?")
+                              "acknowledged, a share consumer cannot seek() back to it (only an administrator's reset "
+                              "of the whole, empty group's start offset can bring it back, with everything after it). "
+                              "Which order leaves the record in the broker's hands until its effect is safe?")
     return Verdict(True, f"{answer} lost nothing; its price was {dup[answer]} duplicate effect(s): the crash "
                          "released the records and they were written again. A sink that ignores a second write "
                          "of the same record (an idempotent sink) makes that harmless.")
