@@ -5,8 +5,10 @@ import pytest
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.history import Event
-from labkit.lessons.share_groups import (LOCK_MS, configure_group, dlq_supported, first_ns, framework_sink, lock_expiry,
-                                         slow_record, slow_record_summary)
+from labkit.lessons.share_groups import (LOCK_MS, configure_group, deliveries, dlq_supported, first_ns, framework_sink,
+                                         implicit_acknowledgement, lock_expiry, persisted, rewind, slow_record,
+                                         slow_record_summary, share_offsets)
+from labkit.share.reset import alter_share_group_offsets
 
 
 def test_dlq_needs_kafka_4_4(monkeypatch):
@@ -61,3 +63,26 @@ def test_a_slow_record_is_renewed_on_java_and_redelivered_on_librdkafka(bootstra
     assert (rdk.state, rdk.delivery_count) == ("ACKNOWLEDGED", 2), rdk
     assert java.processed_s >= 9 and rdk.processed_s >= 9, summary
     assert abs(java.processed_s - rdk.processed_s) < 1.5, summary  # 3 s apart if renewals re-added per_record_ms
+
+
+def test_a_reset_start_offset_delivers_acknowledged_records_again_only_to_an_empty_group(bootstrap, tmp_path):
+    """AlterShareGroupOffsets on the real broker: refused (NON_EMPTY_GROUP) while a consumer is in the group; once it
+    left, the start offset 0 wipes the records' states (the lag counts all 4 again) and a new consumer gets every
+    acknowledged record again, its delivery count restarted at 1."""
+    exp = Experiment("rewind", bootstrap, folder=tmp_path)
+    done = implicit_acknowledgement(exp, records=4)
+    assert set(persisted(exp, done["topic"]).state) == {"ACKNOWLEDGED"}
+    back = rewind(exp, done)
+    assert back["refused"]["error"] == "NON_EMPTY_GROUP" and not back["refused"]["partitions"], back["refused"]
+    assert back["accepted"]["error"] is None and back["accepted"]["partitions"] == {(done["topic"], 0): None}, back
+    assert back["before"] == (0, 0) and back["after"] == (0, 4), back  # the SPSO lags; the lag counts the 4 again
+    again = deliveries(exp, done["topic"]).query("consumer == @back['consumer'].name")
+    assert sorted(again.offset) == [0, 1, 2, 3] and set(again.delivery_count) == {1}, again
+    final = persisted(exp, done["topic"])
+    assert set(final.state) == {"ACKNOWLEDGED"} and set(final.delivery_count) == {1}, final
+    assert share_offsets(bootstrap, done["group"], done["topic"])[1] == 0
+
+
+def test_a_reset_of_an_unknown_topic_is_refused_for_its_partition(bootstrap):
+    result = alter_share_group_offsets(bootstrap, "no-such-share-group", {"no-such-topic": {0: 0}})
+    assert result == {"error": None, "message": None, "partitions": {("no-such-topic", 0): "UNKNOWN_TOPIC_OR_PART"}}

@@ -2,7 +2,8 @@
 acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter queue of KIP-1191,
 the acquisition lock under a pause and a crash, a slow record's lock renewed (RENEW, KIP-1222: Kafka's Java
 client) or expired (confluent-kafka, which has no RENEW), implicit acknowledgement, and a framework's sink that
-is either lossy or duplicating whichever order it acknowledges in.
+is either lossy or duplicating whichever order it acknowledges in, and an administrator's reset of a share group's
+start offset (AlterShareGroupOffsets).
 
 Every function runs real share consumer participants (:mod:`labkit.share.roles.share_consumer`) while a
 :class:`~labkit.share.observer.ShareObserver` records what the broker persisted, and returns
@@ -27,6 +28,8 @@ from labkit.history import Event
 from labkit.exercise import Verdict, unanswered
 from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.kafka.records import read_topic
+from labkit.kafka.sharewire import describe_share_group, describe_share_group_offsets
+from labkit.share.reset import alter_share_group_offsets
 from labkit.waiting import wait_for
 
 #: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms; the notebooks read it here.
@@ -179,8 +182,11 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     """Consumer A takes every record, then is paused (SIGSTOP) or crashed (SIGKILL) before it
     acknowledges. Consumer B, started afterwards, gets the records (delivery count 2) once the broker
     lets them go: a paused A's acquisition locks expire (``group.share.record.lock.duration.ms``); a
-    crashed A's connection closes. With "pause", A is resumed while B still holds the records, and
-    acknowledges them late; then B commits.
+    crashed A's connection closes (the host is alive: its operating system closes the socket), which ends A's share
+    session and releases its records at once (``ShareSessionCache``'s disconnect listener,
+    ``SharePartition.releaseAcquiredRecords``, the delivery still counted). A paused A is what a dead host or network
+    looks like to the broker: its connection stays open. With "pause", A is resumed while B still holds the records,
+    and acknowledges them late; then B commits.
 
     Args:
         how: "pause" or "crash".
@@ -300,7 +306,7 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
 
     * ``ack_first``: acknowledged and committed, crash before the sink write: the records are gone.
     * ``sink_first``: written to the sink, crash before the acknowledgement: the records come back
-      (after the acquisition lock expires) and are written again.
+      (the crash closed the worker's connection, which released them) and are written again.
 
     Returns:
         ``{"topic", "group", "worker", "sink"}``: ``sink`` is the SQLite file's path.
@@ -320,6 +326,61 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
     worker.wait(120)
     _settle(observer)
     return {"topic": topic, "group": group, "worker": worker, "sink": sink}
+
+
+def share_offsets(bootstrap: str, group: str, topic: str) -> tuple[int, int] | None:
+    """``(SPSO, lag)`` of ``group`` on ``topic``'s partition 0 (DescribeShareGroupOffsets, KIP-932; the lag, KIP-1226,
+    counts the records from the SPSO on not yet ACKNOWLEDGED or ARCHIVED), ``None`` if the group has none there."""
+    rows = [(r["start_offset"], r["lag"]) for r in describe_share_group_offsets(bootstrap, group)
+            if r["topic"] == topic and r["partition"] == 0 and not r["error"]]
+    return rows[0] if rows else None
+
+
+def rewind(exp: Experiment, run: dict, offset: int = 0, empty_within_s: float = 60.0) -> dict:
+    """An administrator moves the SPSO of ``run``'s share group back to ``offset`` on partition 0
+    (AlterShareGroupOffsets, KIP-932: what ``kafka-share-groups.sh --reset-offsets`` and the Java client's
+    ``Admin.alterShareGroupOffsets`` send; :func:`labkit.share.reset.alter_share_group_offsets`), then a new share
+    consumer (``rewound-<topic label>``) reads what that makes AVAILABLE again.
+
+    First while a consumer (``member-...``) is in the group: the broker refuses it (NON_EMPTY_GROUP); then, that
+    consumer stopped and the group empty, again: accepted.
+
+    Args:
+        run: what :func:`framework_sink` (or another function here) returned: its ``topic`` and ``group``, whose
+            consumers have all stopped or are stopping.
+        offset: the new start offset (records).
+        empty_within_s: how long to wait for the group to be empty (a crashed member leaves it only when its
+            session times out: ``group.share.session.timeout.ms``).
+    Returns:
+        ``{"topic", "group", "before", "refused", "accepted", "after", "consumer"}``: ``refused`` and ``accepted``, the
+        two requests' results (``alter_share_group_offsets``'s dicts); ``before`` and ``after``, the group's
+        ``(SPSO, lag)`` (:func:`share_offsets`) before any request and right after the accepted one.
+    Raises:
+        TimeoutError: the member never joined, or the group never emptied, within ``empty_within_s``.
+    """
+    topic, group = run["topic"], run["group"]
+    label = topic.rsplit("-", 1)[0]
+    observer = _observed(exp, topic, group)
+    before = share_offsets(exp.bootstrap, group, topic)
+
+    def members() -> list:
+        return describe_share_group(exp.bootstrap, group)["members"]
+
+    member = exp.participant(f"member-{label}", "share_consumer", topic=topic, group_id=group,
+                             first_ms=int(empty_within_s * 1000)).start()
+    wait_for(lambda: any(m["client_id"] == member.name for m in members()), f"{member.name} never joined {group}",
+             empty_within_s)
+    refused = alter_share_group_offsets(exp.bootstrap, group, {topic: {0: offset}})
+    member.stop()
+    wait_for(lambda: not members(), f"{group} still had members after {empty_within_s:g} s", empty_within_s)
+    accepted = alter_share_group_offsets(exp.bootstrap, group, {topic: {0: offset}})
+    after = share_offsets(exp.bootstrap, group, topic)
+    consumer = exp.participant(f"rewound-{label}", "share_consumer", topic=topic, group_id=group,
+                               idle_ms=3000).start()
+    consumer.wait(120)
+    _settle(observer)
+    return {"topic": topic, "group": group, "before": before, "refused": refused, "accepted": accepted,
+            "after": after, "consumer": consumer}
 
 
 def model_replay(exp: Experiment, run: dict) -> dict:
@@ -359,8 +420,9 @@ def check_order(answer: object, runs: dict) -> Verdict:
     dup = {order: check.counts()["duplicate effect"] for order, check in runs.items()}
     if lost[answer]:
         return Verdict(False, f"In the run above, {answer} lost {lost[answer]} record(s): once a record is "
-                              "acknowledged a share group never delivers it again, and there is no offset to seek "
-                              "back to. Which order leaves the record in the broker's hands until its effect is safe?")
+                              "acknowledged, a share consumer cannot seek() back to it (only an administrator's reset "
+                              "of the whole, empty group's start offset can bring it back, with everything after it). "
+                              "Which order leaves the record in the broker's hands until its effect is safe?")
     return Verdict(True, f"{answer} lost nothing; its price was {dup[answer]} duplicate effect(s): the crash "
                          "released the records and they were written again. A sink that ignores a second write "
                          "of the same record (an idempotent sink) makes that harmless.")

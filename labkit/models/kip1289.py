@@ -24,8 +24,10 @@ share timeline and checker work on it unchanged. Sources of the rules: the modul
 * [our choice] a poll acquires up to ``batch`` records of *each* share partition (each share-partition
   leader answers the ShareFetch for its own); a consumer whose TxnShareAcknowledge fails (it no longer
   holds a record) aborts; after an abort it RELEASEs what it still holds and polls again; a crashed
-  consumer's share session closes at once (what Kafka 4.4 does on SIGKILL, seen in notebook 06); a share
-  coordinator crash takes the share-partition leaders whose state it keeps with it (one step).
+  consumer's share session closes at once, its records released with their delivery counted (a process killed
+  on a live host: the broker sees the connection close, notebook 06; after a host or network failure they would
+  wait for the lock: the ``lock_expiry`` fault); a share coordinator crash takes the share-partition leaders
+  whose state it keeps with it (one step).
 """
 
 from __future__ import annotations
