@@ -208,9 +208,14 @@ def decode_state_record(key: bytes, value: bytes | None) -> StateRecord:
 
 
 # -- requests -------------------------------------------------------------------------------------
-def _call(address: str, api_key: int, version: int, body: bytes, timeout_s: float) -> Reader:
-    """Send one flexible-version request (header v2) to ``address`` and return a reader past the
-    response header (v1)."""
+def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float) -> Reader:
+    """Send one flexible-version request (header v2) to ``address`` (``"host:port"``) and return a reader past the
+    response header (v1). ``timeout_s``: the connect and each read's deadline (s).
+
+    Raises:
+        BrokerUnreachableError: no answer from ``address`` within ``timeout_s``.
+        ShareWireError: the answer is not to this request.
+    """
     correlation = next(_correlation)
     header = Writer().pack(">h", api_key).pack(">h", version).pack(">i", correlation)
     client_id = b"labkit"
@@ -242,7 +247,8 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _error(code: int) -> str | None:
+def error_name(code: int) -> str | None:
+    """Kafka's name of error ``code`` (``Errors``), ``None`` for 0 (no error)."""
     return None if code == 0 else KafkaError(code).name()
 
 
@@ -258,7 +264,7 @@ def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0
     deadline, error = Deadline(timeout_s), None
     while not deadline.expired():
         body = Writer().pack(">b", 0).compact_array([group_id], Writer.compact_string).no_tags().bytes()
-        r = _call(address, 10, 4, body, timeout_s)
+        r = call(address, 10, 4, body, timeout_s)
         r.int32()  # throttle
 
         def coordinator(r: Reader) -> tuple:
@@ -269,7 +275,7 @@ def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0
         (_, _, host, port, code, message), = r.compact_array(coordinator)
         if code == 0:
             return f"{host}:{port}"
-        error = f"{_error(code)} ({message})"
+        error = f"{error_name(code)} ({message})"
         time.sleep(0.2)
     raise ShareWireError(f"FindCoordinator for group {group_id!r} failed within {timeout_s:g} s: {error}")
 
@@ -287,13 +293,13 @@ def describe_share_group_offsets(bootstrap: str, group_id: str, timeout_s: float
     def group(w: Writer, gid: str) -> None:
         w.compact_string(gid).uvarint(0).no_tags()  # Topics: null, every topic of the group
 
-    r = _call(address, 90, 1, Writer().compact_array([group_id], group).no_tags().bytes(), timeout_s)
+    r = call(address, 90, 1, Writer().compact_array([group_id], group).no_tags().bytes(), timeout_s)
     r.int32()
     rows: list[dict] = []
 
     def partition(r: Reader, topic: str, topic_id: str) -> None:
         row = {"topic": topic, "topic_id": topic_id, "partition": r.int32(), "start_offset": r.int64(),
-               "leader_epoch": r.int32(), "lag": r.int64(), "error": _error(r.int16())}
+               "leader_epoch": r.int32(), "lag": r.int64(), "error": error_name(r.int16())}
         r.compact_string()
         r.tags()
         rows.append(row)
@@ -309,7 +315,7 @@ def describe_share_group_offsets(bootstrap: str, group_id: str, timeout_s: float
         code, message = r.int16(), r.compact_string()
         r.tags()
         if code:
-            raise ShareWireError(f"DescribeShareGroupOffsets for group {gid!r}: {_error(code)} ({message})")
+            raise ShareWireError(f"DescribeShareGroupOffsets for group {gid!r}: {error_name(code)} ({message})")
 
     r.compact_array(group_result)
     return rows
@@ -326,7 +332,7 @@ def describe_share_group(bootstrap: str, group_id: str, timeout_s: float = 5.0) 
     """
     address = find_group_coordinator(bootstrap, group_id, timeout_s)
     body = Writer().compact_array([group_id], Writer.compact_string).pack(">b", 0).no_tags().bytes()
-    r = _call(address, 77, 1, body, timeout_s)
+    r = call(address, 77, 1, body, timeout_s)
     r.int32()
 
     def topic_partitions(r: Reader) -> tuple[str, list[int]]:
@@ -353,7 +359,7 @@ def describe_share_group(bootstrap: str, group_id: str, timeout_s: float = 5.0) 
         r.int32()  # authorized operations
         r.tags()
         if code:
-            raise ShareWireError(f"ShareGroupDescribe for group {gid!r}: {_error(code)} ({message})")
+            raise ShareWireError(f"ShareGroupDescribe for group {gid!r}: {error_name(code)} ({message})")
         return out
 
     (group,) = r.compact_array(described)

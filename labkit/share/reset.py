@@ -14,7 +14,7 @@ seen on the lab broker in ``tests/test_share_groups.py``.
 
 from __future__ import annotations
 
-from labkit.kafka.sharewire import Reader, ShareWireError, Writer, _call, _error, find_group_coordinator
+from labkit.kafka.sharewire import Reader, ShareWireError, Writer, call, error_name, find_group_coordinator
 
 API_KEY, VERSION = 91, 0  # AlterShareGroupOffsetsRequest.json: "validVersions": "0", flexible
 
@@ -42,7 +42,7 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
         w.compact_string(item[0]).compact_array(sorted(item[1].items()), partition).no_tags()
 
     body = Writer().compact_string(group_id).compact_array(sorted(offsets.items()), topic).no_tags().bytes()
-    r = _call(address, API_KEY, VERSION, body, timeout_s)
+    r = call(address, API_KEY, VERSION, body, timeout_s)
     r.int32()  # throttle
     code, message = r.int16(), r.compact_string()
     partitions: dict[tuple[str, int], str | None] = {}
@@ -52,7 +52,7 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
         r.uuid()
 
         def partition_result(r: Reader) -> None:
-            index, error = r.int32(), _error(r.int16())
+            index, error = r.int32(), error_name(r.int16())
             r.compact_string()
             r.tags()
             partitions[(name, index)] = error
@@ -61,7 +61,7 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
         r.tags()
 
     r.compact_array(topic_result)
-    return {"error": _error(code), "message": message, "partitions": partitions}
+    return {"error": error_name(code), "message": message, "partitions": partitions}
 
 
 __all__ = ["alter_share_group_offsets", "ShareWireError"]
