@@ -93,3 +93,30 @@ def test_claims_cells_are_collapsed_define_nothing_and_end_with_a_verdict(nb):
             f"{nb.name}: the claims cell {first!r} does not end with its verdict line"
         prints = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"]
         assert len(prints) == 1, f"{nb.name}: the claims cell {first!r} prints more than its verdict"
+
+
+GLOSSARY = REPO / "notebooks" / "glossary.md"
+#: Terms issue 24 asks to be defined where first used, each also in the glossary.
+GLOSSARY_TERMS = ("high watermark", "WriteTxnMarkers", "producer epoch", "member epoch", "generation", "KIP-848",
+                  "KIP-1251", "assignment epoch", "control record", "last stable offset", "transactional.id",
+                  "SPSO / SPEO", "acquisition lock", "delivery count", "micro-batch", "checkpoint", "PREPARE_COMMIT")
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_an_opening_question_answered_at_the_end_and_the_glossary_linked(nb):
+    """The learner answers one question before running anything; the summary answers it (issue 24)."""
+    cells = markdown(nb)
+    opening = re.search(r"\*\*Before you run anything:\*\*(.+?)(\n\n|$)", cells[0], re.S)
+    question = " ".join(opening.group(1).split()) if opening else ""
+    assert "?" in question and "Write your answer down" in question, \
+        f"{nb.name}: no opening question in its first cell"
+    assert "**The opening question, answered:**" in cells[-1], f"{nb.name}: the summary does not answer it"
+    assert "](glossary.md)" in cells[0], f"{nb.name}: the first cell does not link the glossary"
+
+
+def test_the_glossary_defines_every_term_the_notebooks_introduce():
+    rows = [line for line in GLOSSARY.read_text().splitlines() if line.startswith("| ")]
+    defined = {row.split("|")[1].strip().strip("`").split(" **(")[0] for row in rows}
+    missing = [t for t in GLOSSARY_TERMS if not any(t in term for term in defined)]
+    assert not missing, f"notebooks/glossary.md lacks {missing}"
+    assert all(row.count("|") >= 3 and row.split("|")[2].strip() for row in rows), "a glossary row without a definition"
