@@ -394,6 +394,29 @@ def replay_paths(paths: dict, release: str | None = None) -> list[dict]:
     return out
 
 
+def replay_commit(bug: dict, release: str | None = None) -> list[dict]:
+    """MODELLED: B's commit of :func:`unassigned_commit` (consumer protocol) replayed through each rule of
+    :mod:`labkit.models.kip1287`, after the broker's real answer: one dict per row ``{"coordinator", "real or
+    modelled", "answer"}``. B's epoch and the assignment are the broker's (``b_broker_epoch``,
+    ``assignments``); B's commit carried ``b_epoch``."""
+    release = release or kafka_version()
+    model = GroupModel.from_assignments(bug["assignments"], epoch=bug["b_broker_epoch"])
+    ask = lambda **kw: model.txn_offset_commit(bug["member_b"], bug["b_epoch"], [bug["victim"]], **kw)[bug["victim"]]  # noqa: E731
+    v = LIBRDKAFKA_TXN_VERSION
+    return [
+        {"coordinator": f"Kafka {release}, real broker", "real or modelled": "real", "answer": bug["answer"]},
+        {"coordinator": "Kafka 4.2's rule (history)", "real or modelled": "modelled", "answer": ask(rule="4.2", version=v)},
+        {"coordinator": f"Kafka {kip1287.rule_of(release)}'s rule (this release)", "real or modelled": "modelled",
+         "answer": ask(rule=kip1287.rule_of(release), version=v)},
+        {"coordinator": "KIP-1287 draft, TxnOffsetCommit v5", "real or modelled": "modelled",
+         "answer": ask(rule="kip1287", version=5)},
+        {"coordinator": "KIP-1287 draft, v6, error UNASSIGNED_PARTITION", "real or modelled": "modelled",
+         "answer": ask(rule="kip1287")},
+        {"coordinator": "KIP-1287 draft, v6, error STALE_MEMBER_EPOCH", "real or modelled": "modelled",
+         "answer": ask(rule="kip1287", unassigned_error=STALE_MEMBER_EPOCH)},
+    ]
+
+
 def _committed_offsets(exp: Experiment, partition: int) -> list[int]:
     """Input offsets on ``partition`` that member-A consumed in a transaction that committed."""
     events = [e for e in exp.history.events() if e.participant == "member-A"]
