@@ -1,58 +1,105 @@
-"""Table-driven tests of the MODELLED TxnOffsetCommit validation, one row per case of KIP-1287's
-table (seed 001), plus the version gate and today's behaviour."""
+"""The MODELLED offset commit validation: Kafka 4.2's rule (history), 4.3/4.4's (KIP-1251: the current-epoch and
+the lagging path) and KIP-1287's draft (seed 001), one row per case; the 4.3/4.4 rule checked against the real
+broker's answers to real commits at three epochs."""
 
 import pytest
 
-from labkit.models.kip1287 import (NONE, STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION, UNKNOWN_MEMBER_ID,
-                                     GroupModel)
+from labkit.broker.settings import kafka_version
+from labkit.crashlab.experiment import Experiment
+from labkit.lessons.unassigned import epoch_paths, replay_paths
+from labkit.models.kip1287 import (ILLEGAL_GENERATION, NONE, STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION,
+                                     UNKNOWN_MEMBER_ID, GroupModel, rule_of)
 
 
 def group():
     g = GroupModel()
     g.add("A", epoch=5, assignment={0: 3})  # A owns partition 0 since epoch 3
-    g.add("B", epoch=7, assignment={1: 7})  # B owns partition 1 since epoch 7
+    g.add("B", epoch=7, assignment={1: 7}, pending_revocation={3: 2})  # B owns 1 since 7, is giving up 3
     return g
 
 
-KIP_TABLE = [
-    # (case, member, client epoch, partition, today, kip1287 with UNASSIGNED_PARTITION)
-    ("not assigned to anyone", "A", 5, 2, NONE, UNASSIGNED_PARTITION),
-    ("assigned to a different member", "B", 7, 0, NONE, UNASSIGNED_PARTITION),
-    ("assigned to this member, epoch current", "A", 5, 0, NONE, NONE),
-    ("assigned to this member, heartbeat bumped broker epoch", "A", 4, 0, STALE_MEMBER_EPOCH, NONE),
-    ("assigned after the client's epoch", "B", 6, 1, STALE_MEMBER_EPOCH, STALE_MEMBER_EPOCH),
-    ("client epoch ahead of the broker", "A", 6, 0, STALE_MEMBER_EPOCH, STALE_MEMBER_EPOCH),
-    ("unknown member", "Z", 1, 0, UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID),
+CASES = [
+    # (case, member, client epoch, partition, 4.2, 4.3/4.4, kip1287 (v6, UNASSIGNED_PARTITION)); TxnOffsetCommit v5
+    ("current epoch, not assigned to anyone", "A", 5, 2, NONE, NONE, UNASSIGNED_PARTITION),
+    ("current epoch, assigned to a different member", "B", 7, 0, NONE, NONE, UNASSIGNED_PARTITION),
+    ("current epoch, this member's", "A", 5, 0, NONE, NONE, NONE),
+    ("lagging epoch, this member's since before it (KIP-1251)", "A", 4, 0, ILLEGAL_GENERATION, NONE, NONE),
+    ("lagging epoch, assigned to a different member", "A", 4, 1, ILLEGAL_GENERATION, ILLEGAL_GENERATION,
+     UNASSIGNED_PARTITION),
+    ("lagging epoch, assigned after the client's epoch", "B", 6, 1, ILLEGAL_GENERATION, ILLEGAL_GENERATION,
+     STALE_MEMBER_EPOCH),
+    ("lagging epoch, pending revocation", "B", 6, 3, ILLEGAL_GENERATION, NONE, NONE),
+    ("client epoch ahead of the broker", "A", 6, 0, ILLEGAL_GENERATION, ILLEGAL_GENERATION, STALE_MEMBER_EPOCH),
+    ("unknown member", "Z", 1, 0, UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID),
 ]
 
 
-@pytest.mark.parametrize("case, member, epoch, partition, today, proposed", KIP_TABLE, ids=[r[0] for r in KIP_TABLE])
-def test_kip_table(case, member, epoch, partition, today, proposed):
+@pytest.mark.parametrize("case, member, epoch, partition, r42, r43, proposed", CASES, ids=[c[0] for c in CASES])
+def test_each_rule(case, member, epoch, partition, r42, r43, proposed):
     g = group()
-    assert g.txn_offset_commit(member, epoch, [partition], rule="today") == {partition: today}
+    assert g.txn_offset_commit(member, epoch, [partition], rule="4.2", version=5) == {partition: r42}
+    for rule in ("4.3", "4.4"):
+        assert g.txn_offset_commit(member, epoch, [partition], rule=rule, version=5) == {partition: r43}
     assert g.txn_offset_commit(member, epoch, [partition], rule="kip1287") == {partition: proposed}
+
+
+def test_paths():
+    g = group()
+    assert [g.path("A", e) for e in (5, 4, 6)] == ["current", "lagging", "newer"] and g.path("Z", 1) == "unknown member"
+
+
+def test_4_4_names_stale_member_epoch_from_txn_offset_commit_v6_and_on_offset_commit():
+    g = group()
+    assert g.txn_offset_commit("A", 6, [0], rule="4.4") == {0: STALE_MEMBER_EPOCH}  # default: 4.4's newest, v6
+    assert g.txn_offset_commit("A", 6, [0], rule="4.4", version=5) == {0: ILLEGAL_GENERATION}
+    assert g.offset_commit("A", 4, [1], rule="4.3", transactional=False) == {1: STALE_MEMBER_EPOCH}
+    with pytest.raises(ValueError, match="v6 does not exist under rule 4.3"):
+        g.txn_offset_commit("A", 5, [0], rule="4.3", version=6)
+
+
+def test_one_failing_partition_fails_the_whole_lagging_request_but_not_a_kip1287_one():
+    g = group()
+    assert g.txn_offset_commit("A", 4, [0, 1], rule="4.4", version=5) == {0: ILLEGAL_GENERATION, 1: ILLEGAL_GENERATION}
+    assert g.txn_offset_commit("A", 4, [0, 1], rule="kip1287") == {0: NONE, 1: UNASSIGNED_PARTITION}
 
 
 def test_the_seed_also_names_stale_member_epoch_for_unassigned_partitions():
     g = group()
-    assert g.txn_offset_commit("B", 7, [0, 1], unassigned_error=STALE_MEMBER_EPOCH) == {0: STALE_MEMBER_EPOCH, 1: NONE}
-    assert g.txn_offset_commit("B", 7, [0, 1]) == {0: UNASSIGNED_PARTITION, 1: NONE}  # per partition
+    assert g.txn_offset_commit("B", 7, [0, 1], rule="kip1287", unassigned_error=STALE_MEMBER_EPOCH) == \
+        {0: STALE_MEMBER_EPOCH, 1: NONE}
 
 
 @pytest.mark.parametrize("version", [0, 3, 5])
-def test_versions_up_to_5_keep_todays_behaviour(version):
-    assert group().txn_offset_commit("B", 7, [0], version=version) == {0: NONE}
+def test_kip1287_below_v6_keeps_the_releases_rule(version):
+    assert group().txn_offset_commit("B", 7, [0], rule="kip1287", version=version) == {0: NONE}
 
 
 def test_bad_choices_name_the_options():
-    with pytest.raises(ValueError, match="the rules are today, kip1287"):
-        group().txn_offset_commit("A", 5, [0], rule="kip447")
+    with pytest.raises(ValueError, match="the rules are 4.2, 4.3, 4.4, kip1287"):
+        group().txn_offset_commit("A", 5, [0], rule="today")
     with pytest.raises(ValueError, match="UNASSIGNED_PARTITION or STALE_MEMBER_EPOCH"):
-        group().txn_offset_commit("A", 5, [0], unassigned_error="NOT_ASSIGNED")
+        group().txn_offset_commit("A", 5, [0], rule="kip1287", unassigned_error="NOT_ASSIGNED")
+    with pytest.raises(ValueError, match="no rule for Kafka 3.9.0"):
+        rule_of("3.9.0")
+
+
+def test_rule_of_a_release():
+    assert (rule_of("4.3.1"), rule_of("4.4.0"), rule_of("4.2.0")) == ("4.3", "4.4", "4.2")
 
 
 def test_a_group_from_a_real_description_replays_the_attack():
-    g = GroupModel.from_assignments({"A": [0], "B": [1]}, epoch=4)
-    assert g.txn_offset_commit("B", 4, [0], rule="today") == {0: NONE}  # what Kafka 4.3.1 and 4.4.0 answered
-    assert g.txn_offset_commit("B", 4, [0]) == {0: UNASSIGNED_PARTITION}
-    assert g.txn_offset_commit("A", 4, [0]) == {0: NONE}
+    g = GroupModel.from_assignments({"A": [0], "B": [1]}, epoch=4, assigned_at={"B": {1: 2}})
+    assert g.members["B"].assignment == {1: 2} and g.members["A"].assignment == {0: 4}
+    assert g.txn_offset_commit("B", 4, [0], rule="4.4", version=5) == {0: NONE}  # what Kafka 4.3.1 and 4.4.0 answered
+    assert g.txn_offset_commit("B", 4, [0], rule="kip1287") == {0: UNASSIGNED_PARTITION}
+    assert g.txn_offset_commit("B", 3, [1], rule="4.4", version=5) == {1: NONE}
+
+
+def test_the_release_rule_answers_as_the_real_broker(bootstrap, tmp_path):
+    """Real TxnOffsetCommits at B's epoch, one lower and one higher (:func:`epoch_paths`) against the running
+    release's rule: every answer the same."""
+    paths = epoch_paths(Experiment("kip1287", bootstrap, folder=tmp_path))
+    replayed = replay_paths(paths)
+    assert [r["real"] for r in replayed] == [r["release"] for r in replayed] == \
+        [NONE, NONE, ILLEGAL_GENERATION, ILLEGAL_GENERATION], (kafka_version(), replayed)
+    assert [r["path"] for r in replayed] == ["current", "lagging", "lagging", "newer"]

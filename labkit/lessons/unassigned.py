@@ -1,29 +1,74 @@
-"""Notebook 05, the unassigned-partition bug (KAFKA-20191) on the real broker: a group member with a
-valid epoch commits, inside its transaction, an offset for a partition assigned to another member,
-and the broker (Kafka 4.3.1 and 4.4.0) accepts it. The other member, once it restarts, resumes from
-that offset. Also the client-side guard an application can use today, before any broker validates
-the commit (KIP-1287, modelled in :mod:`labkit.models.kip1287`)."""
+"""Notebook 05, the unassigned-partition bug (KAFKA-20191) on the real broker: a group member with its
+current member epoch commits, inside its transaction, an offset for a partition assigned to another
+member, and the broker (Kafka 4.3.1 and 4.4.0) accepts it. The other member, once it restarts, resumes
+from that offset. Which epochs the broker checks partition by partition (KIP-1251), shown with real
+commits at three epochs (:func:`epoch_paths`), and a plain OffsetCommit doing the same. Also the
+client-side guard an application can use today, before any broker validates the commit (KIP-1287,
+modelled in :mod:`labkit.models.kip1287`), and the draft's wire numbers against the release's
+(:func:`draft_collisions`, read from its jar)."""
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG, admin
-from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
+from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS, kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
+from labkit.kafka import protocol
 from labkit.kafka.records import committed_offsets
 from labkit.models import kip1287
 from labkit.waiting import Deadline, wait_for
 
-# The proposed fix, MODELLED (KIP-1287): notebook 05 replays B's commit through the group coordinator's model and
-# names its two candidate errors.
+# The proposed fix, MODELLED (KIP-1287): notebook 05 replays B's commits through the group coordinator's model
+# (Kafka 4.2's rule, the running release's, the draft's) and names the draft's two candidate errors.
 GroupModel = kip1287.GroupModel
 STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION = kip1287.STALE_MEMBER_EPOCH, kip1287.UNASSIGNED_PARTITION
+ILLEGAL_GENERATION = kip1287.ILLEGAL_GENERATION
+#: What notebooks 05 and 07 show of the drafts' numbers, read from the running release's jar.
+draft_collisions = protocol.draft_collisions
+#: Member epochs at the broker (ConsumerGroupDescribe); ``protocol`` is a group protocol's name below.
+describe_consumer_group = protocol.describe_consumer_group
+#: The TxnOffsetCommit version the model assumes librdkafka 2.16 sends: any below 6 answers alike (the broker
+#: sends STALE_MEMBER_EPOCH as ILLEGAL_GENERATION below 6, which is what librdkafka gets).
+LIBRDKAFKA_TXN_VERSION = 5
+
+_CGMD_MAGIC = b"CGMDv2:"
+
+
+class GroupMetadataFormatError(LabkitError):
+    """Bytes that are not librdkafka's serialised consumer group metadata (``CGMDv2:``)."""
+
+
+def metadata_epoch(metadata: bytes) -> int:
+    """The member epoch (consumer protocol) or generation (classic) in ``consumer.consumer_group_metadata()``:
+    the epoch every offset commit made with that metadata carries. confluent-kafka returns librdkafka's
+    serialised form (``rd_kafka_consumer_group_metadata_write``): ``CGMDv2:``, then the epoch as a native
+    int32, then the group id and the member id, NUL-terminated (read from librdkafka 2.16's output).
+
+    Raises:
+        GroupMetadataFormatError: not that format (another librdkafka?).
+    """
+    if not metadata.startswith(_CGMD_MAGIC) or len(metadata) < len(_CGMD_MAGIC) + 4:
+        raise GroupMetadataFormatError(f"not librdkafka's CGMDv2 group metadata: {metadata[:12]!r}...")
+    return struct.unpack_from("=i", metadata, len(_CGMD_MAGIC))[0]
+
+
+def with_epoch(metadata: bytes, epoch: int) -> bytes:
+    """``metadata`` (see :func:`metadata_epoch`) carrying ``epoch`` instead: a commit made with it reaches the
+    group coordinator as if the member's client were at that epoch (a lagging client, say).
+
+    Raises:
+        GroupMetadataFormatError: see :func:`metadata_epoch`.
+    """
+    metadata_epoch(metadata)
+    start = len(_CGMD_MAGIC)
+    return metadata[:start] + struct.pack("=i", epoch) + metadata[start + 4:]
 
 
 class UnassignedPartitionError(LabkitError):
@@ -90,6 +135,11 @@ class GroupMember:
         """This member's id, as the group coordinator gave it."""
         return self.consumer.memberid()
 
+    @property
+    def epoch(self) -> int:
+        """The member epoch (generation, classic) this member's commits carry now (:func:`metadata_epoch`)."""
+        return metadata_epoch(self.consumer.consumer_group_metadata())
+
     def join(self, partitions: int = 1, timeout_s: float = 60.0) -> list[int]:
         """Poll (without keeping records) until exactly ``partitions`` partitions have been assigned
         for 2 s in a row; returns them.
@@ -109,13 +159,16 @@ class GroupMember:
         raise TimeoutError(f"{self.name} did not hold {partitions} partition(s) of {self.topic} for 2 s within "
                            f"{timeout_s:g} s (it holds {self.assignment})")
 
-    def commit_offsets(self, offsets: dict[int, int], *, guard: bool = False) -> dict[int, str]:
+    def commit_offsets(self, offsets: dict[int, int], *, guard: bool = False,
+                       epoch: int | None = None) -> dict[int, str]:
         """Commit ``offsets`` ({partition: offset}) for the group inside one transaction with
-        ``send_offsets_to_transaction(..., consumer_group_metadata())``.
+        ``send_offsets_to_transaction(..., consumer_group_metadata())`` (a TxnOffsetCommit request).
 
         Args:
             guard: send them with :func:`send_offsets_guarded`, which checks first that every partition is
                 assigned to this member.
+            epoch: send this member epoch instead of the member's own (:func:`with_epoch`), as a client that
+                has not yet heard of its new epoch would.
         Returns:
             Partition to the broker's answer: "NONE" if the commit went through, else the error name.
         Raises:
@@ -129,7 +182,10 @@ class GroupMember:
             if guard:
                 send_offsets_guarded(self.producer, self.consumer, tps)
             else:
-                self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 30)
+                metadata = self.consumer.consumer_group_metadata()
+                if epoch is not None:
+                    metadata = with_epoch(metadata, epoch)
+                self.producer.send_offsets_to_transaction(tps, metadata, 30)
             self.producer.commit_transaction(30)
             answer = "NONE"
         except UnassignedPartitionError:
@@ -182,10 +238,13 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
 
     Returns:
         ``{"input", "output", "group", "victim", "answer", "guard_error", "assignments",
-        "member_b", "a_committed", "member_a"}``: the victim partition v, the broker's answer to
-        B's commit, the guard's refusal (tried first, with ``guard=True``), the group's assignments
-        at the time (member id to partitions), B's member id, and the offset A had committed on v.
-        Final reads are recorded.
+        "member_b", "a_committed", "member_a", "b_epoch", "b_broker_epoch", "group_epoch"}``: the victim
+        partition v, the broker's answer to B's commit, the guard's refusal (tried first, with
+        ``guard=True``), the group's assignments at the time (member id to partitions), B's member id, the
+        offset A had committed on v, the epoch B's commit carried (:func:`metadata_epoch`), and, with the
+        consumer protocol, B's member epoch and the group epoch at the broker just before
+        (:func:`~labkit.kafka.protocol.describe_consumer_group`; ``None`` with the classic protocol). Final
+        reads are recorded.
     """
     src, out = exp.topic("input", partitions=2), exp.topic("output", partitions=2)
     for p in (0, 1):
@@ -214,6 +273,12 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
         guard_error = None
     except UnassignedPartitionError as exc:
         guard_error = str(exc)
+    b_broker_epoch = group_epoch = None
+    if protocol == "consumer":  # B's epoch at the broker, to compare with the one its commit carries
+        described = describe_consumer_group(exp.bootstrap, group)
+        group_epoch = described["group_epoch"]
+        b_broker_epoch = next(m["member_epoch"] for m in described["members"] if m["member_id"] == b.member_id)
+    b_epoch = b.epoch
     answer = b.commit_offsets({victim: skip_to})
     member_b = b.member_id
     a.crash()
@@ -223,7 +288,133 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
     exp.final_reads(src, out)
     return {"input": src, "output": out, "group": group, "victim": victim, "answer": answer[victim],
             "guard_error": guard_error, "assignments": assignments, "member_b": member_b,
-            "a_committed": a_committed, "member_a": a}
+            "a_committed": a_committed, "member_a": a, "b_epoch": b_epoch, "b_broker_epoch": b_broker_epoch,
+            "group_epoch": group_epoch}
+
+
+def _join_both(b: GroupMember, a: GroupMember, timeout_s: float = 60.0) -> None:
+    """Poll both members until each holds one partition, for 2 s in a row.
+
+    Raises:
+        TimeoutError: no such assignment within ``timeout_s``.
+    """
+    deadline, stable = Deadline(timeout_s), None
+    while not deadline.expired():
+        b.consumer.poll(0.1)
+        a.consumer.poll(0.1)
+        if len(b.assignment) == len(a.assignment) == 1:
+            stable = stable or Deadline(2)
+            if stable.expired():
+                return
+        else:
+            stable = None
+    raise TimeoutError(f"members B and A did not hold one partition each for 2 s within {timeout_s:g} s "
+                       f"(B: {b.assignment}, A: {a.assignment})")
+
+
+def epoch_paths(exp: Experiment, *, plain_offset: int = 5) -> dict:
+    """Which epochs the group coordinator checks partition by partition, on the real broker (consumer protocol).
+
+    Member B joins a two-partition topic alone (both partitions, at member epoch ``first_epoch``), then member A
+    joins and gets one, A's; B keeps the other, its own (since ``first_epoch``: the uniform assignor is sticky).
+    Both are :class:`GroupMember` s that only hold their assignment. B then commits offsets in four transactions
+    (TxnOffsetCommit through librdkafka), each with its metadata carrying another epoch (:func:`with_epoch`):
+
+    ====================  ============  ====================================================
+    epoch B sends          partition     path in ``ConsumerGroup.validateOffsetCommit`` (4.3+)
+    ====================  ============  ====================================================
+    B's epoch              A's           current: no partition checked
+    B's epoch - 1          B's own       lagging: own partition assigned at <= that epoch
+    B's epoch - 1          A's           lagging: A's partition is not B's
+    B's epoch + 1          B's own       newer than the broker's: refused
+    ====================  ============  ====================================================
+
+    Last, a plain OffsetCommit: ``B.consumer.commit(offsets=[A's partition at plain_offset],
+    asynchronous=False)`` (librdkafka sends B's current member epoch), and A's committed offset read back.
+
+    Returns:
+        ``{"topic", "group", "own", "victim", "first_epoch", "b_epoch", "b_broker_epoch", "a_epoch",
+        "group_epoch", "rows", "plain"}``: partitions, epochs (B's from its metadata and at the broker, A's,
+        the group's), ``rows`` one dict per commit above ``{"request", "epoch", "partition", "path", "answer"}``
+        (``answer`` the broker's: "NONE" or the error name librdkafka got), and ``plain`` ``{"answer",
+        "committed"}`` (the error name or "NONE"; the group's committed offset on A's partition afterwards).
+    """
+    topic = exp.topic("paths", partitions=2)
+    group = f"{exp.name}-paths-{uuid.uuid4().hex[:6]}"
+    b = GroupMember(exp, group, topic, name="member-B")
+    a = None
+    try:
+        b.join(partitions=2)
+        first_epoch = b.epoch
+        a = GroupMember(exp, group, topic, name="member-A")
+        _join_both(b, a)
+        (own,), (victim,) = b.assignment, a.assignment
+        described = describe_consumer_group(exp.bootstrap, group)
+        epochs = {m["member_id"]: m["member_epoch"] for m in described["members"]}
+        b_epoch = b.epoch
+        requests = [("B's epoch, A's partition", b_epoch, victim), ("B's epoch - 1, B's own partition", b_epoch - 1, own),
+                    ("B's epoch - 1, A's partition", b_epoch - 1, victim),
+                    ("B's epoch + 1, B's own partition", b_epoch + 1, own)]
+        rows = []
+        for request, epoch, partition in requests:
+            answer = b.commit_offsets({partition: 0}, epoch=epoch)[partition]
+            path = "current" if epoch == epochs[b.member_id] else "lagging" if epoch < epochs[b.member_id] else "newer"
+            rows.append({"request": request, "epoch": epoch, "partition": partition, "path": path, "answer": answer})
+        try:
+            done = b.consumer.commit(offsets=[TopicPartition(topic, victim, plain_offset)], asynchronous=False)
+            plain_answer = done[0].error.name() if done[0].error else "NONE"
+        except KafkaException as exc:
+            plain_answer = exc.args[0].name()
+        plain = {"answer": plain_answer, "committed": committed_offsets(exp.bootstrap, group, topic)[victim]}
+        return {"topic": topic, "group": group, "own": own, "victim": victim, "first_epoch": first_epoch,
+                "b_epoch": b_epoch, "b_broker_epoch": epochs[b.member_id], "a_epoch": epochs[a.member_id],
+                "group_epoch": described["group_epoch"], "rows": rows, "plain": plain}
+    finally:
+        b.close()
+        if a is not None:
+            a.close()
+
+
+def replay_paths(paths: dict, release: str | None = None) -> list[dict]:
+    """MODELLED: each commit of :func:`epoch_paths` replayed through :mod:`labkit.models.kip1287`'s rules, beside
+    the broker's answer: one dict per row ``{"request", "path", "real", "4.2", "release", "kip1287"}``, where
+    "release" is the rule of ``release`` (default the running one: "4.3" or "4.4"), with TxnOffsetCommit
+    :data:`LIBRDKAFKA_TXN_VERSION` as librdkafka sends it, and "kip1287" the draft's rule at its version 6
+    (answer UNASSIGNED_PARTITION)."""
+    rule = kip1287.rule_of(release or kafka_version())
+    model = GroupModel()
+    model.add("B", paths["b_broker_epoch"], {paths["own"]: paths["first_epoch"]})
+    model.add("A", paths["a_epoch"], {paths["victim"]: paths["a_epoch"]})
+    out = []
+    for row in paths["rows"]:
+        ask = lambda **kw: model.txn_offset_commit("B", row["epoch"], [row["partition"]], **kw)[row["partition"]]  # noqa: E731
+        out.append({"request": row["request"], "path": row["path"], "real": row["answer"],
+                    "4.2": ask(rule="4.2", version=LIBRDKAFKA_TXN_VERSION),
+                    "release": ask(rule=rule, version=LIBRDKAFKA_TXN_VERSION), "kip1287": ask(rule="kip1287")})
+    return out
+
+
+def replay_commit(bug: dict, release: str | None = None) -> list[dict]:
+    """MODELLED: B's commit of :func:`unassigned_commit` (consumer protocol) replayed through each rule of
+    :mod:`labkit.models.kip1287`, after the broker's real answer: one dict per row ``{"coordinator", "real or
+    modelled", "answer"}``. B's epoch and the assignment are the broker's (``b_broker_epoch``,
+    ``assignments``); B's commit carried ``b_epoch``."""
+    release = release or kafka_version()
+    model = GroupModel.from_assignments(bug["assignments"], epoch=bug["b_broker_epoch"])
+    ask = lambda **kw: model.txn_offset_commit(bug["member_b"], bug["b_epoch"], [bug["victim"]], **kw)[bug["victim"]]  # noqa: E731
+    v = LIBRDKAFKA_TXN_VERSION
+    return [
+        {"coordinator": f"Kafka {release}, real broker", "real or modelled": "real", "answer": bug["answer"]},
+        {"coordinator": "Kafka 4.2's rule (history)", "real or modelled": "modelled", "answer": ask(rule="4.2", version=v)},
+        {"coordinator": f"Kafka {kip1287.rule_of(release)}'s rule (this release)", "real or modelled": "modelled",
+         "answer": ask(rule=kip1287.rule_of(release), version=v)},
+        {"coordinator": "KIP-1287 draft, TxnOffsetCommit v5", "real or modelled": "modelled",
+         "answer": ask(rule="kip1287", version=5)},
+        {"coordinator": "KIP-1287 draft, v6, error UNASSIGNED_PARTITION", "real or modelled": "modelled",
+         "answer": ask(rule="kip1287")},
+        {"coordinator": "KIP-1287 draft, v6, error STALE_MEMBER_EPOCH", "real or modelled": "modelled",
+         "answer": ask(rule="kip1287", unassigned_error=STALE_MEMBER_EPOCH)},
+    ]
 
 
 def _committed_offsets(exp: Experiment, partition: int) -> list[int]:

@@ -1,21 +1,36 @@
-"""MODELLED, KIP-1287 (KAFKA-20191), not in any Kafka release: TxnOffsetCommit validation.
+"""MODELLED, KIP-1287 (KAFKA-20191), not in any Kafka release: offset commit validation in the group coordinator.
 
-The group coordinator's validation of TxnOffsetCommit as Kafka 4.3/4.4 does it today and as KIP-1287
-proposes. No Kafka release has KIP-1287, so it cannot run on a broker; this model lets a notebook
-replay a request recorded on the real broker through both rules.
+How the group coordinator validates an offset commit (TxnOffsetCommit, and plain OffsetCommit) from a member
+of a consumer group (``group.protocol=consumer``, KIP-848), by rule, so that a notebook can replay a request
+recorded on the real broker through each of them:
 
-Today (Kafka 4.3.1 and 4.4.0, consumer protocol, KIP-848): the coordinator checks that the member exists and
-that the request's member epoch is the member's current epoch; it does **not** check that the
-committed partitions are assigned to the member. (Classic protocol: member id and generation.)
+* ``"4.2"`` (history): the request's member epoch must equal the member's epoch at the broker; no partition
+  is checked (``ConsumerGroup.validateOffsetCommit`` -> ``validateMemberEpoch``, strict equality, before
+  apache/kafka PR #21692).
+* ``"4.3"`` and ``"4.4"`` (Kafka 4.3.1 and 4.4.0 alike; KIP-1251, "Assignment epochs for consumer groups",
+  apache/kafka PR #21692): ``ConsumerGroup.validateOffsetCommit`` returns a ``CommitPartitionValidator``:
 
-KIP-1287 (TxnOffsetCommit v6, building on KIP-1251's per-partition assignment epochs): for every
-partition, ``assignmentEpoch(partition) <= clientEpoch <= brokerEpoch``, where assignmentEpoch is
-the member epoch at which the partition was assigned to *this* member (-1 if it is not assigned to it).
-Versions 5 and below keep today's behaviour.
+  - client epoch == broker epoch (the **current-epoch path**): ``CommitPartitionValidator.NO_OP``, every
+    partition accepted, whoever it is assigned to. This is KAFKA-20191's hole.
+  - client epoch > broker epoch: STALE_MEMBER_EPOCH ("newer than current member epoch").
+  - client epoch < broker epoch (the **lagging path**): ``createAssignmentEpochValidator`` checks each
+    partition: it must be assigned to this member (or pending revocation from it) at an assignment epoch
+    <= the client epoch, else STALE_MEMBER_EPOCH ("not assigned or pending revocation for member", "older
+    than assignment epoch"). ``OffsetMetadataManager`` throws it out of the partition loop, so one such
+    partition fails the whole request, every partition with the same error.
 
-The seed KIP names two errors for a partition that fails the rule: its table and its compatibility
-section say STALE_MEMBER_EPOCH, its Public Interfaces add UNASSIGNED_PARTITION (code 134). The model
-takes the choice as a parameter, default UNASSIGNED_PARTITION, so a notebook can show both.
+  On TxnOffsetCommit, ``OffsetMetadataManager.validateTransactionalOffsetCommit`` sends STALE_MEMBER_EPOCH as
+  ILLEGAL_GENERATION below version 6 (``TxnOffsetCommitRequest.supportsStaleMemberEpochError``); version 6
+  exists in 4.4.0 only (KIP-1319, topic ids), 4.3.1 goes up to 5. The two rules differ in nothing else.
+* ``"kip1287"`` (proposed, seed 001): from TxnOffsetCommit version 6, every partition on every path must
+  satisfy ``assignmentEpoch(partition) <= clientEpoch <= brokerEpoch`` (-1 for a partition not assigned to
+  this member), answered partition by partition; versions 5 and below keep the release's rule. The draft
+  names two errors for a partition that fails (its table and compatibility section: STALE_MEMBER_EPOCH; its
+  Public Interfaces: UNASSIGNED_PARTITION, code 134): ``unassigned_error`` picks one. Its version 6 and its
+  code 134 are both taken in Kafka 4.4.0 (:func:`labkit.kafka.protocol.draft_collisions`).
+
+The **assignment epoch** of a partition is the member epoch at which the partition was assigned to the
+member (KIP-1251); a partition the member keeps across rebalances keeps it.
 """
 
 from __future__ import annotations
@@ -25,9 +40,25 @@ from dataclasses import dataclass, field
 NONE = "NONE"
 UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
 STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
-UNASSIGNED_PARTITION = "UNASSIGNED_PARTITION"  # proposed code 134
-RULES = ("today", "kip1287")
-FIRST_VALIDATING_VERSION = 6
+ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
+UNASSIGNED_PARTITION = "UNASSIGNED_PARTITION"  # proposed code 134, GROUP_DELETION_FAILED in Kafka 4.4.0
+RULES = ("4.2", "4.3", "4.4", "kip1287")
+#: TxnOffsetCommit's newest version in each release's rule (``TxnOffsetCommitRequest.json``'s validVersions).
+NEWEST_TXN_OFFSET_COMMIT = {"4.2": 5, "4.3": 5, "4.4": 6, "kip1287": 6}
+FIRST_VALIDATING_VERSION = 6  # the draft's; Kafka 4.4.0's v6 is KIP-1319's
+FIRST_STALE_MEMBER_EPOCH_VERSION = 6  # TxnOffsetCommit below it answers ILLEGAL_GENERATION instead (KIP-1319)
+
+
+def rule_of(release: str) -> str:
+    """The rule of a Kafka release: "4.3.1" -> "4.3", "4.4.0" -> "4.4", "4.2.0" -> "4.2".
+
+    Raises:
+        ValueError: a release the model has no rule for (the message lists them).
+    """
+    rule = ".".join(release.split(".")[:2])
+    if rule not in RULES:
+        raise ValueError(f"no rule for Kafka {release}; the model knows {', '.join(r for r in RULES if r[0].isdigit())}")
+    return rule
 
 
 @dataclass
@@ -36,14 +67,22 @@ class Member:
 
     Args:
         member_id: the member id.
-        epoch: the member epoch the broker holds (it rises with each new assignment/heartbeat bump).
-        assignment: partition number to its assignment epoch: the member epoch at which the
-            partition was assigned to this member (KIP-1251).
+        epoch: the member epoch the broker holds (it rises with each new assignment).
+        assignment: partition number to its assignment epoch (KIP-1251): the member epoch at which the
+            partition was assigned to this member.
+        pending_revocation: partitions the member is giving up but has not yet confirmed, to their assignment
+            epoch; 4.3/4.4's lagging path accepts them too (``ConsumerGroupMember.pendingRevocationEpoch``).
     """
 
     member_id: str
     epoch: int
     assignment: dict[int, int] = field(default_factory=dict)
+    pending_revocation: dict[int, int] = field(default_factory=dict)
+
+    def assigned_at(self, partition: int) -> int:
+        """The partition's assignment epoch for this member, -1 if it holds it neither assigned nor pending
+        revocation."""
+        return self.assignment.get(partition, self.pending_revocation.get(partition, -1))
 
 
 @dataclass
@@ -53,51 +92,86 @@ class GroupModel:
     members: dict[str, Member] = field(default_factory=dict)
 
     @classmethod
-    def from_assignments(cls, assignments: dict[str, list[int]], epoch: int = 1) -> "GroupModel":
+    def from_assignments(cls, assignments: dict[str, list[int]], epoch: int = 1,
+                         assigned_at: dict[str, dict[int, int]] | None = None) -> "GroupModel":
         """A group built from a real group's description (member id to assigned partitions, e.g.
-        :func:`labkit.lessons.unassigned.describe_assignments`). confluent-kafka does not show member
-        epochs, so every member gets ``epoch`` and every partition was assigned at that epoch: a
-        member whose request the real broker accepted was, by today's rule, at its current epoch."""
-        return cls({m: Member(m, epoch, dict.fromkeys(parts, epoch)) for m, parts in assignments.items()})
+        :func:`labkit.lessons.unassigned.describe_assignments`). Every member gets ``epoch`` (a broker's
+        ConsumerGroupDescribe shows each member's, :func:`labkit.kafka.protocol.describe_consumer_group`)
+        and each partition the assignment epoch ``assigned_at[member][partition]`` if given, else
+        ``epoch``."""
+        assigned_at = assigned_at or {}
+        return cls({m: Member(m, epoch, {p: assigned_at.get(m, {}).get(p, epoch) for p in parts})
+                    for m, parts in assignments.items()})
 
-    def add(self, member_id: str, epoch: int, assignment: dict[int, int]) -> Member:
+    def add(self, member_id: str, epoch: int, assignment: dict[int, int],
+            pending_revocation: dict[int, int] | None = None) -> Member:
         """Add or replace a member; returns it."""
-        self.members[member_id] = Member(member_id, epoch, dict(assignment))
+        self.members[member_id] = Member(member_id, epoch, dict(assignment), dict(pending_revocation or {}))
         return self.members[member_id]
 
-    def txn_offset_commit(self, member_id: str, client_epoch: int, partitions: list[int], *, version: int = 6,
-                          rule: str = "kip1287", unassigned_error: str = UNASSIGNED_PARTITION) -> dict[int, str]:
-        """The per-partition result of a TxnOffsetCommit from ``member_id`` carrying ``client_epoch``.
+    def path(self, member_id: str, client_epoch: int) -> str:
+        """Which path of 4.3/4.4's ``ConsumerGroup.validateOffsetCommit`` a commit takes: "current" (client
+        epoch == the member's epoch at the broker: no partition checked), "lagging" (older: each partition
+        checked against its assignment epoch), "newer" (refused), or "unknown member"."""
+        member = self.members.get(member_id)
+        if member is None:
+            return "unknown member"
+        return "current" if client_epoch == member.epoch else "lagging" if client_epoch < member.epoch else "newer"
+
+    def offset_commit(self, member_id: str, client_epoch: int, partitions: list[int], *, rule: str = "4.4",
+                      transactional: bool = True, version: int | None = None,
+                      unassigned_error: str = UNASSIGNED_PARTITION) -> dict[int, str]:
+        """The per-partition answer to an offset commit from ``member_id`` carrying ``client_epoch``, as the
+        client reads it on the wire.
 
         Args:
             partitions: partition numbers whose offsets the request commits.
-            version: TxnOffsetCommit request version; KIP-1287's rule applies from v6.
-            rule: "today" (Kafka 4.3/4.4) or "kip1287" (proposed).
-            unassigned_error: the error KIP-1287 returns for a partition that fails the rule:
+            rule: one of :data:`RULES` ("4.2" is history; "4.3" and "4.4" are the current releases; see
+                :func:`rule_of`).
+            transactional: TxnOffsetCommit (True) or OffsetCommit v9+ (False; it always names STALE_MEMBER_EPOCH).
+            version: TxnOffsetCommit request version; default the rule's newest
+                (:data:`NEWEST_TXN_OFFSET_COMMIT`). librdkafka 2.16 sends one below 6.
+            unassigned_error: the error KIP-1287 returns for a partition that fails its rule:
                 UNASSIGNED_PARTITION or STALE_MEMBER_EPOCH (the seed names both).
         Returns:
             Partition to error name ("NONE" when accepted).
         Raises:
-            ValueError: unknown ``rule`` or ``unassigned_error`` (the message lists the choices).
+            ValueError: unknown ``rule`` or ``unassigned_error``, or a version the rule's release lacks (the
+                message lists the choices).
         """
         if rule not in RULES:
             raise ValueError(f"unknown rule {rule!r}; the rules are {', '.join(RULES)}")
         if unassigned_error not in (UNASSIGNED_PARTITION, STALE_MEMBER_EPOCH):
             raise ValueError(f"unassigned_error must be {UNASSIGNED_PARTITION} or {STALE_MEMBER_EPOCH}")
+        version = NEWEST_TXN_OFFSET_COMMIT[rule] if version is None else version
+        if transactional and version > NEWEST_TXN_OFFSET_COMMIT[rule]:
+            raise ValueError(f"TxnOffsetCommit v{version} does not exist under rule {rule} "
+                             f"(its newest is v{NEWEST_TXN_OFFSET_COMMIT[rule]})")
+        stale = STALE_MEMBER_EPOCH if not transactional or version >= FIRST_STALE_MEMBER_EPOCH_VERSION \
+            else ILLEGAL_GENERATION
         member = self.members.get(member_id)
         if member is None:
             return dict.fromkeys(partitions, UNKNOWN_MEMBER_ID)
-        if rule == "today" or version < FIRST_VALIDATING_VERSION:
-            return dict.fromkeys(partitions, NONE if client_epoch == member.epoch else STALE_MEMBER_EPOCH)
+        if rule == "kip1287" and transactional and version >= FIRST_VALIDATING_VERSION:
+            return {p: self._kip1287(member, client_epoch, p, unassigned_error) for p in partitions}
+        path = self.path(member_id, client_epoch)
+        if path == "current":
+            return dict.fromkeys(partitions, NONE)  # 4.2, 4.3, 4.4: no partition is checked
+        if path == "newer" or rule == "4.2":
+            return dict.fromkeys(partitions, stale)
+        # 4.3/4.4 lagging path (KIP-1251); kip1287 below v6 keeps it
+        ok = all(0 <= member.assigned_at(p) <= client_epoch for p in partitions)
+        return dict.fromkeys(partitions, NONE if ok else stale)  # one failing partition fails the request
+
+    def txn_offset_commit(self, member_id: str, client_epoch: int, partitions: list[int], **kw) -> dict[int, str]:
+        """:meth:`offset_commit` of a TxnOffsetCommit (``send_offsets_to_transaction``)."""
+        return self.offset_commit(member_id, client_epoch, partitions, transactional=True, **kw)
+
+    @staticmethod
+    def _kip1287(member: Member, client_epoch: int, partition: int, unassigned_error: str) -> str:
         if client_epoch > member.epoch:
-            return dict.fromkeys(partitions, STALE_MEMBER_EPOCH)
-        result = {}
-        for p in partitions:
-            assigned_at = member.assignment.get(p, -1)
-            if assigned_at == -1:
-                result[p] = unassigned_error
-            elif assigned_at <= client_epoch:
-                result[p] = NONE
-            else:  # assigned to this member after the epoch the client sent
-                result[p] = STALE_MEMBER_EPOCH
-        return result
+            return STALE_MEMBER_EPOCH
+        assigned_at = member.assigned_at(partition)
+        if assigned_at == -1:
+            return unassigned_error
+        return NONE if assigned_at <= client_epoch else STALE_MEMBER_EPOCH
