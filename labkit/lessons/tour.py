@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
 from labkit.exercise import Verdict, unanswered
+from labkit.kafka.protocol import message_definitions
 from labkit.kafka.records import create_topic, produce, read_topic
 from labkit.kafka.txnlog import transaction_log
 
@@ -51,6 +52,18 @@ def begin_then_send(bootstrap: str, topic: str, transactional_id: str, wait_s: f
     states("after the first send")
     producer.abort_transaction(timeout_s)
     return seen
+
+
+def transaction_requests(version: str | None = None) -> list[str]:
+    """The names of the requests of Kafka ``version`` (default: the running release) that take part in a
+    transaction, read from its kafka-clients jar (``common/message/*Request.json``): InitProducerId, and every
+    request whose name says Txn or Transaction (KIP-98, KIP-664). Sorted.
+
+    Raises:
+        labkit.kafka.protocol.ProtocolError: the release's jar is not in labkit's cache.
+    """
+    names = [n.removesuffix("Request") for n, d in message_definitions(version).items() if d["type"] == "request"]
+    return sorted(n for n in names if n == "InitProducerId" or "Txn" in n or "Transaction" in n)
 
 
 def quiz_topic(bootstrap: str) -> str:
