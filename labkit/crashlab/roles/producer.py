@@ -52,7 +52,7 @@ def run(loop: Loop) -> None:
 
 
 def _check(options: dict, _crash_at: str | None) -> None:
-    if (options.get("max_in_flight") or 1) < 1:
+    if options.get("max_in_flight") is not None and options["max_in_flight"] < 1:
         raise ValueError(f"max_in_flight must be at least 1, not {options['max_in_flight']}")
     if options.get("mode") == "transactional" and not options.get("transactional_id"):
         raise ValueError("a transactional producer needs transactional_id")
