@@ -197,3 +197,24 @@ def test_a_call_stuck_past_the_deadline_is_reported_stalled(broker, history):
         assert "stalled in flush" in panel.status.value
         p.crash()
         assert p.status == "crashed" and p.stalled_in is None
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_max_in_flight_reaches_the_client(bootstrap, history, client):
+    """The producer's max_in_flight is the client's max.in.flight.requests.per.connection: with idempotence both
+    clients refuse more than 5 (librdkafka CONFIGURATION.md, enable.idempotence; Java ProducerConfig), and accept 5
+    with one record per batch."""
+    topic = create_topic(bootstrap, f"inflight-{client}")
+    refused = Participant(f"six-{client}", "producer", client=client, history=history, bootstrap=bootstrap,
+                          topic=topic, iterations=1, max_in_flight=6)
+    assert refused.start().wait(60) == "crashed"
+    assert "max.in.flight" in refused.stderr_log.read_text(), refused.stderr_log.read_text()  # librdkafka's alias
+    five = Participant(f"five-{client}", "producer", client=client, history=history, bootstrap=bootstrap, topic=topic,
+                       iterations=2, batch=5, max_in_flight=5, single_record_batches=True)
+    assert five.start().wait(60) == "finished" and five.counters()["acked"] == 10
+    assert list(read_topic(bootstrap, topic)["value"]) == [f"five-{client}-{n}" for n in range(1, 11)]
+
+
+def test_a_producer_refuses_max_in_flight_below_one(history):
+    with pytest.raises(ValueError, match="max_in_flight must be at least 1, not 0"):
+        Participant("p", "producer", history=history, bootstrap="127.0.0.1:1", topic="t", max_in_flight=0)

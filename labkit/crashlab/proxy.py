@@ -5,6 +5,8 @@ The broker advertises the proxy's own address on that listener, so a client that
 forwards bytes as they come, but reads the broker's side as Kafka frames (a 4-byte big-endian size,
 then the response), so it can lose a whole response: the request reached the broker and took effect,
 and the client never hears so. That is what makes a producer retry a write that is already in the log.
+It can also corrupt one record of a Produce request on its way in, so that the broker refuses that batch
+with a retriable error while the requests after it succeed: what reorders a producer's retries.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 from labkit.broker.ports import HOST
 from labkit.waiting import wait_until
@@ -34,7 +37,9 @@ class FaultProxy:
         self.listen_port, self.target_port = listen_port, target_port
         self._lock = threading.Lock()
         self._drop, self._drop_apis, self._black_hole = 0, (PRODUCE,), False
-        self.forwarded_responses = self.dropped_responses = 0
+        self.forwarded_responses = self.dropped_responses = self.corrupted_requests = 0
+        # (record bytes to find, where the value starts in them, seconds to hold the response)
+        self._corrupt: tuple[bytes, int, float] | None = None
         self._conns: list[socket.socket] = []
         self._server = socket.create_server((HOST, listen_port))
         self.closed = False
@@ -79,6 +84,20 @@ class FaultProxy:
                 raise TimeoutError(f"no Produce request came through the proxy in {timeout_s:g} s: "
                                    f"is the producer running, with bootstrap.servers={self.bootstrap_servers}?")
 
+    def corrupt_record(self, value: bytes, hold_response_s: float = 0.0) -> None:
+        """Corrupt the next Produce request that carries a record whose value is ``value``: flip one bit of that
+        value, so its record batch fails the broker's CRC check (apache/kafka ``UnifiedLog.analyzeAndValidateRecords``)
+        and the broker refuses it with CORRUPT_MESSAGE, a retriable error (``CorruptRecordException extends
+        RetriableException``; librdkafka retries it as ``INVALID_MSG``), while the requests after it succeed. The
+        response to it is held ``hold_response_s`` seconds, and so is every response after it on that connection
+        (they stay in order, as TCP keeps them): time for the client to send its next requests before it learns of
+        the refusal. The record is found by its bytes in record format v2: value length (a zigzag varint), value, and
+        a header count of 0, so it must be uncompressed and without headers. One request only; :meth:`heal` cancels
+        it if none came."""
+        with self._lock:
+            length = _varint(2 * len(value))  # zigzag: 2n for n >= 0
+            self._corrupt = (length + value + b"\x00", len(length), hold_response_s)
+
     def black_hole(self, on: bool = True) -> None:
         """Forward nothing in either direction while ``on``; connections stay open, bytes are lost."""
         self._black_hole = on
@@ -94,7 +113,7 @@ class FaultProxy:
     def heal(self) -> None:
         """Switch every fault off."""
         with self._lock:
-            self._drop = 0
+            self._drop, self._corrupt = 0, None
         self._black_hole = False
 
     def close(self) -> None:
@@ -126,28 +145,45 @@ class FaultProxy:
             with self._lock:
                 self._conns += [client, broker]
             in_flight: dict[int, int] = {}  # correlation id -> API key, for this connection
-            threading.Thread(target=self._requests, args=(client, broker, in_flight), daemon=True).start()
-            threading.Thread(target=self._responses, args=(broker, client, in_flight), daemon=True).start()
+            held: dict[int, float] = {}  # correlation id -> seconds to hold its response
+            threading.Thread(target=self._requests, args=(client, broker, in_flight, held), daemon=True).start()
+            threading.Thread(target=self._responses, args=(broker, client, in_flight, held), daemon=True).start()
 
-    def _requests(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int]) -> None:
+    def _requests(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int],
+                  held: dict[int, float]) -> None:
         try:
             while True:
                 header = _recv_exactly(src, 4)
                 body = _recv_exactly(src, struct.unpack(">i", header)[0])
                 api_key, _version, correlation_id = struct.unpack(">hhi", body[:8])
                 in_flight[correlation_id] = api_key
+                if api_key == PRODUCE and self._corrupt is not None:
+                    body = self._maybe_corrupt(body, correlation_id, held)
                 if not self._black_hole:
                     dst.sendall(header + body)
         except OSError:
             pass
         _close(src), _close(dst)
 
-    def _responses(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int]) -> None:
+    def _maybe_corrupt(self, body: bytes, correlation_id: int, held: dict[int, float]) -> bytes:
+        with self._lock:
+            if self._corrupt is None or (at := body.find(self._corrupt[0])) < 0:
+                return body
+            at += self._corrupt[1]  # the value's first byte
+            held[correlation_id], self._corrupt = self._corrupt[2], None
+            self.corrupted_requests += 1
+        return body[:at] + bytes([body[at] ^ 1]) + body[at + 1:]
+
+    def _responses(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int],
+                   held: dict[int, float]) -> None:
         try:
             while True:
                 header = _recv_exactly(src, 4)
                 body = _recv_exactly(src, struct.unpack(">i", header)[0])
-                api_key = in_flight.pop(struct.unpack(">i", body[:4])[0], None)
+                correlation_id = struct.unpack(">i", body[:4])[0]
+                api_key = in_flight.pop(correlation_id, None)
+                if (hold_s := held.pop(correlation_id, 0)) > 0:
+                    time.sleep(hold_s)
                 with self._lock:
                     drop = self._black_hole or (self._drop > 0 and api_key in self._drop_apis)
                     if drop and not self._black_hole:
@@ -160,6 +196,15 @@ class FaultProxy:
         except OSError:
             pass
         _close(src), _close(dst)
+
+
+def _varint(n: int) -> bytes:
+    """``n`` (>= 0) as an unsigned varint (Kafka's record format v2)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

@@ -1,5 +1,7 @@
 """Notebook 01, the idempotent producer: lost produce responses (a real proxy drops them) with and
-without ``enable.idempotence`` (KIP-98: producer id and sequence numbers), and a restarted producer.
+without ``enable.idempotence`` (KIP-98: producer id and sequence numbers); ordering under retries with several
+requests in flight, on both clients (the proxy corrupts one request, the broker refuses it, later ones succeed);
+and a restarted producer.
 
 Each function returns what it made and leaves the final reads in the experiment's history, so
 ``exp.check(...)`` and the timelines show what really happened.
@@ -7,7 +9,10 @@ Each function returns what it made and leaves the final reads in the experiment'
 
 from __future__ import annotations
 
+import pandas as pd
+
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.registry import CLIENTS
 from labkit.exercise import Verdict, unanswered
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.proxy import FaultProxy
@@ -48,6 +53,65 @@ def lost_responses(exp: Experiment, proxy: FaultProxy, *, idempotent: bool, reco
     p.wait(120)
     exp.final_reads(topic)
     return p, topic
+
+
+def reordered_retry(exp: Experiment, proxy: FaultProxy, *, idempotent: bool, client: str, records: int = 5,
+                    max_in_flight: int = 5, hold_response_s: float = 0.5) -> tuple[Participant, str]:
+    """Ordering under retries: a producer on ``client`` ("librdkafka" or "java") behind ``proxy`` writes two rounds
+    of ``records`` records to one partition, each round handed over at once, one record per Produce request
+    (``single_record_batches``), up to ``max_in_flight`` requests in flight (``max.in.flight.requests.per.connection``).
+    The proxy corrupts the first record of round 2 on its way in: the broker's CRC check refuses that request
+    (CORRUPT_MESSAGE, retriable), and its response is held ``hold_response_s`` seconds so that the requests after it
+    are in flight by then and succeed (:meth:`FaultProxy.corrupt_record`). The producer retries the refused record.
+    Round 1 gives the partition leader the producer's state first: a leader that knows nothing of a producer id
+    accepts any sequence number from it (apache/kafka ``ProducerAppendInfo.checkSequence``).
+
+    Returns:
+        The producer participant and its topic (final reads recorded). The participant's name, and so its records'
+        value ids (``"<name>-<n>"``), is ``order-<plain|idempotent>-<client>``.
+    Raises:
+        ValueError: an unknown client, fewer than 2 records, or ``max_in_flight`` below 2 (nothing could be
+            in flight behind the refused request).
+        RuntimeError: the proxy saw no Produce request carrying the record to corrupt.
+    """
+    if client not in CLIENTS:
+        raise ValueError(f"unknown client {client!r}; the clients are {', '.join(CLIENTS)}")
+    if records < 2 or max_in_flight < 2:
+        raise ValueError(f"records={records} and max_in_flight={max_in_flight}: both must be at least 2, for a "
+                         "request to be in flight behind the refused one")
+    name = f"order-{'idempotent' if idempotent else 'plain'}-{client}"
+    topic = exp.topic(name)
+    corrupted = proxy.corrupted_requests
+    proxy.corrupt_record(f"{name}-{records + 1}".encode(), hold_response_s)
+    try:
+        p = exp.participant(name, "producer", client=client, bootstrap=proxy.bootstrap_servers, topic=topic,
+                            mode="idempotent" if idempotent else "plain", iterations=2, batch=records,
+                            single_record_batches=True, max_in_flight=max_in_flight).start()
+        p.wait(120)
+    finally:
+        proxy.heal()
+    if proxy.corrupted_requests == corrupted:
+        raise RuntimeError(f"{name}: no Produce request carried {name}-{records + 1}; see {p.stderr_log}")
+    exp.final_reads(topic)
+    return p, topic
+
+
+def log_order(exp: Experiment, runs: dict[str, tuple[Participant, str]]) -> pd.DataFrame:
+    """For each of :func:`reordered_retry`'s ``runs`` (label -> (participant, topic)): the record numbers in log
+    order (``read_uncommitted``, from the final reads), and the checker's out-of-order and duplicate counts.
+
+    Returns:
+        One row per run: run, client, log (e.g. "1 2 3 4 5 7 8 9 10 6"), out_of_order, duplicates.
+    """
+    events = exp.history.events()
+    rows = []
+    for label, (p, topic) in runs.items():
+        read = sorted((e for e in events if e.kind == "final_read" and e.topic == topic and e.value_id
+                       and e.isolation_level == "read_uncommitted"), key=lambda e: e.offset)
+        check = exp.check(topic)
+        rows.append({"run": label, "client": p.spec["client"], "log": " ".join(e.value_id.rsplit("-", 1)[1] for e in read),
+                     "out_of_order": check.count("out-of-order"), "duplicates": check.count("duplicate")})
+    return pd.DataFrame(rows)
 
 
 def restart_and_resend(exp: Experiment, *, batches: int = 5, batch: int = 2,

@@ -20,6 +20,10 @@ def run(loop: Loop) -> None:
     s = loop.spec
     mode = s["mode"]
     extra = {"enable.idempotence": mode != "plain"}
+    if s["max_in_flight"] is not None:
+        extra["max.in.flight.requests.per.connection"] = s["max_in_flight"]
+    if s["single_record_batches"]:
+        extra["batch.num.messages"] = 1
     if mode == "transactional":
         extra["transactional.id"] = s["transactional_id"]
     producer = Producer(loop.client_config(**extra))
@@ -48,6 +52,8 @@ def run(loop: Loop) -> None:
 
 
 def _check(options: dict, _crash_at: str | None) -> None:
+    if options.get("max_in_flight") is not None and options["max_in_flight"] < 1:
+        raise ValueError(f"max_in_flight must be at least 1, not {options['max_in_flight']}")
     if options.get("mode") == "transactional" and not options.get("transactional_id"):
         raise ValueError("a transactional producer needs transactional_id")
 
@@ -65,5 +71,14 @@ ROLE = Role(
         "first": Option(1, int, "number of the first value id (\"<name>-<first>\")"),
         "partition": Option(0, int, "the partition written"),
         "key": Option(None, (str, type(None)), "the record key"),
+        "max_in_flight": Option(None, (int, type(None)),
+                                "max.in.flight.requests.per.connection: Produce requests sent on one connection before "
+                                "the first is answered (default: the client's own, librdkafka 1000000 or 5 with "
+                                "idempotence, Java 5; with idempotence at most 5 on both: librdkafka CONFIGURATION.md "
+                                "enable.idempotence, Java ProducerConfig)"),
+        "single_record_batches": Option(False, bool,
+                                        "one record per batch, so each Produce request carries one record of the "
+                                        "partition (librdkafka batch.num.messages=1; Java batch.size=1: its "
+                                        "RecordAccumulator gives a record larger than batch.size a batch of its own)"),
     },
     run=run, check=_check, clients=CLIENTS)

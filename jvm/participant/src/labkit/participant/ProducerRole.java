@@ -14,6 +14,12 @@ final class ProducerRole {
         String mode = loop.text("mode");
         boolean transactional = mode.equals("transactional");
         List<Object> extra = new ArrayList<>(List.of("enable.idempotence", !mode.equals("plain")));
+        if (loop.text("max_in_flight") != null) { // max.in.flight.requests.per.connection, else the client's default
+            extra.addAll(List.of("max.in.flight.requests.per.connection", loop.integer("max_in_flight")));
+        }
+        if (loop.flag("single_record_batches")) { // a record larger than batch.size gets a batch of its own
+            extra.addAll(List.of("batch.size", 1));
+        }
         if (transactional) {
             extra.addAll(List.of("transactional.id", loop.text("transactional_id")));
         }
