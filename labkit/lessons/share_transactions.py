@@ -1,7 +1,8 @@
 """Notebook 07, transactional share acknowledgements (KIP-1289), MODELLED: the seed's corner cases as
-scenarios on :mod:`labkit.models.kip1289`, notebook 06's loss and duplicate replayed with the proposal,
-one transaction across two share partitions (two ``__share_group_state`` partitions, two share
-coordinators), the open questions of the draft as options, the seed's metrics, and the source-only
+scenarios on :mod:`labkit.models.kip1289`, notebook 06's two crash points replayed with the proposal (with
+the effect as a Kafka output: notebook 06's own effect, a SQLite write, is outside KIP-1289, which at "Voting" is
+scoped to a Kafka producer's output), one transaction across two share partitions (two ``__share_group_state``
+partitions, two share coordinators), the open questions of the draft as options, the seed's metrics, and the source-only
 two-phase commit with an external SQLite database.
 
 Nothing here runs on a broker: no Kafka release has KIP-1289. The model's share partition is checked
@@ -51,7 +52,8 @@ SCENARIOS = {
     "coordinator crash after PREPARE_COMMIT": FLOW + [("commit", "c1"), ("tc_crash",), ("tc_recover",)] + markers(),
     "share coordinator crash while pending": FLOW + [("sc_crash", STATE_0), ("commit", "c1")] + markers(),
 }
-#: Notebook 06's two crash points of a framework sink, in the proposal's loop (records + acks in one transaction).
+#: Notebook 06's two crash points of a framework sink, in the proposal's loop (records + acks in one transaction),
+#: with the effect as a Kafka output: 06's own effect was a SQLite write, which needs :func:`two_phase_commit`.
 NOTEBOOK_06 = {"ack_first (06: acknowledged, then crashed before the sink: lost)": SCENARIOS[
                    "crash after send_share_acks (critical case)"],
                "sink_first (06: written, then crashed before acknowledging: duplicated)": SCENARIOS[
@@ -177,8 +179,9 @@ def metrics(events: list[Event]) -> dict:
 
 def two_phase_commit(db: str | Path, crash: str | None = None) -> dict:
     """The seed's source-only case (§2.2, and the KIP-1310 sketch of §3): a consumer writes a record's
-    effect to an external SQLite database, and Kafka decides. Phase 1: the effect goes into SQLite as
-    *prepared* (a table keyed by the transaction), the acknowledgement into the Kafka transaction
+    effect to an external SQLite database, and Kafka decides. (Outside KIP-1289 as voted; KIP-939, accepted,
+    arranges it the other way round: Kafka prepares, the database stores the decision.) Phase 1: the effect
+    goes into SQLite as *prepared* (a table keyed by the transaction), the acknowledgement into the Kafka transaction
     (MODELLED), then ``commit_transaction`` writes PREPARE_COMMIT: the decision. Phase 2: SQLite moves
     the prepared row to ``effects``. Recovery after a crash asks the coordinator's log for the decision
     and finishes phase 2, or rolls back (and the record, back to AVAILABLE, is processed again).

@@ -4,8 +4,11 @@ chosen points of micro-batches and restarted from its checkpoint, on ``local[2]`
 and the query in Spark's real-time mode (SPARK-53736, :mod:`labkit.spark.roles.spark_realtime`), crashed at the
 same points.
 
-Seed 000 section 1.2: Spark keeps its source offsets in its checkpoint (``offsets/N``, ``commits/N``), not in
-Kafka, so KIP-447's ``send_offsets_to_transaction`` does not apply; seed 002: read-process-write.
+Spark keeps its source offsets in its checkpoint (``offsets/N`` before a micro-batch, ``commits/N`` after its sink:
+Spark's ``MicroBatchExecution``), not in Kafka, so KIP-447's ``send_offsets_to_transaction`` does not apply (seed 000
+section 1.2 says the same of Flink); seed 002: read-process-write. Sink A's duplicates come from a replayed
+micro-batch, not from Kafka retries: Spark's writer (``KafkaWriteTask``/``KafkaDataWriter``) uses a plain, idempotent
+by default (KIP-679) producer and no transaction.
 """
 
 from __future__ import annotations
