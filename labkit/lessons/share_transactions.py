@@ -21,6 +21,7 @@ from labkit.history import Event
 from labkit.share.check import check_share
 from labkit.share.timeline import share_timeline_figure
 from labkit.exercise import Verdict, unanswered
+from labkit.kafka import protocol
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
 from labkit.models import share_partition, stepper
@@ -33,6 +34,9 @@ replay_client_events = share_partition.replay_client_events
 
 FLOW = [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1")]
 OUT, STATE_0, STATE_1 = "output-0", "__share_group_state-0", "__share_group_state-1"
+
+#: The draft's wire numbers against the running release's jar (for notebook 07; the same table as notebook 05's).
+draft_collisions = protocol.draft_collisions
 
 
 def markers(tid: str = "tx-c1", *partitions: str) -> list[tuple]:
