@@ -49,6 +49,23 @@ class _Names(dict):
         return got
 
 
+class _Partitions(dict):
+    """A transaction's partitions (a frozenset of names) under the share-partition permutation ``p`` (new
+    index of each): the output as -1, a ``__share_group_state`` partition by the least new index of its
+    share partitions. Filled on first use."""
+
+    def __init__(self, canon: "Canon", p: tuple) -> None:
+        super().__init__()
+        self._canon, self._p = canon, p
+
+    def __missing__(self, partitions: frozenset) -> tuple:
+        index, state, p = self._canon._state_index, self._canon._state_of, self._p
+        got = self[partitions] = tuple(sorted(-1 if n == self._canon.out_name else
+                                              min(p[i] for i, k in enumerate(state) if k == index[n])
+                                              for n in partitions))
+        return got
+
+
 class Canon:
     """Canonical keys for the worlds reachable from ``start`` (a :class:`~labkit.models.kip1289.World`, its
     topology and consumers fixed). A permutation of consumers gives the new number of each consumer family
@@ -70,7 +87,7 @@ class Canon:
         pid_family = {t.pid: self._family[t.tid] for t in start.tc.txns.values()}
         self._names = {s: _Names(self._family, s) for s in self._sigmas}
         self._pids = {s: {None: -1, **{pid: s[f] for pid, f in pid_family.items()}} for s in self._sigmas}
-        self._named: dict[tuple, tuple] = {}
+        self._named = {p: _Partitions(self, p) for p in self._parts}
 
     def key(self, world) -> tuple:
         """The canonical key of ``world``: equal for two states that are renamings of each other."""
@@ -85,7 +102,8 @@ class Canon:
         txn_sigs = [()] * len(family)
         for t in txns:
             txn_sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
-        sigmas = _ordering([(sorted(sigs[f]), txn_sigs[f]) for f in range(len(family))], self._sigmas)
+        sigmas = _ordering([(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)],
+                           self._sigmas)
         parts = self._parts
         if len(parts) > 1:
             parts = _ordering([tuple((r.state, r.count) for r in sp.offsets if r.state not in TERMINAL) +
@@ -120,27 +138,17 @@ class Canon:
                     done.append(((r.state, -1, names[r.holder], pids[r.pid], decisions[o], x), o))
                 else:
                     live.append(((r.state, r.count, names[r.holder], pids[r.pid], decisions[o], x), o))
-            done.sort()
+            if len(done) > 1:
+                done.sort()
             for n, (_, o) in enumerate(live + done):
                 renumber[i, o] = (p[i], n)
-            parts[p[i]] = tuple(e for e, _ in live) + ((),) + tuple(e for e, _ in done)
-        persisted, named = world.tc.persisted, self._partitions
-        cs = tuple(sorted((names[c.name], c.epoch == persisted[c.tid].epoch, c.alive, c.pc,
-                           tuple(sorted(renumber[r] for r in c.held))) for c in world.clients.values()))
-        ts = tuple(sorted((s[self._family[t.tid]], OPEN.get(t.state, "DONE"), named(t.partitions, p), names[t.owner],
-                           named(t.marked, p)) for t in txns))
-        return tuple(parts), cs, ts
-
-    def _partitions(self, partitions: frozenset, p: tuple) -> tuple:
-        """A transaction's partitions: the output as -1, a ``__share_group_state`` partition by the least new
-        index of its share partitions (remembered)."""
-        got = self._named.get((partitions, p))
-        if got is None:
-            index, state = self._state_index, self._state_of
-            got = self._named[partitions, p] = tuple(sorted(
-                -1 if n == self.out_name else min(p[i] for i, k in enumerate(state) if k == index[n])
-                for n in partitions))
-        return got
+            parts[p[i]] = tuple([e for e, _ in live] + [()] + [e for e, _ in done])
+        persisted, named, family = world.tc.persisted, self._named[p], self._family
+        cs = sorted([(names[c.name], c.epoch == persisted[c.tid].epoch, c.alive, c.pc,
+                      tuple(sorted([renumber[r] for r in c.held])) if c.held else ()) for c in world.clients.values()])
+        ts = sorted([(s[family[t.tid]], OPEN.get(t.state, "DONE"), named[t.partitions], names[t.owner],
+                      named[t.marked]) for t in txns])
+        return tuple(parts), tuple(cs), tuple(ts)
 
 
 def _ordering(sigs: list, allowed: list) -> list:
