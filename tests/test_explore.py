@@ -66,6 +66,19 @@ def test_the_optimised_search_visits_the_states_the_plain_one_did(config, states
         assert (result.states, result.steps, result.finals) == (states[n], steps[n], finals[n])
 
 
+def test_the_search_gives_the_garbage_collector_back_as_it_found_it():
+    import gc
+
+    explore(max_states=50, **SMALL)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        explore(max_states=50, **SMALL)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_a_state_limit_stops_it_and_says_so():
     result = explore(max_states=50, **SMALL)
     assert not result.complete and "stopped at the state limit" in str(result) and result.verdict.startswith("unknown")

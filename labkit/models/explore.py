@@ -7,11 +7,13 @@ shortest trace that reaches it (breadth first), which :func:`replay` turns back 
 history to draw.
 
 Two states are the same state when their keys are equal. With ``reduce`` (the default) the key is
-the canonical one of :func:`labkit.models.symmetry.canonical_key`: states that differ only in the
+the canonical one of :meth:`labkit.models.symmetry.Canon.key`: states that differ only in the
 names of interchangeable consumers, share partitions or finished records are visited once. That
 cannot hide a counterexample: the invariants do not depend on names, and a renamed state has the
 same futures under the same renaming (see :mod:`labkit.models.symmetry`). Each state's enabled
-steps are computed once, and a step from there is applied without checking them again.
+steps are computed once, and a step from there is applied without checking them again; each successor's
+key is computed once and looked up once; Python's cyclic garbage collector is off during the search
+(it makes no reference cycles, and the collector would walk every key kept so far, again and again).
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def explore(max_states: int = 2_000_000, stop_at_first: bool = True, reduce: boo
     start = World(history=False, **world)
     key = Canon(start).key if reduce else World.key
     began, collecting = time.perf_counter(), gc.isenabled()
-    gc.disable()  # the search makes no reference cycles: the collector would only walk its millions of tuples
+    gc.disable()
     try:
         result = _search(start, key, max_states, stop_at_first, target)
     finally:
