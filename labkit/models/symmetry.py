@@ -54,13 +54,13 @@ class _Partitions(dict):
     index of each): the output as -1, a ``__share_group_state`` partition by the least new index of its
     share partitions. Filled on first use."""
 
-    def __init__(self, canon: "Canon", p: tuple) -> None:
+    def __init__(self, out_name: str, state_index: dict[str, int], state_of: list[int], p: tuple) -> None:
         super().__init__()
-        self._canon, self._p = canon, p
+        self._out_name, self._state_index, self._state_of, self._p = out_name, state_index, state_of, p
 
     def __missing__(self, partitions: frozenset) -> tuple:
-        index, state, p = self._canon._state_index, self._canon._state_of, self._p
-        got = self[partitions] = tuple(sorted(-1 if n == self._canon.out_name else
+        index, state, p = self._state_index, self._state_of, self._p
+        got = self[partitions] = tuple(sorted(-1 if n == self._out_name else
                                               min(p[i] for i, k in enumerate(state) if k == index[n])
                                               for n in partitions))
         return got
@@ -76,7 +76,6 @@ class Canon:
         self._family = {tid: n for n, tid in enumerate(families)}
         state_index = {s: n for n, s in enumerate(sorted(set(start.state_names)))}
         self._state_of = [state_index[s] for s in start.state_names]
-        self._state_index, self.out_name = state_index, start.out.name
         self._decisions = [[start.decisions.get((i, o), "ACCEPT") for o in range(sp.records)]
                            for i, sp in enumerate(start.sps)]
         n, state = len(start.sps), self._state_of
@@ -87,7 +86,7 @@ class Canon:
         pid_family = {t.pid: self._family[t.tid] for t in start.tc.txns.values()}
         self._names = {s: _Names(self._family, s) for s in self._sigmas}
         self._pids = {s: {None: -1, **{pid: s[f] for pid, f in pid_family.items()}} for s in self._sigmas}
-        self._named = {p: _Partitions(self, p) for p in self._parts}
+        self._named = {p: _Partitions(start.out.name, state_index, self._state_of, p) for p in self._parts}
 
     def key(self, world) -> tuple:
         """The canonical key of ``world``: equal for two states that are renamings of each other."""
