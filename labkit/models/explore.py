@@ -7,15 +7,18 @@ shortest trace that reaches it (breadth first), which :func:`replay` turns back 
 history to draw.
 
 Two states are the same state when their keys are equal. With ``reduce`` (the default) the key is
-the canonical one of :func:`labkit.models.symmetry.canonical_key`: states that differ only in the
+the canonical one of :meth:`labkit.models.symmetry.Canon.key`: states that differ only in the
 names of interchangeable consumers, share partitions or finished records are visited once. That
 cannot hide a counterexample: the invariants do not depend on names, and a renamed state has the
 same futures under the same renaming (see :mod:`labkit.models.symmetry`). Each state's enabled
-steps are computed once, and a step from there is applied without checking them again.
+steps are computed once, and a step from there is applied without checking them again; each successor's
+key is computed once and looked up once; Python's cyclic garbage collector is off during the search
+(it makes no reference cycles, and the collector would walk every key kept so far, again and again).
 """
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 from collections import deque
@@ -78,36 +81,48 @@ def explore(max_states: int = 2_000_000, stop_at_first: bool = True, reduce: boo
     """
     start = World(history=False, **world)
     key = Canon(start).key if reduce else World.key
-    began = time.perf_counter()
+    began, collecting = time.perf_counter(), gc.isenabled()
+    gc.disable()
+    try:
+        result = _search(start, key, max_states, stop_at_first, target)
+    finally:
+        if collecting:
+            gc.enable()
+    result.reduced, result.seconds = reduce, time.perf_counter() - began
+    return result
+
+
+def _search(start: World, key, max_states: int, stop_at_first: bool, target: str | None) -> Exploration:
+    """:func:`explore`'s breadth-first search: ``parent`` maps each state's key to the key it was first
+    reached from and the step (None for ``start``)."""
     k0 = key(start)
     parent: dict[tuple, tuple | None] = {k0: None}
-    queue, result = deque([(start, k0)]), Exploration(reduced=reduce)
+    queue, result = deque([(start, k0)]), Exploration()
     while queue:
         w, k = queue.popleft()
         actions = w.actions()
         final = all(a[0] in FAULTS for a in actions)
         result.finals += final
-        problems, at = w.violations(final=final), (k, None)
+        result.steps += len(actions)
+        problems = [p for p in w.violations(final=final) if target is None or target in p]
+        at = None
         for action in actions:
             nxt = w.clone()
             nxt.apply(action)
-            result.steps += 1
+            came = (k, action)
             k2 = key(nxt)
-            if k2 not in parent:
-                parent[k2] = (k, action)
+            if parent.setdefault(k2, came) is came:
                 queue.append((nxt, k2))
-            if not [p for p in problems if target is None or target in p]:
-                if bad := step_violations(w, nxt, action):
-                    problems, at = bad, (k, action)
-        problems = [p for p in problems if target is None or target in p]
+            if not problems and (bad := [p for p in step_violations(w, nxt, action) if target is None or target in p]):
+                problems, at = bad, action
         if problems and result.violation is None:
-            result.violation, result.trace = problems[0], _trace(parent, at[0]) + ([at[1]] if at[1] else [])
+            result.violation, result.trace = problems[0], _trace(parent, k) + ([at] if at else [])
             if stop_at_first:
                 break
         if len(parent) >= max_states:
             result.complete = False
             break
-    result.states, result.seconds = len(parent), time.perf_counter() - began
+    result.states = len(parent)
     return result
 
 

@@ -16,10 +16,11 @@ invariants, which never look at a name):
   they are (state, delivery count, decision, outputs, pending acknowledgements). A record carries its
   application decision (ACCEPT/REJECT) with it.
 
-The key is the least of the state's encodings under every consumer and share-partition permutation;
-records are renumbered within each encoding. Clock, history and the logs' past are left out, as in
-:meth:`~labkit.models.kip1289.World.key` (the logs are what the state says they are: the coordinators
-reload to it).
+The key is the least of the state's encodings under the consumer and share-partition permutations that
+order consumers and share partitions by what they are, names aside (usually one: one encoding per
+state); records are renumbered within each encoding. Clock, history and the logs' past are left out, as
+in :meth:`~labkit.models.kip1289.World.key` (the logs are what the state says they are: the
+coordinators reload to it).
 """
 
 from __future__ import annotations
@@ -34,111 +35,119 @@ from labkit.models.txn_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 OPEN = {ONGOING: ONGOING, PREPARE_COMMIT: PREPARE_COMMIT, PREPARE_ABORT: PREPARE_ABORT}
 
 
+class _Names(dict):
+    """Instance name to its new name under the consumer permutation ``s`` (new number of each family):
+    ``c2.3`` is (s[1], 3), no instance (None) is (). Filled on first use."""
+
+    def __init__(self, family: dict[str, int], s: tuple) -> None:
+        super().__init__({None: ()})
+        self._family, self._s = family, s
+
+    def __missing__(self, name: str) -> tuple[int, int]:
+        family, _, n = name.partition(".")
+        got = self[name] = (self._s[self._family[f"tx-{family}"]], int(n or 1))
+        return got
+
+
+class _Partitions(dict):
+    """A transaction's partitions (a frozenset of names) under the share-partition permutation ``p`` (new
+    index of each): the output as -1, a ``__share_group_state`` partition by the least new index of its
+    share partitions. Filled on first use."""
+
+    def __init__(self, out_name: str, state_index: dict[str, int], state_of: list[int], p: tuple) -> None:
+        super().__init__()
+        self._out_name, self._state_index, self._state_of, self._p = out_name, state_index, state_of, p
+
+    def __missing__(self, partitions: frozenset) -> tuple:
+        index, state, p = self._state_index, self._state_of, self._p
+        got = self[partitions] = tuple(sorted(-1 if n == self._out_name else
+                                              min(p[i] for i, k in enumerate(state) if k == index[n])
+                                              for n in partitions))
+        return got
+
+
 class Canon:
     """Canonical keys for the worlds reachable from ``start`` (a :class:`~labkit.models.kip1289.World`, its
-    topology and consumers fixed). ``orders``: the consumer and share-partition permutations that may
-    rename a state (each a pair: new number of each consumer, new index of each share partition)."""
+    topology and consumers fixed). A permutation of consumers gives the new number of each consumer family
+    (``transactional.id``), one of share partitions the new index of each."""
 
     def __init__(self, start) -> None:
         families = sorted({c.tid for c in start.clients.values()})
         self._family = {tid: n for n, tid in enumerate(families)}
-        self._pid = {t.pid: self._family[t.tid] for t in start.tc.txns.values()}
-        self._instance: dict[str, tuple[int, int]] = {}
-        self._renamed: dict[tuple, tuple] = {}
-        self._state_index = {s: n for n, s in enumerate(sorted(set(start.state_names)))}
-        self._state_of = [self._state_index[s] for s in start.state_names]
-        self._decisions = start.decisions
-        self.out_name = start.out.name
-        n = len(start.sps)
-        same = [self._state_of[a] == self._state_of[b] for a in range(n) for b in range(n)]
+        state_index = {s: n for n, s in enumerate(sorted(set(start.state_names)))}
+        self._state_of = [state_index[s] for s in start.state_names]
+        self._decisions = [[start.decisions.get((i, o), "ACCEPT") for o in range(sp.records)]
+                           for i, sp in enumerate(start.sps)]
+        n, state = len(start.sps), self._state_of
+        same = [state[a] == state[b] for a in range(n) for b in range(n)]
         self._parts = [p for p in permutations(range(n))
-                       if same == [self._state_of[p[a]] == self._state_of[p[b]] for a in range(n) for b in range(n)]]
+                       if same == [state[p[a]] == state[p[b]] for a in range(n) for b in range(n)]]
         self._sigmas = list(permutations(range(len(families))))
-        self.orders = [(s, p) for s in self._sigmas for p in self._parts]
-
-    def instance(self, name: str) -> tuple[int, int]:
-        """``c2.3`` as (family 1, instance 3); ``c1`` is (0, 1)."""
-        if name not in self._instance:
-            family, _, n = name.partition(".")
-            self._instance[name] = (self._family[f"tx-{family}"], int(n or 1))
-        return self._instance[name]
+        pid_family = {t.pid: self._family[t.tid] for t in start.tc.txns.values()}
+        self._names = {s: _Names(self._family, s) for s in self._sigmas}
+        self._pids = {s: {None: -1, **{pid: s[f] for pid, f in pid_family.items()}} for s in self._sigmas}
+        self._named = {p: _Partitions(start.out.name, state_index, self._state_of, p) for p in self._parts}
 
     def key(self, world) -> tuple:
         """The canonical key of ``world``: equal for two states that are renamings of each other."""
-        inst, pidfam, tc = self.instance, self._pid, world.tc
-        extra: dict[tuple, tuple] = {}
+        tc = world.tc
+        persisted = tc.persisted
+        txns = (persisted if tc.down else tc.txns).values()
+        names, family = self._names[self._sigmas[0]], self._family
+        sigs: list[list] = [[] for _ in family]
+        for c in world.clients.values():
+            f, n = names[c.name]
+            sigs[f].append((n, c.epoch == persisted[c.tid].epoch, c.alive, c.pc, len(c.held)))
+        txn_sigs = [()] * len(family)
+        for t in txns:
+            txn_sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
+        sigmas = _ordering([(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)],
+                           self._sigmas)
+        parts = self._parts
+        if len(parts) > 1:
+            parts = _ordering([tuple((r.state, r.count) for r in sp.offsets if r.state not in TERMINAL) +
+                               tuple(sorted((r.state, -1) for r in sp.offsets if r.state in TERMINAL))
+                               for sp in world.sps], parts)
+        budget = world.budget
+        tail = (tc.down, tuple(budget.values()) if budget["any"] else budget["abort"])
+        if len(sigmas) == 1 and len(parts) == 1:
+            return self._encode(world, txns, sigmas[0], parts[0]) + tail
+        return min(self._encode(world, txns, s, p) for s in sigmas for p in parts) + tail
+
+    def _encode(self, world, txns, s: tuple, p: tuple) -> tuple:
+        """The state with consumer family f named ``s[f]`` and share partition i named ``p[i]``: each
+        partition's records (those that may be delivered again in offset order, then ``()``, then the
+        finished ones sorted), the instances, the transactions."""
+        names, pids = self._names[s], self._pids[s]
+        extra: dict[tuple, tuple] = {}  # (partition, offset) -> its outputs and pending acknowledgements
         for r in world.out.records:
             if r.outcome != "aborted":
-                extra[r.source] = extra.get(r.source, ()) + ((0, pidfam[r.pid], r.outcome),)
+                extra[r.source] = extra.get(r.source, ()) + ((0, pids[r.pid], r.outcome),)
         for i, sp in enumerate(world.sps):
             for pid, acks in sp.pending.items():
                 for o, ack in acks.items():
-                    extra[i, o] = extra.get((i, o), ()) + ((1, pidfam[pid], ack),)
-        decisions = self._decisions
-        raw = [tuple((r.state, r.count if r.state not in TERMINAL else -1, inst(r.holder) if r.holder else (),
-                      -1 if r.pid is None else pidfam[r.pid], decisions.get((i, o), "ACCEPT"), extra.get((i, o), ()))
-                     for o, r in enumerate(sp.offsets)) for i, sp in enumerate(world.sps)]
-        persisted = tc.persisted
-        clients = [(inst(c.name), c.epoch == persisted[c.tid].epoch, c.alive, c.pc, c.held) for c in world.clients.values()]
-        txns = [(self._family[t.tid], OPEN.get(t.state, "DONE"), t.partitions, inst(t.owner), t.marked)
-                for t in (persisted if tc.down else tc.txns).values()]
-        budget = world.budget
-        tail = (tc.down, tuple(budget.values()) if budget["any"] else budget["abort"])
-        sigmas, parts = self._candidates(raw, clients, txns)
-        if len(sigmas) == 1 and len(parts) == 1:
-            return self._encode(raw, clients, txns, sigmas[0], parts[0]) + tail
-        return min(self._encode(raw, clients, txns, s, p) for s in sigmas for p in parts) + tail
-
-    def _candidates(self, raw: list, clients: list, txns: list) -> tuple[list, list]:
-        """The permutations that order consumers and share partitions by what they are, names aside (ties:
-        all their orders): the least encoding under those is the least under all of them."""
-        fam = [[] for _ in self._sigmas[0]]
-        for (f, n), current, alive, pc, held in clients:
-            fam[f].append((n, current, alive, pc, len(held)))
-        txn = {f: (st, len(partitions), len(marked)) for f, st, partitions, _, marked in txns}
-        sigmas = _ordering([(tuple(sorted(x)), txn.get(f, ())) for f, x in enumerate(fam)], self._sigmas)
-        if len(self._parts) == 1:
-            return sigmas, self._parts
-        psigs = [tuple(r[:2] for r in records if r[0] not in TERMINAL) + tuple(sorted(r[:2] for r in records
-                                                                                      if r[0] in TERMINAL))
-                 for records in raw]
-        return sigmas, _ordering(psigs, self._parts)
-
-    def _encode(self, raw: list, clients: list, txns: list, s: tuple, p: tuple) -> tuple:
-        """The state with consumer family f named ``s[f]`` and share partition i named ``p[i]``."""
-        parts, renumber, rename = [None] * len(raw), {}, self._rename
-        for i, records in enumerate(raw):
-            sigs = [rename(r, s) for r in records]
-            live = [o for o, r in enumerate(records) if r[0] not in TERMINAL]
-            done = sorted((o for o, r in enumerate(records) if r[0] in TERMINAL), key=sigs.__getitem__)
-            for n, o in enumerate(live + done):
+                    extra[i, o] = extra.get((i, o), ()) + ((1, pids[pid], ack),)
+        parts, renumber = [None] * len(world.sps), {}
+        for i, sp in enumerate(world.sps):
+            decisions, live, done = self._decisions[i], [], []
+            for o, r in enumerate(sp.offsets):
+                x = extra.get((i, o), ())
+                x = tuple(sorted(x)) if len(x) > 1 else x
+                if r.state in TERMINAL:
+                    done.append(((r.state, -1, names[r.holder], pids[r.pid], decisions[o], x), o))
+                else:
+                    live.append(((r.state, r.count, names[r.holder], pids[r.pid], decisions[o], x), o))
+            if len(done) > 1:
+                done.sort()
+            for n, (_, o) in enumerate(live + done):
                 renumber[i, o] = (p[i], n)
-            parts[p[i]] = tuple(sigs[o] for o in live) + ((),) + tuple(sigs[o] for o in done)
-        named = self._partitions
-        cs = tuple(sorted(((s[f], n), current, alive, pc, tuple(sorted(renumber[r] for r in held)))
-                          for (f, n), current, alive, pc, held in clients))
-        ts = tuple(sorted((s[f], st, named(tp, p), (s[o[0]], o[1]), named(mk, p)) for f, st, tp, o, mk in txns))
-        return tuple(parts), cs, ts
-
-    def _rename(self, record: tuple, s: tuple) -> tuple:
-        """One record's encoding, its consumer references renamed by ``s`` (remembered: records repeat)."""
-        got = self._renamed.get((record, s))
-        if got is None:
-            st, count, holder, pid, decision, extra = record
-            got = self._renamed[record, s] = (
-                st, count, (s[holder[0]], holder[1]) if holder else (), s[pid] if pid >= 0 else -1, decision,
-                tuple(sorted((kind, s[f], what) for kind, f, what in extra)))
-        return got
-
-    def _partitions(self, names: frozenset, p: tuple) -> tuple:
-        """A transaction's partitions: the output as -1, a ``__share_group_state`` partition by the least new
-        index of its share partitions (remembered)."""
-        got = self._renamed.get((names, p))
-        if got is None:
-            index, state = self._state_index, self._state_of
-            got = self._renamed[names, p] = tuple(sorted(
-                -1 if n == self.out_name else min(p[i] for i, k in enumerate(state) if k == index[n]) for n in names))
-        return got
+            parts[p[i]] = tuple([e for e, _ in live] + [()] + [e for e, _ in done])
+        persisted, named, family = world.tc.persisted, self._named[p], self._family
+        cs = sorted([(names[c.name], c.epoch == persisted[c.tid].epoch, c.alive, c.pc,
+                      tuple(sorted([renumber[r] for r in c.held])) if c.held else ()) for c in world.clients.values()])
+        ts = sorted([(s[family[t.tid]], OPEN.get(t.state, "DONE"), named[t.partitions], names[t.owner],
+                      named[t.marked]) for t in txns])
+        return tuple(parts), tuple(cs), tuple(ts)
 
 
 def _ordering(sigs: list, allowed: list) -> list:
