@@ -23,7 +23,7 @@ from pathlib import Path
 from labkit.broker.runtime import find_java, jar_dir
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
-from labkit.kafka.sharewire import Reader, ShareWireError, Writer, call, error_name, find_group_coordinator
+from labkit.kafka.sharewire import Reader, Writer, call, described_group, find_group_coordinator
 
 
 class ProtocolError(LabkitError):
@@ -194,7 +194,7 @@ def draft_collisions(version: str | None = None) -> list[dict]:
 
 def describe_consumer_group(bootstrap: str, group_id: str, timeout_s: float = 5.0) -> dict:
     """A consumer group (``group.protocol=consumer``) as its coordinator describes it (ConsumerGroupDescribe
-    v0, KIP-848): ``{"group_id", "state", "group_epoch", "assignment_epoch", "members": [{"member_id",
+    v0, KIP-848): ``{"group_id", "state", "group_epoch", "assignment_epoch", "assignor", "members": [{"member_id",
     "member_epoch", "assignment": {topic: [partitions]}, "target": {topic: [partitions]}}]}``. A member's
     epoch is the one its offset commits are checked against (``ConsumerGroup.validateOffsetCommit``).
 
@@ -229,16 +229,5 @@ def describe_consumer_group(bootstrap: str, group_id: str, timeout_s: float = 5.
         r.tags()
         return out
 
-    def described(r: Reader) -> dict:
-        code, message, gid = r.int16(), r.compact_string(), r.compact_string()
-        out = {"group_id": gid, "state": r.compact_string(), "group_epoch": r.int32(), "assignment_epoch": r.int32()}
-        r.compact_string()  # assignor
-        out["members"] = r.compact_array(member)
-        r.int32()  # authorized operations
-        r.tags()
-        if code:
-            raise ShareWireError(f"ConsumerGroupDescribe for group {gid!r}: {error_name(code)} ({message})")
-        return out
-
-    (group,) = r.compact_array(described)
+    (group,) = r.compact_array(lambda r: described_group(r, member, "ConsumerGroupDescribe"))
     return group

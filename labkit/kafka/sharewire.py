@@ -252,6 +252,24 @@ def error_name(code: int) -> str | None:
     return None if code == 0 else KafkaError(code).name()
 
 
+def described_group(r: Reader, member, request: str) -> dict:
+    """One group of a ShareGroupDescribe or ConsumerGroupDescribe response (the same layout around the members,
+    KIP-932 and KIP-848): ``{"group_id", "state", "group_epoch", "assignment_epoch", "assignor", "members"}``,
+    each member read by ``member(r)``.
+
+    Raises:
+        ShareWireError: the group's error (e.g. GROUP_ID_NOT_FOUND), named with ``request``.
+    """
+    code, message, gid = r.int16(), r.compact_string(), r.compact_string()
+    out = {"group_id": gid, "state": r.compact_string(), "group_epoch": r.int32(),
+           "assignment_epoch": r.int32(), "assignor": r.compact_string(), "members": r.compact_array(member)}
+    r.int32()  # authorized operations
+    r.tags()
+    if code:
+        raise ShareWireError(f"{request} for group {gid!r}: {error_name(code)} ({message})")
+    return out
+
+
 def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0) -> str:
     """``"host:port"`` of the group coordinator of ``group_id`` (FindCoordinator v4, key type GROUP),
     retried until ``timeout_s`` while the coordinator is loading or not yet available.
@@ -352,15 +370,5 @@ def describe_share_group(bootstrap: str, group_id: str, timeout_s: float = 5.0) 
         r.tags()
         return out
 
-    def described(r: Reader) -> dict:
-        code, message, gid = r.int16(), r.compact_string(), r.compact_string()
-        out = {"group_id": gid, "state": r.compact_string(), "group_epoch": r.int32(),
-               "assignment_epoch": r.int32(), "assignor": r.compact_string(), "members": r.compact_array(member)}
-        r.int32()  # authorized operations
-        r.tags()
-        if code:
-            raise ShareWireError(f"ShareGroupDescribe for group {gid!r}: {error_name(code)} ({message})")
-        return out
-
-    (group,) = r.compact_array(described)
+    (group,) = r.compact_array(lambda r: described_group(r, member, "ShareGroupDescribe"))
     return group
