@@ -99,7 +99,11 @@ def test_a_java_producer_fenced_by_a_newer_instance_ends_fenced(exp):
     exp.participant("new", "producer", client="java", topic=topic, mode="transactional", transactional_id=tid,
                     iterations=1).start().wait(60)
     assert old.wait(60) == "fenced"
-    assert exp.history.first("fenced", "old").error in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+    # Which error depends on where the old instance is when the new one's InitProducerId aborts its transaction:
+    # its next produce or EndTxn is fenced (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH), or, when its EndTxn(commit)
+    # reaches the coordinator for the transaction already aborted, INVALID_TXN_STATE, fatal in the Java client's
+    # TransactionManager as in notebook 03's timeout abort (seen once, with one core kept busy).
+    assert exp.history.first("fenced", "old").error in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE")
 
 
 def test_java_pause_resume_and_stop_are_real_signals(exp):
