@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from labkit.broker.runtime import find_java, jar_dir
+from labkit.broker.runtime import classpath, ensure_jars, find_java, jar_dir
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
 from labkit.kafka.sharewire import Reader, Writer, call, described_group, find_group_coordinator
@@ -55,15 +55,19 @@ def _strip_comments(text: str) -> tuple[str, list[str]]:
     return "\n".join(body), comments
 
 
-@functools.lru_cache(maxsize=None)
 def message_definitions(version: str | None = None) -> dict[str, dict]:
     """Every request and response definition of Kafka ``version``'s kafka-clients jar, by name
     (e.g. ``"TxnOffsetCommitRequest"``): the JSON (``apiKey``, ``type``, ``validVersions``, ``fields``, ...)
-    plus ``"comments"``, its ``//`` lines in order (the licence header left out).
+    plus ``"comments"``, its ``//`` lines in order (the licence header left out). Read once per release.
 
     Raises:
         ProtocolError: the jar is missing, or a definition is not JSON once its comments are removed.
     """
+    return _message_definitions(kafka_version(version))
+
+
+@functools.lru_cache(maxsize=None)
+def _message_definitions(version: str) -> dict[str, dict]:
     out = {}
     with zipfile.ZipFile(clients_jar(version)) as jar:
         for name in jar.namelist():
@@ -127,12 +131,12 @@ public class ErrorNames { public static void main(String[] codes) {
 
 @functools.lru_cache(maxsize=None)
 def _error_names(codes: tuple[int, ...], version: str) -> dict[int, str | None]:
-    jar = clients_jar(version)
-    slf4j = sorted(jar.parent.glob("slf4j-api-*.jar"))  # Errors logs through slf4j
+    jar = clients_jar(version)  # the clear error when the release was never fetched
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "ErrorNames.java"
         source.write_text(_ERRORS_SOURCE)
-        run = subprocess.run([find_java(), "-cp", ":".join(map(str, [jar, *slf4j])), str(source), *map(str, codes)],
+        cp = classpath(ensure_jars(version=version, progress=False))  # Errors logs through slf4j
+        run = subprocess.run([find_java(), "-cp", cp, str(source), *map(str, codes)],
                              capture_output=True, text=True, timeout=120)
     if run.returncode:
         raise ProtocolError(f"reading Errors from {jar.name} failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
