@@ -17,6 +17,7 @@ import threading
 import time
 
 from labkit.broker.ports import HOST
+from labkit.kafka.sharewire import Writer
 from labkit.waiting import wait_until
 
 #: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).
@@ -95,7 +96,7 @@ class FaultProxy:
         a header count of 0, so it must be uncompressed and without headers. One request only; :meth:`heal` cancels
         it if none came."""
         with self._lock:
-            length = _varint(2 * len(value))  # zigzag: 2n for n >= 0
+            length = Writer().uvarint(2 * len(value)).bytes()  # a zigzag varint: 2n for n >= 0
             self._corrupt = (length + value + b"\x00", len(length), hold_response_s)
 
     def black_hole(self, on: bool = True) -> None:
@@ -196,15 +197,6 @@ class FaultProxy:
         except OSError:
             pass
         _close(src), _close(dst)
-
-
-def _varint(n: int) -> bytes:
-    """``n`` (>= 0) as an unsigned varint (Kafka's record format v2)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
