@@ -147,17 +147,8 @@ class GroupMember:
         Raises:
             TimeoutError: no such stable assignment within ``timeout_s``.
         """
-        deadline, stable = Deadline(timeout_s), None
-        while not deadline.expired():
-            self.consumer.poll(0.2)
-            if len(self.assignment) == partitions:
-                stable = stable or Deadline(2)
-                if stable.expired():
-                    return self.assignment
-            else:
-                stable = None
-        raise TimeoutError(f"{self.name} did not hold {partitions} partition(s) of {self.topic} for 2 s within "
-                           f"{timeout_s:g} s (it holds {self.assignment})")
+        hold({self: partitions}, timeout_s)
+        return self.assignment
 
     def commit_offsets(self, offsets: dict[int, int], *, guard: bool = False,
                        epoch: int | None = None) -> dict[int, str]:
@@ -292,24 +283,25 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
             "group_epoch": group_epoch}
 
 
-def _join_both(b: GroupMember, a: GroupMember, timeout_s: float = 60.0) -> None:
-    """Poll both members until each holds one partition, for 2 s in a row.
+def hold(members: dict[GroupMember, int], timeout_s: float = 60.0) -> None:
+    """Poll every member of ``members`` (member -> how many partitions it should hold), without keeping records,
+    until each holds exactly that many, for 2 s in a row.
 
     Raises:
-        TimeoutError: no such assignment within ``timeout_s``.
+        TimeoutError: no such stable assignment within ``timeout_s`` (s); the message names what each holds.
     """
     deadline, stable = Deadline(timeout_s), None
     while not deadline.expired():
-        b.consumer.poll(0.1)
-        a.consumer.poll(0.1)
-        if len(b.assignment) == len(a.assignment) == 1:
+        for member in members:
+            member.consumer.poll(0.2 / len(members))
+        if all(len(member.assignment) == n for member, n in members.items()):
             stable = stable or Deadline(2)
             if stable.expired():
                 return
         else:
             stable = None
-    raise TimeoutError(f"members B and A did not hold one partition each for 2 s within {timeout_s:g} s "
-                       f"(B: {b.assignment}, A: {a.assignment})")
+    holds = "; ".join(f"{m.name} holds {m.assignment}, not {n} partition(s)" for m, n in members.items())
+    raise TimeoutError(f"no stable assignment of {next(iter(members)).topic} for 2 s within {timeout_s:g} s ({holds})")
 
 
 def epoch_paths(exp: Experiment, *, plain_offset: int = 5) -> dict:
@@ -347,7 +339,7 @@ def epoch_paths(exp: Experiment, *, plain_offset: int = 5) -> dict:
         b.join(partitions=2)
         first_epoch = b.epoch
         a = GroupMember(exp, group, topic, name="member-A")
-        _join_both(b, a)
+        hold({b: 1, a: 1})
         (own,), (victim,) = b.assignment, a.assignment
         described = describe_consumer_group(exp.bootstrap, group)
         epochs = {m["member_id"]: m["member_epoch"] for m in described["members"]}
