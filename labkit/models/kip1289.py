@@ -327,7 +327,8 @@ class World(CoordinatorSteps):
         return self._end(name, commit=True)
 
     def _abort(self, name: str) -> str:
-        self.budget["abort"] -= 1
+        if self.budget["abort"] > 0:  # -1: no limit, and no count (it would tell states apart that behave alike)
+            self.budget["abort"] -= 1
         return self._end(name, commit=False)
 
     def _end(self, name: str, commit: bool) -> str:

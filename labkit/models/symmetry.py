@@ -14,7 +14,9 @@ invariants, which never look at a name):
   may still be delivered matters and is kept; a record that is ACKNOWLEDGED or ARCHIVED is never
   delivered again (KIP-932: terminal), so where it sits does not: finished records are sorted by what
   they are (state, delivery count, decision, outputs, pending acknowledgements). A record carries its
-  application decision (ACCEPT/REJECT) with it.
+  application decision (ACCEPT/REJECT) with it. Which producer committed a finished record's outputs does
+  not matter either: no step changes a committed output, and the invariants only count a finished
+  record's committed outputs.
 
 The key is the least of the state's encodings under the consumer and share-partition permutations that
 order consumers and share partitions by what they are, names aside (usually one: one encoding per
@@ -93,16 +95,22 @@ class Canon:
         tc = world.tc
         persisted = tc.persisted
         txns = (persisted if tc.down else tc.txns).values()
-        names, family = self._names[self._sigmas[0]], self._family
-        sigs: list[list] = [[] for _ in family]
-        for c in world.clients.values():
-            f, n = names[c.name]
-            sigs[f].append((n, c.epoch == persisted[c.tid].epoch, c.alive, c.pc, len(c.held)))
-        txn_sigs = [()] * len(family)
-        for t in txns:
-            txn_sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
-        sigmas = _ordering([(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)],
-                           self._sigmas)
+        sigmas, family = self._sigmas, self._family
+        if len(family) > 1:
+            names = self._names[sigmas[0]]
+            sigs: list[list] = [[] for _ in family]
+            for c in world.clients.values():
+                f, n = names[c.name]
+                sigs[f].append((n, c.epoch == persisted[c.tid].epoch, c.alive, c.pc, len(c.held)))
+            txn_sigs = [()] * len(family)
+            for t in txns:
+                txn_sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
+            sigs = [(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)]
+            if len(sigs) == 2:  # the usual case, without _ordering's general search
+                first, second = sigs
+                sigmas = sigmas[:1] if first < second else sigmas[1:] if second < first else sigmas
+            else:
+                sigmas = _ordering(sigs, sigmas)
         parts = self._parts
         if len(parts) > 1:
             parts = _ordering([tuple((r.state, r.count) for r in sp.offsets if r.state not in TERMINAL) +
@@ -117,31 +125,39 @@ class Canon:
     def _encode(self, world, txns, s: tuple, p: tuple) -> tuple:
         """The state with consumer family f named ``s[f]`` and share partition i named ``p[i]``: each
         partition's records (those that may be delivered again in offset order, then ``()``, then the
-        finished ones sorted), the instances, the transactions."""
+        finished ones sorted), the instances, the transactions. A finished record's committed outputs are
+        counted, not named: no step can change them, and the invariants only count them."""
         names, pids = self._names[s], self._pids[s]
         extra: dict[tuple, tuple] = {}  # (partition, offset) -> its outputs and pending acknowledgements
-        for r in world.out.records:
-            if r.outcome != "aborted":
-                extra[r.source] = extra.get(r.source, ()) + ((0, pids[r.pid], r.outcome),)
-        for i, sp in enumerate(world.sps):
+        for source, pid, outcome in world.out.records:
+            if outcome != "aborted":
+                x = (0, pids[pid], outcome)
+                extra[source] = extra[source] + (x,) if source in extra else (x,)
+        sps = world.sps
+        for i, sp in enumerate(sps):
             for pid, acks in sp.pending.items():
                 for o, ack in acks.items():
-                    extra[i, o] = extra.get((i, o), ()) + ((1, pids[pid], ack),)
-        parts, renumber = [None] * len(world.sps), {}
-        for i, sp in enumerate(world.sps):
-            decisions, live, done = self._decisions[i], [], []
-            for o, r in enumerate(sp.offsets):
+                    x = (1, pids[pid], ack)
+                    extra[i, o] = extra[i, o] + (x,) if (i, o) in extra else (x,)
+        parts, renumber = [None] * len(sps), {}
+        for i, sp in enumerate(sps):
+            decisions, live, done, to = self._decisions[i], [], [], p[i]
+            for o, (state, count, holder, pid) in enumerate(sp.offsets):
                 x = extra.get((i, o), ())
-                x = tuple(sorted(x)) if len(x) > 1 else x
-                if r.state in TERMINAL:
-                    done.append(((r.state, -1, names[r.holder], pids[r.pid], decisions[o], x), o))
+                if state in TERMINAL:
+                    x = tuple(sorted((k, -1 if outcome == "committed" else who, outcome) for k, who, outcome in x))
+                    done.append(((state, -1, names[holder], pids[pid], decisions[o], x), o))
                 else:
-                    live.append(((r.state, r.count, names[r.holder], pids[r.pid], decisions[o], x), o))
-            if len(done) > 1:
+                    renumber[i, o] = (to, len(live))
+                    live.append((state, count, names[holder], pids[pid], decisions[o],
+                                 tuple(sorted(x)) if len(x) > 1 else x))
+            live.append(())
+            if done:
                 done.sort()
-            for n, (_, o) in enumerate(live + done):
-                renumber[i, o] = (p[i], n)
-            parts[p[i]] = tuple([e for e, _ in live] + [()] + [e for e, _ in done])
+                for e, o in done:
+                    renumber[i, o] = (to, len(live) - 1)
+                    live.append(e)
+            parts[to] = tuple(live)
         persisted, named, family = world.tc.persisted, self._named[p], self._family
         cs = sorted([(names[c.name], c.epoch == persisted[c.tid].epoch, c.alive, c.pc,
                       tuple(sorted([renumber[r] for r in c.held])) if c.held else ()) for c in world.clients.values()])
