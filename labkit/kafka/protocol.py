@@ -23,7 +23,7 @@ from pathlib import Path
 from labkit.broker.runtime import classpath, ensure_jars, find_java, jar_dir
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
-from labkit.kafka.sharewire import Reader, Writer, call, described_group, find_group_coordinator
+from labkit.kafka.sharewire import Reader, assignment, describe_group
 
 
 class ProtocolError(LabkitError):
@@ -207,22 +207,6 @@ def describe_consumer_group(bootstrap: str, group_id: str, timeout_s: float = 5.
         labkit.kafka.sharewire.ShareWireError: a group-level error, e.g. GROUP_ID_NOT_FOUND for a group of the
             classic protocol, which this request does not describe.
     """
-    address = find_group_coordinator(bootstrap, group_id, timeout_s)
-    body = Writer().compact_array([group_id], Writer.compact_string).pack(">b", 0).no_tags().bytes()
-    r = call(address, 69, 0, body, timeout_s)
-    r.int32()  # throttle
-
-    def topic_partitions(r: Reader) -> tuple[str, list[int]]:
-        r.uuid()
-        name, parts = r.compact_string(), r.compact_array(Reader.int32)
-        r.tags()
-        return name, sorted(parts)
-
-    def assignment(r: Reader) -> dict[str, list[int]]:
-        out = dict(r.compact_array(topic_partitions))
-        r.tags()
-        return out
-
     def member(r: Reader) -> dict:
         out = {"member_id": r.compact_string()}
         r.compact_string(), r.compact_string()  # instance id, rack
@@ -233,5 +217,4 @@ def describe_consumer_group(bootstrap: str, group_id: str, timeout_s: float = 5.
         r.tags()
         return out
 
-    (group,) = r.compact_array(lambda r: described_group(r, member, "ConsumerGroupDescribe"))
-    return group
+    return describe_group(bootstrap, group_id, 69, 0, member, timeout_s)

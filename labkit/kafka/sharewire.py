@@ -252,22 +252,48 @@ def error_name(code: int) -> str | None:
     return None if code == 0 else KafkaError(code).name()
 
 
-def described_group(r: Reader, member, request: str) -> dict:
-    """One group of a ShareGroupDescribe or ConsumerGroupDescribe response (the same layout around the members,
-    KIP-932 and KIP-848): ``{"group_id", "state", "group_epoch", "assignment_epoch", "assignor", "members"}``,
-    each member read by ``member(r)``.
+def assignment(r: Reader) -> dict[str, list[int]]:
+    """A member's Assignment struct in a ShareGroupDescribe or ConsumerGroupDescribe response (KIP-932, KIP-848):
+    ``{topic: [partitions, sorted]}``."""
+    def topic_partitions(r: Reader) -> tuple[str, list[int]]:
+        r.uuid()
+        name, parts = r.compact_string(), r.compact_array(Reader.int32)
+        r.tags()
+        return name, sorted(parts)
+
+    out = dict(r.compact_array(topic_partitions))
+    r.tags()
+    return out
+
+
+def describe_group(bootstrap: str, group_id: str, api_key: int, version: int, member, timeout_s: float) -> dict:
+    """Send ShareGroupDescribe (API key 77) or ConsumerGroupDescribe (69) for ``group_id`` to its coordinator and
+    read the one group back (the two responses share the layout around the members, KIP-932 and KIP-848):
+    ``{"group_id", "state", "group_epoch", "assignment_epoch", "assignor", "members"}``, each member read by
+    ``member(r)``. ``timeout_s``: the coordinator lookup's and each call's deadline (s).
 
     Raises:
-        ShareWireError: the group's error (e.g. GROUP_ID_NOT_FOUND), named with ``request``.
+        BrokerUnreachableError, ShareWireError: see :func:`find_group_coordinator`; the group's error (e.g.
+            GROUP_ID_NOT_FOUND), named with the request.
     """
-    code, message, gid = r.int16(), r.compact_string(), r.compact_string()
-    out = {"group_id": gid, "state": r.compact_string(), "group_epoch": r.int32(),
-           "assignment_epoch": r.int32(), "assignor": r.compact_string(), "members": r.compact_array(member)}
-    r.int32()  # authorized operations
-    r.tags()
-    if code:
-        raise ShareWireError(f"{request} for group {gid!r}: {error_name(code)} ({message})")
-    return out
+    request = {77: "ShareGroupDescribe", 69: "ConsumerGroupDescribe"}[api_key]
+    address = find_group_coordinator(bootstrap, group_id, timeout_s)
+    body = Writer().compact_array([group_id], Writer.compact_string).pack(">b", 0).no_tags().bytes()
+    r = call(address, api_key, version, body, timeout_s)
+    r.int32()  # throttle
+
+    def described(r: Reader) -> dict:
+        code, message, gid = r.int16(), r.compact_string(), r.compact_string()
+        out = {"group_id": gid, "state": r.compact_string(), "group_epoch": r.int32(),
+               "assignment_epoch": r.int32(), "assignor": r.compact_string(), "members": r.compact_array(member)}
+        r.int32()  # authorized operations
+        r.tags()
+        if code:
+            raise ShareWireError(f"{request} for group {gid!r}: {error_name(code)} ({message})")
+        return out
+
+    (group,) = r.compact_array(described)
+    return group
 
 
 def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0) -> str:
@@ -348,27 +374,14 @@ def describe_share_group(bootstrap: str, group_id: str, timeout_s: float = 5.0) 
         BrokerUnreachableError, ShareWireError: see :func:`find_group_coordinator`; a group-level
             error (e.g. GROUP_ID_NOT_FOUND before any member joined).
     """
-    address = find_group_coordinator(bootstrap, group_id, timeout_s)
-    body = Writer().compact_array([group_id], Writer.compact_string).pack(">b", 0).no_tags().bytes()
-    r = call(address, 77, 1, body, timeout_s)
-    r.int32()
-
-    def topic_partitions(r: Reader) -> tuple[str, list[int]]:
-        r.uuid()
-        name, parts = r.compact_string(), r.compact_array(Reader.int32)
-        r.tags()
-        return name, parts
-
     def member(r: Reader) -> dict:
         out = {"member_id": r.compact_string()}
         r.compact_string()  # rack
         out["member_epoch"], out["client_id"] = r.int32(), r.compact_string()
         r.compact_string()  # host
         r.compact_array(Reader.compact_string)  # subscribed topics
-        out["assignment"] = dict(r.compact_array(topic_partitions))
-        r.tags()  # the Assignment struct's
+        out["assignment"] = assignment(r)
         r.tags()
         return out
 
-    (group,) = r.compact_array(lambda r: described_group(r, member, "ShareGroupDescribe"))
-    return group
+    return describe_group(bootstrap, group_id, 77, 1, member, timeout_s)
