@@ -14,7 +14,7 @@ seen on the lab broker in ``tests/test_share_groups.py``.
 
 from __future__ import annotations
 
-from labkit.kafka.sharewire import Reader, ShareWireError, Writer, call, error_name, find_group_coordinator
+from labkit.kafka.sharewire import Reader, Writer, call, error_name, find_group_coordinator
 
 API_KEY, VERSION = 91, 0  # AlterShareGroupOffsetsRequest.json: "validVersions": "0", flexible
 
@@ -30,7 +30,7 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
         ``{(topic, partition): error name or None}`` (e.g. ``"UNKNOWN_TOPIC_OR_PART"``; empty when the whole request
         was refused).
     Raises:
-        BrokerUnreachableError, ShareWireError: no group coordinator (see
+        labkit.errors.BrokerUnreachableError, labkit.kafka.sharewire.ShareWireError: no group coordinator (see
             :func:`~labkit.kafka.sharewire.find_group_coordinator`).
     """
     address = find_group_coordinator(bootstrap, group_id, timeout_s)
@@ -63,5 +63,3 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
     r.compact_array(topic_result)
     return {"error": error_name(code), "message": message, "partitions": partitions}
 
-
-__all__ = ["alter_share_group_offsets", "ShareWireError"]
