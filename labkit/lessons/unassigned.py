@@ -350,8 +350,8 @@ def epoch_paths(exp: Experiment, *, plain_offset: int = 5) -> dict:
         rows = []
         for request, epoch, partition in requests:
             answer = b.commit_offsets({partition: 0}, epoch=epoch)[partition]
-            path = "current" if epoch == epochs[b.member_id] else "lagging" if epoch < epochs[b.member_id] else "newer"
-            rows.append({"request": request, "epoch": epoch, "partition": partition, "path": path, "answer": answer})
+            rows.append({"request": request, "epoch": epoch, "partition": partition,
+                         "path": kip1287.commit_path(epoch, epochs[b.member_id]), "answer": answer})
         try:
             done = b.consumer.commit(offsets=[TopicPartition(topic, victim, plain_offset)], asynchronous=False)
             plain_answer = done[0].error.name() if done[0].error else "NONE"

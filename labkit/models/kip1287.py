@@ -61,6 +61,13 @@ def rule_of(release: str) -> str:
     return rule
 
 
+def commit_path(client_epoch: int, broker_epoch: int) -> str:
+    """The path of Kafka 4.3/4.4's ``ConsumerGroup.validateOffsetCommit`` that a commit carrying ``client_epoch``
+    takes for a member whose epoch at the broker is ``broker_epoch``: "current" (equal), "lagging" (older) or
+    "newer"."""
+    return "current" if client_epoch == broker_epoch else "lagging" if client_epoch < broker_epoch else "newer"
+
+
 @dataclass
 class Member:
     """A consumer group member as the coordinator sees it.
@@ -114,9 +121,7 @@ class GroupModel:
         epoch == the member's epoch at the broker: no partition checked), "lagging" (older: each partition
         checked against its assignment epoch), "newer" (refused), or "unknown member"."""
         member = self.members.get(member_id)
-        if member is None:
-            return "unknown member"
-        return "current" if client_epoch == member.epoch else "lagging" if client_epoch < member.epoch else "newer"
+        return "unknown member" if member is None else commit_path(client_epoch, member.epoch)
 
     def offset_commit(self, member_id: str, client_epoch: int, partitions: list[int], *, rule: str = "4.4",
                       transactional: bool = True, version: int | None = None,
