@@ -105,12 +105,8 @@ class Canon:
             txn_sigs = [()] * len(family)
             for t in txns:
                 txn_sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
-            sigs = [(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)]
-            if len(sigs) == 2:  # the usual case, without _ordering's general search
-                first, second = sigs
-                sigmas = sigmas[:1] if first < second else sigmas[1:] if second < first else sigmas
-            else:
-                sigmas = _ordering(sigs, sigmas)
+            sigmas = _ordering([(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)],
+                               sigmas)
         parts = self._parts
         if len(parts) > 1:
             parts = _ordering([tuple((r.state, r.count) for r in sp.offsets if r.state not in TERMINAL) +
@@ -171,6 +167,11 @@ def _ordering(sigs: list, allowed: list) -> list:
     of their signatures ``sigs`` (one when the signatures differ, all orders of the tied ones otherwise),
     or all of ``allowed`` when none does (the topology forbids that order): a set that renaming the
     state renames alike, so the least encoding over it is canonical."""
+    if len(sigs) == 2:  # the usual case (two consumer families, two share partitions), in one comparison
+        if sigs[0] == sigs[1]:
+            return allowed
+        order = (0, 1) if sigs[0] < sigs[1] else (1, 0)
+        return [order] if order in allowed else allowed
     rank = sorted(range(len(sigs)), key=sigs.__getitem__)
     if all(sigs[a] != sigs[b] for a, b in zip(rank, rank[1:])):
         order = [0] * len(sigs)
