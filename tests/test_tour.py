@@ -14,7 +14,6 @@ def test_begin_transaction_is_local_and_the_first_send_starts_the_transaction(bo
     assert records.read_topic(bootstrap, topic, "read_committed").empty  # it was aborted
 
 
-
 def test_the_release_has_no_begin_transaction_request():
     names = tour.transaction_requests()
     assert {"InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn",

@@ -6,7 +6,7 @@ from confluent_kafka import TopicPartition
 from labkit.crashlab.experiment import Experiment
 from labkit.lessons.unassigned import (GroupMember, GroupMetadataFormatError, UnassignedPartitionError,
                                       check_assigned, classic_session, describe_assignments, epoch_paths,
-                                      metadata_epoch, with_epoch)
+                                      metadata_epoch, replay_commit, with_epoch)
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])
@@ -53,7 +53,6 @@ def test_a_plain_offset_commit_of_another_members_partition_goes_through(bootstr
 
 
 def test_replay_commit_puts_the_real_answer_beside_each_rule():
-    from labkit.lessons.unassigned import replay_commit
     bug = {"assignments": {"A": [1], "B": [0]}, "b_broker_epoch": 3, "b_epoch": 3, "member_b": "B", "victim": 1,
            "answer": "NONE"}
     rows = replay_commit(bug, "4.3.1")
