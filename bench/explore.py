@@ -12,7 +12,7 @@ the goals of issue 25, on the lab's 2-core machine:
   partition), at most one fault per run: < 60 s. The issue names no options for C; the bench keeps the
   model's defaults but voluntary aborts (``aborts=0``: the consumers abort only when an error makes them). With
   one fault and no voluntary abort no record is delivered more than twice, so the delivery limit (2 or 3)
-  changes nothing: 13,609 canonical states either way. Voluntary aborts without a limit let the four records'
+  changes nothing: 13,579 canonical states either way. Voluntary aborts without a limit let the four records'
   delivery counts climb in every combination: with delivery limit 2, 570,235 canonical states (91 s, 2.3
   million steps, no counterexample); one voluntary abort per run, 133,981 states (20 s); with the defaults,
   more than 4,000,000 (stopped there after 641 s, no counterexample; measured 2026-11-24).

@@ -13,7 +13,9 @@ invariants, which never look at a name):
 * records of a share partition: a poll takes the lowest AVAILABLE offsets, so the order of records that
   may still be delivered matters and is kept; a record that is ACKNOWLEDGED or ARCHIVED is never
   delivered again (KIP-932: terminal), so where it sits does not: finished records are sorted by what
-  they are (state, delivery count, decision, outputs, pending acknowledgements). A record carries its
+  they are (state, delivery count, decision, outputs, pending acknowledgements) and by the instances that
+  still hold them (one whose acquisition lock expired keeps a record that another instance then
+  finished); two finished records alike in all of that are interchangeable. A record carries its
   application decision (ACCEPT/REJECT) with it. Which producer committed a finished record's outputs does
   not matter either: no step changes a committed output, and the invariants only count a finished
   record's committed outputs.
@@ -135,6 +137,10 @@ class Canon:
                 for o, ack in acks.items():
                     x = (1, pids[pid], ack)
                     extra[i, o] = extra[i, o] + (x,) if (i, o) in extra else (x,)
+        holders: dict[tuple, tuple] = {}  # (partition, offset) -> the instances that hold it
+        for c in world.clients.values():
+            for r in c.held:
+                holders[r] = holders.get(r, ()) + (names[c.name],)
         parts, renumber = [None] * len(sps), {}
         for i, sp in enumerate(sps):
             decisions, live, done, to = self._decisions[i], [], [], p[i]
@@ -142,7 +148,8 @@ class Canon:
                 x = extra.get((i, o), ())
                 if state in TERMINAL:
                     x = tuple(sorted((k, -1 if outcome == "committed" else who, outcome) for k, who, outcome in x))
-                    done.append(((state, -1, names[holder], pids[pid], decisions[o], x), o))
+                    done.append(((state, -1, names[holder], pids[pid], decisions[o], x),
+                                 tuple(sorted(holders.get((i, o), ()))), o))
                 else:
                     renumber[i, o] = (to, len(live))
                     live.append((state, count, names[holder], pids[pid], decisions[o],
@@ -150,7 +157,7 @@ class Canon:
             live.append(())
             if done:
                 done.sort()
-                for e, o in done:
+                for e, _, o in done:
                     renumber[i, o] = (to, len(live) - 1)
                     live.append(e)
             parts[to] = tuple(live)
