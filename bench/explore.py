@@ -23,6 +23,9 @@ The unreduced search stops at ``--unreduced-limit`` states (default 1,200,000: B
 marker step for all of a transaction's partitions, no reduction, every step validated twice): A 119,539
 states in 26 s, B 381,338 states in 91 s.
 
+Each reduced search runs on one process and on ``--workers`` (default 2: this machine's cores; see
+:mod:`labkit.models.parallel`), which must give the same states, steps, final states and verdict.
+
 Run: ``make bench`` (or ``.venv/bin/python bench/explore.py [--unreduced-limit N]``).
 """
 
@@ -42,17 +45,26 @@ CONFIGS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unreduced-limit", type=int, default=1_200_000, help="states the baseline may visit")
+    parser.add_argument("--workers", type=int, default=2, help="processes of the parallel search")
     args = parser.parse_args()
     for name, (config, goal_s) in CONFIGS.items():
+        print(name)
         reduced = explore(stop_at_first=False, **config)
-        print(f"{name}\n  reduced:   {reduced}")
-        print(f"  goal {goal_s} s: {reduced.seconds / goal_s:.2f}x of it "
-              f"({'met' if reduced.complete and reduced.seconds < goal_s else 'NOT met'} on this run)")
+        print(f"  reduced, 1 process:    {reduced}")
+        many = explore(stop_at_first=False, workers=args.workers, **config)
+        print(f"  reduced, {args.workers} processes:  {many}")
+        same = (many.states, many.steps, many.finals, many.verdict) == (reduced.states, reduced.steps, reduced.finals,
+                                                                      reduced.verdict)
+        print(f"  {args.workers} processes: {reduced.seconds / many.seconds:.2f}x faster than 1, "
+              f"{'the same' if same else 'NOT the same'} states, steps, final states and verdict")
+        for label, run in (("1 process", reduced), (f"{args.workers} processes", many)):
+            print(f"  goal {goal_s} s, {label}: {run.seconds / goal_s:.2f}x of it "
+                  f"({'met' if run.complete and run.seconds < goal_s else 'NOT met'} on this run)")
         full = explore(stop_at_first=False, reduce=False, max_states=args.unreduced_limit, **config)
-        print(f"  unreduced: {full}")
+        print(f"  unreduced, 1 process:  {full}")
         if full.complete:
             print(f"  reduction: {full.states / reduced.states:.1f}x fewer states, "
-                  f"{full.seconds / reduced.seconds:.1f}x less time; verdicts "
+                  f"{full.seconds / reduced.seconds:.1f}x less time (1 process each); verdicts "
                   f"{'agree' if full.verdict == reduced.verdict else 'DISAGREE'} ({reduced.verdict!r})")
         else:
             print(f"  reduction: more than {full.states / reduced.states:.1f}x fewer states; the unreduced search "

@@ -14,6 +14,8 @@ same futures under the same renaming (see :mod:`labkit.models.symmetry`). Each s
 steps are computed once, and a step from there is applied without checking them again; each successor's
 key is computed once and looked up once; Python's cyclic garbage collector is off during the search
 (it makes no reference cycles, and the collector would walk every key kept so far, again and again).
+With ``workers`` > 1 the same breadth-first search runs on that many processes
+(:mod:`labkit.models.parallel`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class Exploration:
     """What :func:`explore` found: ``states`` (distinct states, canonical ones with reduction),
     ``steps`` (transitions tried), ``finals`` (states where nothing but a fault can happen),
     ``seconds``, whether the whole space was seen (``complete``), whether symmetry reduction was on
-    (``reduced``), and the first ``violation`` with its ``trace`` (steps from the start)."""
+    (``reduced``), the processes it ran on (``workers``), and the first ``violation`` with its ``trace``
+    (steps from the start)."""
 
     states: int = 0
     steps: int = 0
@@ -42,6 +45,7 @@ class Exploration:
     seconds: float = 0.0
     complete: bool = True
     reduced: bool = True
+    workers: int = 1
     violation: str | None = None
     trace: list[tuple] = field(default_factory=list)
 
@@ -60,14 +64,15 @@ class Exploration:
 
     def __str__(self) -> str:
         head = (f"{self.states:,} {'canonical ' if self.reduced else ''}states, {self.steps:,} steps, "
-                f"{self.finals:,} final states in {self.seconds:.2f} s ({self.states_per_s:,.0f} states/s)"
+                f"{self.finals:,} final states in {self.seconds:.2f} s ({self.states_per_s:,.0f} states/s"
+                f"{f' on {self.workers} processes' if self.workers > 1 else ''})"
                 f"{'' if self.complete else ', stopped at the state limit'}")
         return head + (f"; counterexample in {len(self.trace)} steps: {self.violation}" if self.violation else
                        "; no counterexample")
 
 
 def explore(max_states: int = 2_000_000, stop_at_first: bool = True, reduce: bool = True, target: str | None = None,
-            **world: object) -> Exploration:
+            workers: int = 1, **world: object) -> Exploration:
     """Breadth-first search over every state of ``World(history=False, **world)``.
 
     Args:
@@ -75,48 +80,50 @@ def explore(max_states: int = 2_000_000, stop_at_first: bool = True, reduce: boo
         stop_at_first: stop at the first violation (its trace is a shortest one).
         reduce: identify states that differ only by names (symmetry reduction; False: every state).
         target: look for a violation whose text contains this (e.g. "duplicate"): others are passed by.
+        workers: processes to search on (:mod:`labkit.models.parallel`; 1: this one): the same states, steps
+            and verdict, in less time when the machine has the cores.
         world: :class:`~labkit.models.kip1289.World` arguments (records, consumers, partitions, faults, options).
     Returns:
         An :class:`Exploration`.
+    Raises:
+        ValueError: ``workers`` < 1. RuntimeError: a worker process failed (:mod:`labkit.models.parallel`).
     """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1 (this process), not {workers}")
     start = World(history=False, **world)
     key = Canon(start).key if reduce else World.key
     began, collecting = time.perf_counter(), gc.isenabled()
     gc.disable()
     try:
-        result = _search(start, key, max_states, stop_at_first, target)
+        if workers == 1:
+            result = _search(start, key, max_states, stop_at_first, target)
+        else:
+            from labkit.models import parallel  # it builds on this module's search step
+
+            result = parallel.search(start, key, max_states, stop_at_first, target, workers)
     finally:
         if collecting:
             gc.enable()
-    result.reduced, result.seconds = reduce, time.perf_counter() - began
+    result.reduced, result.workers, result.seconds = reduce, workers, time.perf_counter() - began
     return result
 
 
 def _search(start: World, key, max_states: int, stop_at_first: bool, target: str | None) -> Exploration:
-    """:func:`explore`'s breadth-first search: ``parent`` maps each state's key to the key it was first
-    reached from and the step (None for ``start``)."""
+    """:func:`explore`'s breadth-first search on one process: ``parent`` maps each state's key to the key it
+    was first reached from and the step (None for ``start``)."""
     k0 = key(start)
     parent: dict[tuple, tuple | None] = {k0: None}
     queue, result = deque([(start, k0)]), Exploration()
+
+    def claim(nxt: World, k2: tuple, came: tuple) -> None:
+        if parent.setdefault(k2, came) is came:
+            queue.append((nxt, k2))
+
     while queue:
         w, k = queue.popleft()
-        actions = w.actions()
-        final = all(a[0] in FAULTS for a in actions)
-        result.finals += final
-        result.steps += len(actions)
-        problems = [p for p in w.violations(final=final) if target is None or target in p]
-        at = None
-        for action in actions:
-            nxt = w.clone()
-            nxt.apply(action)
-            came = (k, action)
-            k2 = key(nxt)
-            if parent.setdefault(k2, came) is came:
-                queue.append((nxt, k2))
-            if not problems and (bad := [p for p in step_violations(w, nxt, action) if target is None or target in p]):
-                problems, at = bad, action
-        if problems and result.violation is None:
-            result.violation, result.trace = problems[0], _trace(parent, k) + ([at] if at else [])
+        found = expand(w, k, key, result, target, claim)
+        if found and result.violation is None:
+            result.violation, result.trace = found[0], trace_to(parent, k) + found[1]
             if stop_at_first:
                 break
         if len(parent) >= max_states:
@@ -126,7 +133,27 @@ def _search(start: World, key, max_states: int, stop_at_first: bool, target: str
     return result
 
 
-def _trace(parent: dict, key: tuple) -> list[tuple]:
+def expand(w: World, k: tuple, key, result: Exploration, target: str | None, claim) -> tuple | None:
+    """One state's turn in a search: ``w`` (key ``k``)'s steps and final state are counted in ``result``, each
+    successor goes to ``claim(successor, its key, (k, step))``, and the invariants are checked on ``w`` and
+    on every step. Returns None, or the first broken invariant whose text contains ``target`` (any, when
+    None) and the step that broke it (``[]``: ``w`` itself breaks it)."""
+    actions = w.actions()
+    final = all(a[0] in FAULTS for a in actions)
+    result.finals += final
+    result.steps += len(actions)
+    problems = [p for p in w.violations(final=final) if target is None or target in p]
+    at = []
+    for action in actions:
+        nxt = w.clone()
+        nxt.apply(action)
+        claim(nxt, key(nxt), (k, action))
+        if not problems and (bad := [p for p in step_violations(w, nxt, action) if target is None or target in p]):
+            problems, at = bad, [action]
+    return (problems[0], at) if problems else None
+
+
+def trace_to(parent: dict, key: tuple) -> list[tuple]:
     steps = []
     while parent[key] is not None:
         key, action = parent[key]

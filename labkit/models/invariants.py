@@ -79,6 +79,8 @@ def step_violations(before, after, action: tuple) -> list[str]:
     did not apply (COMMIT) or did apply (ABORT) the transaction's acknowledgements on its partition."""
     found = []
     for i, (sp0, sp1) in enumerate(zip(before.sps, after.sps)):
+        if sp0.offsets == sp1.offsets:  # most steps change no record of a share partition
+            continue
         for o, (a, b) in enumerate(zip(sp0.offsets, sp1.offsets)):
             if a.state in TERMINAL and b.state != a.state:
                 found.append(f"{before.label((i, o))} left the terminal state {a.state} for {b.state}")
