@@ -13,7 +13,7 @@ from labkit.models.txn_coordinator import ONGOING, PREPARE_COMMIT
 
 class CoordinatorSteps:
     """The brokers' steps, mixed into :class:`~labkit.models.kip1289.World` (whose state they change: its
-    ``tc``, ``out``, ``sps``, ``state_names``, clock and history). Each returns what happened, in words."""
+    ``tc``, ``out``, ``sps``, ``state_names``, ``hosted``, clock and history). Each returns what happened, in words."""
 
     def _markers(self, tid: str, partition: str) -> str:
         t = self.tc.txns[tid]
@@ -21,17 +21,18 @@ class CoordinatorSteps:
         kind = "COMMIT" if commit else "ABORT"
         if partition == self.out.name:
             written = self.out.marker(t.pid, commit)
-            for i, o in written if commit else []:
+            for i, o in written if commit and self.events is not None else []:
                 self._emit("effect", t.owner, i, o, value_id=self.value_id(i, o), txn=t.number)
             said = f"{len(written)} records"
         else:
             done = []
-            for i in [i for i, s in enumerate(self.state_names) if s == partition]:
-                holders = {o: r.holder for o, r in enumerate(self.sps[i].offsets)}
+            for i in self.hosted[partition]:
+                holders = None if self.events is None else [r.holder for r in self.sps[i].offsets]
                 for o, ack_type in sorted(self.sps[i].complete(t.pid, commit).items()):
                     done.append((i, o))
-                    self._emit("ack_committed", holders[o] or t.owner, i, o, value_id=self.value_id(i, o),
-                               ack_type=ack_type, error=None if commit else "TRANSACTION_ABORTED", txn=t.number)
+                    if holders is not None:
+                        self._emit("ack_committed", holders[o] or t.owner, i, o, value_id=self.value_id(i, o),
+                                   ack_type=ack_type, error=None if commit else "TRANSACTION_ABORTED", txn=t.number)
             said = f"{len(done)} acknowledgements" + (f" ({', '.join(map(self.label, done))})" if done else "")
         after = self.tc.mark(tid, partition)
         if after.state != t.state:
@@ -56,7 +57,7 @@ class CoordinatorSteps:
         return "transaction coordinator crashed (its markers not sent)"
 
     def _sc_crash(self, partition: str) -> str:
-        hit = [i for i, s in enumerate(self.state_names) if s == partition]
+        hit = self.hosted[partition]
         for i in hit:
             self.sps[i].reload()
         return (f"share coordinator of {partition} crashed and reloaded it: {', '.join(self.names[i] for i in hit)} "

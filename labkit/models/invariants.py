@@ -87,7 +87,7 @@ def step_violations(before, after, action: tuple) -> list[str]:
     if action[0] != "markers" or action[2] == before.out.name:
         return found
     t = before.tc.txns[action[1]]
-    for i in [i for i, s in enumerate(before.state_names) if s == action[2]]:
+    for i in before.hosted[action[2]]:
         offsets = after.sps[i].offsets
         for o, ack_type in sorted(before.sps[i].pending.get(t.pid, {}).items()):
             if t.state == PREPARE_COMMIT and offsets[o].state != APPLIED.get(ack_type):

@@ -107,6 +107,8 @@ class World(CoordinatorSteps):
         if len(self.state_of) != len(names):
             raise ValueError(f"state_partitions gives {len(self.state_of)} partitions for {len(names)} share partitions")
         self.state_names = [f"{STATE_TOPIC}-{k}" for k in self.state_of]
+        # each __share_group_state partition: the share partitions whose state it keeps
+        self.hosted = {s: [i for i, t in enumerate(self.state_names) if t == s] for s in self.state_names}
         self.sps = [SharePartition(records, limit, lock_while_pending, count_on_abort, release_in_txn) for _ in names]
         self.tc, self.out = TxnCoordinator(), DataPartition()
         self.batch = batch
@@ -135,8 +137,9 @@ class World(CoordinatorSteps):
         w = object.__new__(World)
         w.__dict__.update(self.__dict__)
         w.sps, w.tc, w.out = [sp.clone() for sp in self.sps], self.tc.clone(), self.out.clone()
-        w.budget, w.clients, w.acquired_ms = dict(self.budget), dict(self.clients), dict(self.acquired_ms)
-        w.events = None if self.events is None else list(self.events)
+        w.budget, w.clients = dict(self.budget), dict(self.clients)
+        if self.events is not None:  # without a history, acquired_ms stays empty (it only sets the clock)
+            w.events, w.acquired_ms = list(self.events), dict(self.acquired_ms)
         return w
 
     def key(self) -> tuple:
@@ -281,7 +284,8 @@ class World(CoordinatorSteps):
         for i, sp in enumerate(self.sps):
             for o in sp.acquire(name, self.batch):
                 got.append((i, o))
-                self.acquired_ms[i, o] = self.clock_ms
+                if self.events is not None:
+                    self.acquired_ms[i, o] = self.clock_ms
                 self._emit("delivered", name, i, o, value_id=self.value_id(i, o), delivery_count=sp.offsets[o].count)
         self._set(self.clients[name], pc="holding", held=tuple(got))
         return f"{name} polled {', '.join(map(self.label, got))}"

@@ -76,7 +76,8 @@ class SharePartition:
     count_on_abort: str = "keep"
     release_in_txn: bool = False
     offsets: list[Record] = field(default_factory=list)
-    pending: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> offset -> ACCEPT/REJECT
+    pending: dict[int, dict[int, str]] = field(default_factory=dict)  # pid -> offset -> ACCEPT/REJECT (replaced,
+    # never changed in place: clones share them)
     log: list[tuple] = field(default_factory=list)  # __share_group_state, see reload()
     speo: int = 0
 
@@ -91,7 +92,7 @@ class SharePartition:
     def clone(self) -> "SharePartition":
         c = object.__new__(SharePartition)
         c.__dict__.update(self.__dict__)
-        c.offsets, c.pending, c.log = list(self.offsets), {p: dict(a) for p, a in self.pending.items()}, list(self.log)
+        c.offsets, c.pending, c.log = list(self.offsets), dict(self.pending), list(self.log)
         return c
 
     def key(self) -> tuple:
@@ -155,7 +156,7 @@ class SharePartition:
         r = self.offsets[offset]
         if r.state != ACQUIRED or r.holder != member:
             return INVALID_RECORD_STATE
-        self.pending.setdefault(pid, {})[offset] = ack_type
+        self.pending[pid] = {**self.pending.get(pid, {}), offset: ack_type}
         self.offsets[offset] = Record(PENDING, r.count, member, pid)
         self.log.append(("pending", offset, r.count, pid, ack_type, member))
         return None

@@ -98,17 +98,17 @@ class Canon:
         persisted = tc.persisted
         txns = (persisted if tc.down else tc.txns).values()
         sigmas, family = self._sigmas, self._family
-        if len(family) > 1:
-            names = self._names[sigmas[0]]
-            sigs: list[list] = [[] for _ in family]
-            for c in world.clients.values():
-                f, n = names[c.name]
-                sigs[f].append((n, c.epoch == persisted[c.tid].epoch, c.alive, c.pc, len(c.held)))
-            txn_sigs = [()] * len(family)
+        if len(family) > 1:  # families ordered by their transaction, then by their instances
+            sigs: list = [()] * len(family)
             for t in txns:
-                txn_sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
-            sigmas = _ordering([(sorted(sig) if len(sig) > 1 else sig, txn) for sig, txn in zip(sigs, txn_sigs)],
-                               sigmas)
+                sigs[family[t.tid]] = (OPEN.get(t.state, "DONE"), len(t.partitions), len(t.marked))
+            if len(set(sigs)) < len(sigs):  # a tie (one in seven states of 2 consumers x 2 records)
+                names, instances = self._names[sigmas[0]], [[] for _ in family]
+                for c in world.clients.values():
+                    f, n = names[c.name]
+                    instances[f].append((n, c.epoch == persisted[c.tid].epoch, c.alive, c.pc, len(c.held)))
+                sigs = [(sig, sorted(mine)) for sig, mine in zip(sigs, instances)]
+            sigmas = _ordering(sigs, sigmas)
         parts = self._parts
         if len(parts) > 1:
             parts = _ordering([tuple((r.state, r.count) for r in sp.offsets if r.state not in TERMINAL) +
@@ -147,9 +147,11 @@ class Canon:
             for o, (state, count, holder, pid) in enumerate(sp.offsets):
                 x = extra.get((i, o), ())
                 if state in TERMINAL:
-                    x = tuple(sorted((k, -1 if outcome == "committed" else who, outcome) for k, who, outcome in x))
+                    if x:
+                        x = tuple(sorted([(k, -1 if outcome == "committed" else who, outcome) for k, who, outcome in x]))
+                    held = holders.get((i, o), ())
                     done.append(((state, -1, names[holder], pids[pid], decisions[o], x),
-                                 tuple(sorted(holders.get((i, o), ()))), o))
+                                 tuple(sorted(held)) if len(held) > 1 else held, o))
                 else:
                     renumber[i, o] = (to, len(live))
                     live.append((state, count, names[holder], pids[pid], decisions[o],
