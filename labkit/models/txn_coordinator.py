@@ -129,14 +129,14 @@ class TxnCoordinator:
         t = self.txns[tid]
         if t.state not in (PREPARE_COMMIT, PREPARE_ABORT) or partition not in t.partitions:
             raise ValueError(f"no marker of {tid} is pending for {partition} ({t.state}, {sorted(t.partitions)})")
-        t = self.txns[tid] = t._replace(marked=t.marked | {partition})
+        t = self.txns[tid] = Txn(*t[:-1], t.marked | {partition})  # marked is the last field
         return self.markers_written(tid) if t.marked == t.partitions else t
 
     def markers_written(self, tid: str) -> Txn:
         """Every partition got its marker: COMPLETE_COMMIT / COMPLETE_ABORT is written."""
         t = self.txns[tid]
-        return self._write(t._replace(state=COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT,
-                                   partitions=frozenset(), marked=frozenset()))
+        return self._write(Txn(t.tid, t.pid, t.epoch, COMPLETE_COMMIT if t.state == PREPARE_COMMIT else COMPLETE_ABORT,
+                               frozenset(), t.owner, t.number, t.began_ms, frozenset()))
 
     def pending_markers(self) -> list[Txn]:
         """Transactions in PREPARE_*, whose markers are still to be written (none while down)."""
@@ -170,8 +170,8 @@ class DataPartition:
         self.name, self.records = name, []
 
     def clone(self) -> "DataPartition":
-        c = DataPartition(self.name)
-        c.records = list(self.records)
+        c = object.__new__(DataPartition)
+        c.name, c.records = self.name, list(self.records)
         return c
 
     def key(self) -> tuple:
@@ -186,8 +186,9 @@ class DataPartition:
     def marker(self, pid: int, commit: bool) -> list[int]:
         """The COMMIT/ABORT control record for ``pid``'s open records; returns their sources."""
         done = [i for i, r in enumerate(self.records) if r.pid == pid and r.outcome == "open"]
+        outcome = "committed" if commit else "aborted"
         for i in done:
-            self.records[i] = self.records[i]._replace(outcome="committed" if commit else "aborted")
+            self.records[i] = DataRecord(self.records[i].source, pid, outcome)
         return [self.records[i].source for i in done]
 
     def lso(self) -> int:
