@@ -110,6 +110,7 @@ def _level_by_level(me: int, n: int, start, key, links: list, max_states: int, s
     # first, else to ELSEWHERE; and the keys other workers own that this one reached first, to where from.
     seen: dict[tuple, tuple | None] = {k0: None} if owned else {}
     won: dict[tuple, tuple] = {}
+    asked: set[tuple] = set()  # the other workers' keys this one sent: they are seen, whatever the answer was
     level, result, found = [(start, k0)] if owned else [], Exploration(), None
     while True:
         following: list = []
@@ -119,6 +120,9 @@ def _level_by_level(me: int, n: int, start, key, links: list, max_states: int, s
         def claim(nxt, k2: tuple, came: tuple) -> None:
             owner = hash(k2) % n
             if owner != me:
+                if k2 in asked:
+                    return
+                asked.add(k2)
                 sent[owner].append(k2)
                 kept[owner].append((nxt, came))
             elif seen.setdefault(k2, came) is came:
