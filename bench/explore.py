@@ -13,9 +13,10 @@ the goals of issue 25, on the lab's 2-core machine:
   model's defaults but voluntary aborts (``aborts=0``: the consumers abort only when an error makes them). With
   one fault and no voluntary abort no record is delivered more than twice, so the delivery limit (2 or 3)
   changes nothing: 13,579 canonical states either way. Voluntary aborts without a limit let the four records'
-  delivery counts climb in every combination: with delivery limit 2, 570,235 canonical states (91 s, 2.3
-  million steps, no counterexample); one voluntary abort per run, 133,981 states (20 s); with the defaults,
-  more than 4,000,000 (stopped there after 641 s, no counterexample; measured 2026-11-24).
+  delivery counts climb in every combination: with delivery limit 2, 568,430 canonical states (53 s on 2
+  processes, 2.3 million steps, no counterexample); one voluntary abort per run, 133,803 states (11 s on 2
+  processes); with the defaults, more than 4,000,000 (stopped there after 641 s on 1 process, no
+  counterexample; measured 2026-11-24).
 
 The unreduced search stops at ``--unreduced-limit`` states (default 1,200,000: B's whole unreduced space is
 995,192 states, about 2 minutes and some gigabytes); a stopped one has no verdict to compare, and says so
