@@ -154,6 +154,8 @@ def expand(w: World, k: tuple, key, result: Exploration, target: str | None, cla
 
 
 def trace_to(parent: dict, key: tuple) -> list[tuple]:
+    """The steps from the start to the state ``key``, following ``parent`` (key -> (key before, step), None
+    for the start)."""
     steps = []
     while parent[key] is not None:
         key, action = parent[key]

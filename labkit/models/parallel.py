@@ -1,18 +1,18 @@
 """MODELLED, KIP-1289: the explorer's breadth-first search on several processes (``explore(workers=N)``).
 
-The worker processes are forked from the caller, so each starts with the start state and the key function.
-Worker ``i`` owns the states whose key hashes to ``i`` (``hash(key) % N``): it alone decides whether such a
-state is new. The search goes level by level, as the one-process search does (every state ``d`` steps from the
-start, then ``d + 1``), so a counterexample's trace is still a shortest one. In a level each worker expands the states it holds
-(:func:`labkit.models.explore.expand`); it decides on the successors whose keys it owns at once, sends the
-other keys to their owners in one message each (a key it sent before, never again: its owner has seen it), and
-keeps for the next level the successors their owners accept as new, keeping the parents of those too. A
-successor stays with the worker that computed it, unless the next level is uneven: then the worker with more
-sends some to the one with fewer (at the start, every state is on the start's owner). Every state is expanded
-once, by one worker, so the states, steps and final states are those of the one-process search; only the
-order differs within a level (which of two equally short counterexamples is reported, and which of two
-renamings of a state is expanded). On the lab's 2 cores, 2 workers take about two thirds of one's time: the
-keys they send each other, and the wait for the slower at the end of each level, take the rest.
+The worker processes are forked from the caller, so each starts with the start state and the key function. Worker
+``i`` owns the states whose key hashes to ``i`` (``hash(key) % N``): it alone decides whether such a state is new.
+The search goes level by level, as the one-process search does (every state ``d`` steps from the start, then
+``d+1``), so a counterexample's trace is still a shortest one. In a level each worker expands the states it holds
+(:func:`labkit.models.explore.expand`); it decides on the successors whose keys it owns at once, sends the other
+keys to their owners in one message each (a key it sent before, never again: its owner has seen it), and keeps for
+the next level the successors their owners accept as new, keeping the parents of those too. A successor stays with
+the worker that computed it, unless the next level is uneven: then the worker with more sends some to the one with
+fewer (at the start, every state is on the start's owner). Every state is expanded once, by one worker, so the
+states, steps and final states are those of the one-process search; only the order differs within a level (which
+of two equally short counterexamples is reported, and which of two renamings of a state is expanded). On the lab's
+2 cores, 2 workers take about two thirds of one's time: the keys they send each other, and the wait for the slower
+at the end of each level, take the rest.
 
 Workers exchange messages pairwise in one order (the lower-numbered worker of a pair sends first), so two
 large messages never wait on each other. A worker that fails sends its traceback; the caller stops the rest

@@ -148,7 +148,8 @@ class Canon:
                 x = extra.get((i, o), ())
                 if state in TERMINAL:
                     if x:
-                        x = tuple(sorted([(k, -1 if outcome == "committed" else who, outcome) for k, who, outcome in x]))
+                        x = tuple(sorted([(k, -1 if outcome == "committed" else who, outcome)
+                                          for k, who, outcome in x]))
                     held = holders.get((i, o), ())
                     done.append(((state, -1, names[holder], pids[pid], decisions[o], x),
                                  tuple(sorted(held)) if len(held) > 1 else held, o))
