@@ -64,10 +64,8 @@ def search(start, key, max_states: int, stop_at_first: bool, target: str | None,
     finally:
         for p in procs:
             p.join(timeout=5)
-    result = Exploration(complete=all(r["complete"] for r in reports))
-    for r in reports:
-        result.states, result.steps, result.finals = (result.states + r["states"], result.steps + r["steps"],
-                                                      result.finals + r["finals"])
+    result = Exploration(**{n: sum(r[n] for r in reports) for n in ("states", "steps", "finals")},
+                         complete=all(r["complete"] for r in reports))
     found = [r for r in reports if r["found"]]
     if found:
         parent = {k: v for r in reports for k, v in r["parent"].items()}
