@@ -12,7 +12,7 @@ import importlib
 
 #: Public name -> the module that defines it.
 _PUBLIC = {
-    "EmbeddedBroker": "labkit.broker", "kafka_version": "labkit.broker",
+    "EmbeddedBroker": "labkit.broker", "kafka_version": "labkit.broker", "kafka_at_least": "labkit.broker",
     "connect": "labkit.connection", "fault_proxy": "labkit.connection",
     "Experiment": "labkit.crashlab.experiment", "Participant": "labkit.crashlab.participant",
     "ControlPanel": "labkit.crashlab.panel", "Supervisor": "labkit.crashlab.supervisor",

@@ -6,8 +6,8 @@ import pytest
 
 from labkit.broker import runtime
 from labkit.broker.settings import (CONSUMER_SESSION_TIMEOUT_MS, DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION,
-                                    LAB_SETTINGS, SHARE_LOCK_MS, config_key, kafka_version, lab_settings,
-                                    render_log4j2, render_server_properties)
+                                    LAB_SETTINGS, SHARE_LOCK_MS, config_key, kafka_at_least, kafka_version,
+                                    lab_settings, render_log4j2, render_server_properties)
 from labkit.errors import LabkitError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,3 +95,8 @@ def test_proxied_listener_is_advertised_at_the_proxy(tmp_path):
     assert props["listeners"].endswith(",PROXIED://127.0.0.1:3")
     assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:1,PROXIED://127.0.0.1:4"
     assert props["listener.security.protocol.map"].endswith(",PROXIED:PLAINTEXT")
+
+
+def test_a_release_is_compared_number_by_number():
+    assert kafka_at_least("4.4", "4.4.0") and kafka_at_least("4.3.1", "4.4.0") and kafka_at_least("4.3", "4.3.1")
+    assert not kafka_at_least("4.4", "4.3.1") and not kafka_at_least("4.10", "4.4.0")

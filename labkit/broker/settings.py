@@ -43,6 +43,17 @@ def kafka_version(version: str | None = None, env: dict[str, str] | None = None)
                           f"one of {', '.join(FEATURES_BY_VERSION)}, or unset it for {DEFAULT_KAFKA_VERSION}.")
     return version
 
+
+def kafka_at_least(release: str, version: str | None = None) -> bool:
+    """Whether the Kafka release the lab runs (:func:`kafka_version`, or ``version``) is ``release`` (``"4.4"``,
+    ``"4.3.1"``) or later, compared number by number (``"4.10"`` is later than ``"4.4"``).
+
+    Raises:
+        LabkitError: the release is not one labkit runs (:func:`kafka_version`).
+    """
+    return tuple(map(int, kafka_version(version).split("."))) >= tuple(map(int, release.split(".")))
+
+
 #: Broker settings for a one-node KRaft lab cluster. Keys are Kafka broker configs
 #: (``kafka.server.KafkaConfig`` and the group/share/transaction coordinator configs).
 LAB_SETTINGS: dict[str, str] = {

@@ -19,7 +19,7 @@ import pandas as pd
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from labkit.broker.probe import admin
-from labkit.broker.settings import SHARE_LOCK_MS, kafka_version
+from labkit.broker.settings import SHARE_LOCK_MS, kafka_at_least, kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.share.observer import ShareObserver
@@ -66,7 +66,7 @@ def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None
 
 def dlq_supported() -> bool:
     """Whether the Kafka release the lab runs has share-group dead-letter queues (KIP-1191, 4.4+)."""
-    return tuple(int(x) for x in kafka_version().split(".")[:2]) >= (4, 4)
+    return kafka_at_least("4.4")
 
 
 def share_group(exp: Experiment, label: str, records: int, **config: object) -> tuple[str, str]:
