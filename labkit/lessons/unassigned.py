@@ -229,13 +229,14 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
 
     Returns:
         ``{"input", "output", "group", "victim", "answer", "guard_error", "assignments",
-        "member_b", "a_committed", "member_a", "b_epoch", "b_broker_epoch", "group_epoch"}``: the victim
+        "member_b", "a_committed", "member_a", "b_epoch", "b_broker_epoch", "group_epoch", "path"}``: the victim
         partition v, the broker's answer to B's commit, the guard's refusal (tried first, with
         ``guard=True``), the group's assignments at the time (member id to partitions), B's member id, the
         offset A had committed on v, the epoch B's commit carried (:func:`metadata_epoch`), and, with the
         consumer protocol, B's member epoch and the group epoch at the broker just before
-        (:func:`~labkit.kafka.protocol.describe_consumer_group`; ``None`` with the classic protocol). Final
-        reads are recorded.
+        (:func:`~labkit.kafka.protocol.describe_consumer_group`; ``None`` with the classic protocol), and the path
+        of KIP-1251's check that B's commit took (:func:`~labkit.models.kip1287.commit_path`; ``None`` with the
+        classic protocol). Final reads are recorded.
     """
     src, out = exp.topic("input", partitions=2), exp.topic("output", partitions=2)
     for p in (0, 1):
@@ -280,7 +281,8 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
     return {"input": src, "output": out, "group": group, "victim": victim, "answer": answer[victim],
             "guard_error": guard_error, "assignments": assignments, "member_b": member_b,
             "a_committed": a_committed, "member_a": a, "b_epoch": b_epoch, "b_broker_epoch": b_broker_epoch,
-            "group_epoch": group_epoch}
+            "group_epoch": group_epoch,
+            "path": None if b_broker_epoch is None else kip1287.commit_path(b_epoch, b_broker_epoch)}
 
 
 def hold(members: dict[GroupMember, int], timeout_s: float = 60.0) -> None:
