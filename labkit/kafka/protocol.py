@@ -45,12 +45,15 @@ def clients_jar(version: str | None = None) -> Path:
 
 
 def _strip_comments(text: str) -> tuple[str, list[str]]:
-    """The JSON of a message definition without its ``//`` comment lines, and those comments in order."""
-    body, comments = [], []
+    """The JSON of a message definition without its ``//`` comment lines, and those comments in order but the
+    licence header (the comment lines the file opens with)."""
+    body, comments, header = [], [], True
     for line in text.splitlines():
-        if line.strip().startswith("//"):
+        comment = line.strip().startswith("//")
+        header = header and comment
+        if comment and not header:
             comments.append(line.strip()[2:].strip())
-        else:
+        elif not comment:
             body.append(line)
     return "\n".join(body), comments
 
@@ -79,9 +82,7 @@ def _message_definitions(version: str) -> dict[str, dict]:
             except json.JSONDecodeError as exc:
                 raise ProtocolError(f"{name} in {clients_jar(version).name} is not JSON without its comments: {exc}")
             if definition.get("type") in ("request", "response"):
-                definition["comments"] = [c for c in comments if not re.match(r"(Licensed|contributor|this work|"
-                                                                              r"The ASF|\(the|the License|http|Unless|"
-                                                                              r"distributed|WITHOUT|See the|limitations)", c)]
+                definition["comments"] = comments
                 out[definition["name"]] = definition
     return out
 
