@@ -29,7 +29,6 @@ from labkit.waiting import Deadline, wait_for
 # (Kafka 4.2's rule, the running release's, the draft's) and names the draft's two candidate errors.
 GroupModel = kip1287.GroupModel
 STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION = kip1287.STALE_MEMBER_EPOCH, kip1287.UNASSIGNED_PARTITION
-ILLEGAL_GENERATION = kip1287.ILLEGAL_GENERATION
 #: What notebooks 05 and 07 show of the drafts' numbers, read from the running release's jar.
 draft_collisions = protocol.draft_collisions
 #: Member epochs at the broker (ConsumerGroupDescribe); ``protocol`` is a group protocol's name below.
