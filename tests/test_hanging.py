@@ -30,6 +30,8 @@ def test_a_transaction_in_progress_is_open_but_not_hanging(bootstrap):
         assert find_hanging(bootstrap, topic).empty and open_at_coordinator(bootstrap, topic) == [tid]
     finally:
         producer.abort_transaction(30)
+    # EndTxn is answered once PREPARE_ABORT is written; the markers follow (Kafka's TransactionCoordinator)
+    wait_until(lambda: open_on_partitions(bootstrap, topic).empty, 15)
     assert open_on_partitions(bootstrap, topic).empty and find_hanging(bootstrap, topic).empty
     assert open_at_coordinator(bootstrap, topic) == []
 
