@@ -61,6 +61,9 @@ def test_control_panel_buttons_change_the_participant_status(jupyter, tmp_path):
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         try:
             page.goto(url)
+            # JupyterLab sometimes asks for the kernel even when it has started it: take the one it proposes
+            page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select Kernel"),
+                                     lambda dialog: dialog.get_by_role("button", name="Select", exact=True).click())
             idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
             expect(idle).to_be_visible(timeout=90_000)  # the kernel started
             shown = page.locator(".jp-Notebook .jp-Cell")
