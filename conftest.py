@@ -11,6 +11,9 @@ import pytest
 
 from labkit.broker import EmbeddedBroker
 
+#: The per-file CPU report printed after the slowest items (tests/cpu_report.py).
+pytest_plugins = ("tests.cpu_report",)
+
 _session_broker: EmbeddedBroker | None = None
 
 
