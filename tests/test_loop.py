@@ -1,12 +1,14 @@
+import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS, LAB_SETTINGS
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.loop import Fenced, Loop, fatal_error, kafka_error
-from labkit.crashlab.registry import load
-from labkit.kafka.records import create_topic
+from labkit.crashlab.registry import CLIENTS, load
+from labkit.kafka.records import committed_offsets, create_topic, high_watermarks
 from labkit.waiting import wait_for
 
 
@@ -88,3 +90,74 @@ def test_a_processor_whose_consumer_hits_a_fatal_error_ends_fenced(bootstrap, tm
     assert proc.status == "fenced"
     fenced = [e for e in exp.history.events() if e.kind == "fenced"]
     assert len(fenced) == 1 and "Static consumer fenced" in fenced[0].error, fenced
+
+
+def _holder(exp: Experiment, client: str, topic: str, group: str):
+    """A consumer participant of ``group`` that has taken ``topic``'s records and holds its one partition: it waits
+    60 s after the poll, before it commits."""
+    a = exp.participant("holder", "consumer", client=client, topic=topic, group_id=group, idle_ms=60_000,
+                        sleep_at={"after_poll": 60_000}).start()
+    wait_for(lambda: exp.history.first("consume", "holder") is not None, "the holder's first record", 60)
+    return a
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_idle_ms_counts_from_the_assignment_not_while_a_paused_member_holds_the_partition(bootstrap, tmp_path, client):
+    """A consumer started while a SIGSTOPped member holds the partition is assigned it once that member's session
+    times out; its idle_ms (2 s, far below the session timeout) counts from then, so it reads every record."""
+    exp = Experiment("heir", bootstrap, folder=tmp_path)
+    topic, group = exp.topic("in"), f"g-{uuid.uuid4().hex[:8]}"
+    exp.participant("src", "producer", topic=topic, iterations=4).start().wait(60)
+    holder = _holder(exp, client, topic, group)
+    holder.pause()
+    paused = time.monotonic_ns()
+    heir = exp.participant("heir", "consumer", client=client, topic=topic, group_id=group, idle_ms=2000).start()
+    try:
+        assert heir.wait(120) == "finished"
+    finally:
+        holder.crash()
+    took = [e for e in exp.history.events() if e.kind == "consume" and e.participant == "heir"]
+    assert [e.value_id for e in took] == [f"src-{n}" for n in range(1, 5)]  # none committed by the holder
+    # the session timed out first: at most one heartbeat interval after the last heartbeat before the pause
+    heartbeat_ms = int(LAB_SETTINGS["group.consumer.heartbeat.interval.ms"])
+    assert took[0].mono_ns - paused >= (CONSUMER_SESSION_TIMEOUT_MS - heartbeat_ms) * 1e6
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_consumer_never_assigned_a_partition_gives_up_after_assignment_timeout_ms(bootstrap, tmp_path, client):
+    """A second member of a one-partition group never gets the partition while the first holds it: it ends after
+    assignment_timeout_ms, not after idle_ms and not never, as "gave up", its gave_up event saying why."""
+    exp = Experiment("unassigned", bootstrap, folder=tmp_path)
+    topic, group = exp.topic("in"), f"g-{uuid.uuid4().hex[:8]}"
+    exp.participant("src", "producer", topic=topic, iterations=1).start().wait(60)
+    holder = _holder(exp, client, topic, group)
+    second = exp.participant("second", "consumer", client=client, topic=topic, group_id=group, idle_ms=1000,
+                             assignment_timeout_ms=6000)
+    started = time.monotonic()
+    try:
+        assert second.start().wait(60) == "gave up"
+    finally:
+        holder.crash()
+    assert time.monotonic() - started >= 6
+    [gave_up] = [e for e in exp.history.events() if e.participant == "second" and e.kind == "gave_up"]
+    assert gave_up.error == f"no partition of {topic} was assigned within assignment_timeout_ms (6000 ms)"
+    assert not any(e.participant == "second" and e.kind in ("consume", "finished") for e in exp.history.events())
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_processor_stops_caught_up_on_an_input_that_ends_with_a_transaction_marker(bootstrap, tmp_path, client):
+    """Its input written in transactions ends with a COMMIT marker: the committed offset stops one below the high
+    watermark, and the processor's consumer position, past the marker, tells it caught up long before idle_ms."""
+    exp = Experiment("marker", bootstrap, folder=tmp_path)
+    src, out, group = exp.topic("in", partitions=2), exp.topic("out", partitions=2), f"g-{uuid.uuid4().hex[:8]}"
+    for part in (0, 1):
+        exp.participant(f"src{part}", "producer", topic=src, partition=part, mode="transactional", iterations=2,
+                        batch=2, transactional_id=f"{group}-src{part}").start().wait(60)
+    proc = exp.participant("proc", "processor", client=client, topic=src, output_topic=out, group_id=group,
+                           transactional_id=f"{group}-proc", idle_ms=600_000)
+    assert proc.start().wait(120) == "finished"
+    assert high_watermarks(bootstrap, src) == {0: 6, 1: 6}  # 2 transactions of 2 records and a marker each
+    assert committed_offsets(bootstrap, group, src) == {0: 5, 1: 5}  # after the last record, below the last marker
+    exp.final_reads(src, out)
+    result = exp.check(out, src)
+    assert result.ok and result.count("unprocessed") == 0, result.table()

@@ -60,3 +60,18 @@ def test_caught_up_once_every_partition_with_records_is_committed_to_its_end(boo
     finally:
         consumer.close()
     assert not caught_up("127.0.0.1:1", group, topic, timeout_s=1)  # no broker: not yet, within seconds
+
+
+def test_a_position_past_the_last_marker_counts_as_caught_up_once_what_was_returned_is_committed(bootstrap):
+    topic, group = create_topic(bootstrap, "marker"), f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, ["a", "b"], transactional_id=f"t-{uuid.uuid4()}")  # a, b, COMMIT: high watermark 3
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)  # b returned, not committed
+        assert not caught_up(bootstrap, group, topic, positions={0: 3}, returned={0: 2})
+        consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)  # the committed offset stays below
+        assert not caught_up(bootstrap, group, topic)  # the marker without a member's position
+        assert not caught_up(bootstrap, group, topic, positions={0: 2}, returned={0: 2})  # not past the marker yet
+        assert caught_up(bootstrap, group, topic, positions={0: 3}, returned={0: 2})
+    finally:
+        consumer.close()

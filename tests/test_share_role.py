@@ -1,9 +1,10 @@
 """The share consumer participant: its settings are checked up front; on the real broker it releases,
-accepts, crashes at a named step, and writes a sink."""
+accepts, crashes at a named step, writes a sink, and gives up when no record comes."""
 
 import pytest
 
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.registry import CLIENTS
 from labkit.share.roles.share_consumer import decision
 from labkit.share.sink import Sink
 from labkit.lessons.share_groups import configure_group
@@ -57,3 +58,15 @@ def test_release_then_accept_and_a_crash_at_a_step(bootstrap, tmp_path):
     assert exp.history.first("crash", "w").step == "before_sink"
     assert w.counters()["ack_committed"] == 2 and Sink(tmp_path / "w.sqlite").effects() == []
 
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_share_consumer_that_gets_no_record_within_first_ms_gives_up_saying_why(bootstrap, tmp_path, client):
+    exp = Experiment("first", bootstrap, folder=tmp_path)
+    topic, group = exp.topic("empty"), f"first-{exp.run_id}"
+    c = exp.participant("sc", "share_consumer", client=client, topic=topic, group_id=group, first_ms=3000)
+    assert c.start().wait(60) == "gave up"
+    [gave_up] = [e for e in exp.history.events() if e.kind == "gave_up"]
+    assert (gave_up.participant, gave_up.error) == (
+        "sc", f"no record of {topic} was delivered within first_ms (3000 ms) of the start")
+    assert exp.history.events()[-1] == gave_up  # no "finished" after it

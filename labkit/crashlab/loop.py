@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from time import monotonic_ns
+from typing import NoReturn
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
@@ -25,6 +26,9 @@ from labkit.waiting import Deadline
 
 #: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
 EXIT_FENCED = 3
+#: Exit code of a participant that gave up waiting for its first assignment, or a share consumer for its first record
+#: (:class:`GaveUp`).
+EXIT_GAVE_UP = 4
 FENCED_ERRORS = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_FENCED",
            "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
 _INDEFINITE = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
@@ -66,6 +70,11 @@ def fatal_error(producer: Producer) -> KafkaError | None:
 
 class Fenced(Exception):
     """The broker fenced this participant; carries the Kafka error name."""
+
+
+class GaveUp(Exception):
+    """The loop ended before it had anything to do: no partition was assigned to its consumer (a share consumer: no
+    record came) within its deadline; carries why (:func:`give_up`)."""
 
 
 class Loop:
@@ -249,14 +258,20 @@ def init_transactions(loop: Loop, producer: Producer) -> None:
             loop.log("txn_end", txn=old_txn, outcome=outcome, step="init_transactions", definite=True)
 
 
-#: The options of a role whose loop has a group consumer (:func:`group_consumer`, :func:`idle_done`).
+#: The options of a role whose loop has a group consumer (:func:`group_consumer`, :class:`IdleClock`).
 GROUP_OPTIONS = {
     "group_id": Option(REQUIRED, str, "the consumer group (group.id)"),
     "group_protocol": Option("consumer", str, "group.protocol: 'consumer' (KIP-848) or 'classic'",
                              ("consumer", "classic")),
     "isolation_level": Option("read_committed", str, "isolation.level (KIP-98)", ("read_committed", "read_uncommitted")),
     "batch": Option(10, int, "records per poll, at most"),
-    "idle_ms": Option(10_000, int, "stop after this long without records (ms)"),
+    "idle_ms": Option(10_000, int, "stop after this long without records, counted from the consumer's first "
+                      "assignment (ms)"),
+    "assignment_timeout_ms": Option(120_000, int, "give up if no partition was assigned this long after the start "
+                                    "(ms; a 'gave_up' event says so, the status is 'gave up'): a partition another "
+                                    "member holds moves once that member leaves or its session times out "
+                                    "(group.consumer.session.timeout.ms, KIP-848; classic: the member's "
+                                    "session.timeout.ms)"),
 }
 
 
@@ -280,10 +295,48 @@ def log_consumed(loop: Loop, msgs: list, level: str) -> list:
     return good
 
 
-def idle_done(loop: Loop, idle_since: float) -> bool:
-    """Whether the loop should end: it was asked to stop, or nothing came for the spec's ``idle_ms`` since
-    ``idle_since`` (``time.monotonic()``, s)."""
-    return loop.stopping or time.monotonic() - idle_since > loop.spec["idle_ms"] / 1000
+def give_up(loop: Loop, reason: str) -> NoReturn:
+    """End the loop as given up: a ``gave_up`` event with ``reason`` as its error, then :class:`GaveUp` (the process
+    exits with :data:`EXIT_GAVE_UP`, the participant's status is "gave up")."""
+    loop.log("gave_up", error=reason)
+    raise GaveUp(reason)
+
+
+class IdleClock:
+    """When a group consumer's loop ends for want of records: ``idle_ms`` without a record batch, counted from the
+    consumer's first assignment (a non-empty ``assignment()``), not from the start. Joining takes a few heartbeats
+    (about 4 s for Kafka's Java consumer, KIP-848), and a partition another member holds moves only once that member
+    leaves or its session times out. Until then ``assignment_timeout_ms`` from the start bounds the wait."""
+
+    def __init__(self, loop: Loop, consumer: Consumer) -> None:
+        self.loop, self.consumer = loop, consumer
+        self.started = time.monotonic()
+        self.since: float | None = None  # the first assignment or the end of the last batch (time.monotonic(), s)
+
+    def reset(self) -> None:
+        """A record batch was handled: the idle time starts again."""
+        self.since = time.monotonic()
+
+    def done(self) -> bool:
+        """Whether the loop should end: it was asked to stop, or no batch came for ``idle_ms`` since the first
+        assignment or the last :meth:`reset`.
+
+        Raises:
+            GaveUp: no partition assigned within ``assignment_timeout_ms`` of the start (after its ``gave_up``
+                event).
+        """
+        if self.loop.stopping:
+            return True
+        now = time.monotonic()
+        if self.since is None:
+            if not self.consumer.assignment():
+                timeout_ms = self.loop.spec["assignment_timeout_ms"]
+                if now - self.started > timeout_ms / 1000:
+                    give_up(self.loop, f"no partition of {self.loop.spec['topic']} was assigned within "
+                                       f"assignment_timeout_ms ({timeout_ms} ms)")
+                return False
+            self.since = now
+        return now - self.since > self.loop.spec["idle_ms"] / 1000
 
 
 def close_consumer(consumer: Consumer) -> None:

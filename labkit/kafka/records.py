@@ -202,14 +202,22 @@ def committed_offsets(bootstrap: str, group: str, topic: str, timeout_s: float =
     return {tp.partition: tp.offset for tp in done.topic_partitions}
 
 
-def caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 10.0) -> bool:
-    """Whether consumer group ``group`` has committed every partition of ``topic`` up to its high watermark (an empty
-    partition counts as done): :func:`committed_offsets`, which counts an offset committed in a transaction once the
-    transaction committed, against :func:`high_watermarks`. ``False`` while the broker is down, the group
+def caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 10.0, *,
+              positions: dict[int, int] | None = None, returned: dict[int, int] | None = None) -> bool:
+    """Whether consumer group ``group`` has consumed and committed every partition of ``topic``:
+    :func:`committed_offsets` (an offset committed in a transaction counts once the transaction committed) against
+    :func:`high_watermarks`. A partition is done when its committed offset is at its high watermark (an empty
+    partition counts as done), or, for a partition of ``positions`` (a member's consumer positions,
+    ``{partition: offset}``), when that position is at the high watermark and the committed offset at least
+    ``returned``'s (the offset after the last record that member's consumer returned, if it returned any): the
+    consumer skipped the rest, control records (a transaction's COMMIT or ABORT marker takes an offset, KIP-98) or
+    aborted ones, and a committed offset stops below such a marker. ``False`` while the broker is down, the group
     coordinator loading, or no answer came within ``timeout_s`` per request (up to three requests)."""
+    positions, returned = positions or {}, returned or {}
     try:
         done = committed_offsets(bootstrap, group, topic, timeout_s)
         ends = high_watermarks(bootstrap, topic, timeout_s)
     except Exception:  # noqa: BLE001: the coordinator is loading or the broker is down: not yet
         return False
-    return all(end == 0 or done[p] >= end for p, end in ends.items())
+    return all(end == 0 or done[p] >= end
+               or (positions.get(p, -1) >= end and done[p] >= returned.get(p, done[p])) for p, end in ends.items())

@@ -206,7 +206,8 @@ def offsets_step_run(exp: Experiment, step: Callable) -> dict:
     if p.start().wait(90) != "crashed" or not exp.history.first("crash", p.name):
         raise RuntimeError(f"{p.name} ended {p.status}, not crashed after your step: "
                            f"{p.stderr_log.read_text()[-1500:]}")
-    p.restart(crash_at=None, idle_ms=20_000).wait(120)  # its crashed self holds the partition until its session times out
+    # its crashed self holds the partition until its session times out; idle_ms counts from the assignment after that
+    p.restart(crash_at=None).wait(120)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "processor": p, "check": exp.check(out, src)}
 

@@ -274,7 +274,7 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
     member_b = b.member_id
     a.crash()
     b.close()
-    a.restart(idle_ms=30_000)  # its crashed self stays in the group until its session times out
+    a.restart()  # its crashed self holds its partition until its session times out; idle_ms counts from then
     a.wait(180)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "group": group, "victim": victim, "answer": answer[victim],

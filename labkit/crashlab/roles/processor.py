@@ -11,7 +11,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from labkit.crashlab.loop import (GROUP_OPTIONS, Fenced, Loop, close_consumer, group_consumer, idle_done,
+from labkit.crashlab.loop import (GROUP_OPTIONS, Fenced, IdleClock, Loop, close_consumer, group_consumer,
                                   init_transactions, log_consumed)
 from labkit.crashlab.registry import CLIENTS, REQUIRED, Option, Role
 from labkit.history import derived_id
@@ -42,30 +42,38 @@ def run(loop: Loop) -> None:
                                               if transactional else {})))
     if transactional:
         init_transactions(loop, producer)
-    idle_since, pending = time.monotonic(), {}  # pending: at-least-once offsets not committed yet
+    idle = IdleClock(loop, consumer)
+    pending: dict = {}  # at-least-once offsets not committed yet
+    returned: dict[int, int] = {}  # partition -> the offset after the last record the consumer returned
     try:
-        while not idle_done(loop, idle_since):
+        while not idle.done():
             batch = consumer.consume(s["batch"], 0.5)
             _end_if_fatal(loop, batch)
             msgs = log_consumed(loop, guard.admit(batch), s["isolation_level"])
+            returned.update((m.partition(), m.offset() + 1) for m in msgs)
             if msgs:
                 _process(loop, consumer, producer, msgs, transactional, pending)
-                idle_since = time.monotonic()  # idle from the end of the last batch: a slow one is not idleness
+                idle.reset()  # idle from the end of the last batch: a slow one is not idleness
             elif pending:
                 _commit(loop, consumer, pending)
-            elif s["stop_when_caught_up"] and _group_done(loop):
+            elif s["stop_when_caught_up"] and _group_done(loop, consumer, returned):
                 break
     finally:
         close_consumer(consumer)
 
 
-def _group_done(loop: Loop) -> bool:
+def _group_done(loop: Loop, consumer: Consumer, returned: dict[int, int]) -> bool:
     """Whether the processor's group has consumed and committed its whole input (:func:`labkit.kafka.records.caught_up`),
     asked when a poll returned nothing and no commit is pending, under the lab's deadline (1 s per request): the
-    processor stops as soon as the work is done instead of after ``idle_ms`` of silence. An input whose last entry is
-    a control record (written in transactions) is never caught up this way: ``idle_ms`` ends such a processor."""
+    processor stops as soon as the work is done instead of after ``idle_ms`` of silence. The consumer's positions on
+    its own partitions (``position()``, local: librdkafka's moves past the control records it skips, e.g. the COMMIT
+    marker a transactional input ends with) and ``returned`` (the offset after the last record it returned, by
+    partition) let such a partition count too, its committed offset below the marker; a partition another member
+    holds counts once committed up to its high watermark (its position is that member's)."""
     s = loop.spec
-    return loop.call("caught_up", lambda t: caught_up(s["bootstrap"], s["group_id"], s["topic"], t), timeout_s=1)
+    positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
+    return loop.call("caught_up", lambda t: caught_up(s["bootstrap"], s["group_id"], s["topic"], t,
+                                                      positions=positions, returned=returned), timeout_s=1)
 
 
 def _end_if_fatal(loop: Loop, batch: list) -> None:
@@ -174,7 +182,9 @@ ROLE = Role(
         "transactional_id": Option(None, (str, type(None)), "transactional.id, when transactional"),
         "per_record_ms": Option(0, int, "processing time per record, before its output is produced (ms)"),
         "stop_when_caught_up": Option(True, bool, "stop, before idle_ms, once the group has committed every input "
-                                      "partition up to its high watermark; False: only idle_ms or a stop ends it"),
+                                      "partition up to its high watermark, or up to the control records (transaction "
+                                      "markers) before it that this consumer skipped; False: only idle_ms or a stop "
+                                      "ends it"),
         "stage": Option("out", str, "the output's suffix: input 'v' gives output 'v>stage'"),
         "rebalance_listener": Option(True, bool, "subscribe with a ConsumerRebalanceListener (it does nothing): a "
                                      "member fenced while paused then waits for the loop's next poll before it "

@@ -29,7 +29,7 @@ import time
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
-from labkit.crashlab.loop import Loop
+from labkit.crashlab.loop import Loop, give_up
 from labkit.crashlab.registry import CLIENTS, REQUIRED, Option, Role
 from labkit.share.sink import Sink
 
@@ -64,13 +64,13 @@ def run(loop: Loop) -> None:
         "share.acknowledgement.mode": "explicit" if explicit else "implicit"}))
     consumer.subscribe([s["topic"]])
     sink = Sink(s["sink"]) if s["sink"] else None
-    idle_since, patience = time.monotonic(), s["first_ms"] / 1000
+    idle_since, patience, delivered = time.monotonic(), s["first_ms"] / 1000, False
     try:
         while not loop.stopping and time.monotonic() - idle_since <= patience:
             msgs = [m for m in consumer.poll(0.5) if not m.error()]
             if not msgs:
                 continue
-            patience = s["idle_ms"] / 1000
+            patience, delivered = s["idle_ms"] / 1000, True
             loop.iteration += 1
             now = time.monotonic_ns()
             loop.history.append_batch("delivered", loop.name, {
@@ -89,6 +89,8 @@ def run(loop: Loop) -> None:
             if sink and s["order"] == "ack_first":
                 _write_effects(loop, sink, processed)
             idle_since = time.monotonic()  # idle from the end of the last poll's work: slow work is not idleness
+        if not delivered and not loop.stopping:  # ShareConsumer tells no assignment: first_ms counts from the start
+            give_up(loop, f"no record of {s['topic']} was delivered within first_ms ({s['first_ms']} ms) of the start")
     finally:
         consumer.close()
 
@@ -144,8 +146,9 @@ ROLE = Role(
                            clients=("java",)),
         "idle_ms": Option(10_000, int, "stop after this long without records, once some came, counted from the "
                           "end of the last poll's work (ms)"),
-        "first_ms": Option(30_000, int, "stop if none came this long after the start (ms): joining a share "
-                           "group takes a few heartbeats"),
+        "first_ms": Option(30_000, int, "give up if no record came this long after the start (ms; a 'gave_up' "
+                           "event says so, the status is 'gave up'): joining a share group takes a few heartbeats, "
+                           "and neither client tells its share partitions (KIP-932), so it counts from the start"),
     },
     run=run, check=_check, clients=CLIENTS,
     counters=(("delivered", "delivered"), ("ack_committed", "ack_committed"), ("effects", "effect")))

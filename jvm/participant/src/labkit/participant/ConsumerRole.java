@@ -34,20 +34,16 @@ final class ConsumerRole {
         return out;
     }
 
-    /** Whether the loop should end: asked to stop, or nothing came for idle_ms since {@code idleSince} (ns). */
-    static boolean idleDone(Loop loop, long idleSince) {
-        return loop.stopping || System.nanoTime() - idleSince > loop.integer("idle_ms") * 1_000_000L;
-    }
-
     static void run(Loop loop) throws Exception {
         try (KafkaConsumer<String, String> consumer = groupConsumer(loop)) {
             consumer.subscribe(List.of(loop.text("topic")));
-            long idleSince = System.nanoTime();
-            while (!idleDone(loop, idleSince)) {
+            IdleClock idle = new IdleClock(loop, consumer);
+            while (!idle.done()) {
                 if (logConsumed(loop, consumer.poll(Loop.ms(500))).isEmpty()) {
                     continue;
                 }
                 loop.iteration += 1;
+                idle.reset();
                 loop.step("after_poll");
                 loop.call("commit", 30, () -> {
                     consumer.commitSync();
@@ -55,7 +51,7 @@ final class ConsumerRole {
                 });
                 loop.log("offsets_committed", "topic", loop.text("topic"));
                 loop.step("after_commit");
-                idleSince = System.nanoTime();
+                idle.reset();
             }
         }
     }

@@ -6,10 +6,12 @@ import org.apache.kafka.common.KafkaException;
 /**
  * A Java participant's process: {@code java labkit.participant.Main <spec as JSON>} runs the role the spec names
  * (labkit.crashlab.run for the Python ones). Exit 0 when finished or stopped, 3 when fenced
- * (labkit.crashlab.loop.EXIT_FENCED), 1 on any other error (its stack trace on stderr).
+ * (labkit.crashlab.loop.EXIT_FENCED), 4 when it gave up waiting for its first assignment or record (EXIT_GAVE_UP),
+ * 1 on any other error (its stack trace on stderr).
  */
 public final class Main {
     static final int EXIT_FENCED = 3;
+    static final int EXIT_GAVE_UP = 4;
 
     private Main() {
     }
@@ -27,6 +29,8 @@ public final class Main {
             }
         } catch (Fenced e) {
             System.exit(EXIT_FENCED);
+        } catch (GaveUp e) {
+            System.exit(EXIT_GAVE_UP);
         } catch (KafkaException e) {
             String error = KafkaErrors.name(e);
             if (KafkaErrors.fatal(e) || KafkaErrors.FENCED.contains(error)) {

@@ -12,7 +12,9 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.errors.TimeoutException;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -62,15 +64,17 @@ final class ProcessorRole {
             if (transactional) {
                 loop.initTransactions(producer);
             }
-            long idleSince = System.nanoTime();
-            while (!ConsumerRole.idleDone(loop, idleSince)) {
+            IdleClock idle = new IdleClock(loop, consumer);
+            Map<Integer, Long> returned = new HashMap<>(); // partition -> the offset after the last record returned
+            while (!idle.done()) {
                 List<ConsumerRecord<String, String>> records = ConsumerRole.logConsumed(loop, consumer.poll(Loop.ms(500)));
+                records.forEach(r -> returned.put(r.partition(), r.offset() + 1));
                 if (!records.isEmpty()) {
                     process(loop, consumer, producer, records, transactional, pending);
-                    idleSince = System.nanoTime(); // idle from the end of the last batch
+                    idle.reset(); // idle from the end of the last batch
                 } else if (!pending.isEmpty()) {
                     commit(loop, consumer, pending);
-                } else if (loop.flag("stop_when_caught_up") && caughtUp(loop, admin)) {
+                } else if (loop.flag("stop_when_caught_up") && caughtUp(loop, admin, positions(consumer), returned)) {
                     break;
                 }
             }
@@ -148,12 +152,33 @@ final class ProcessorRole {
     }
 
     /**
-     * Whether the group has committed every partition of the input up to its high watermark (labkit.kafka.records.
-     * caught_up): Admin.listConsumerGroupOffsets with requireStable (an offset of an open transaction is not yet
-     * committed) against listOffsets(latest), through the loop's one Admin client; false while the broker is down
-     * or the coordinator loading.
+     * The consumer's positions on its partitions, {partition: offset}: local (a partition without a position yet is
+     * left out), past the control records it skipped (a transaction's COMMIT marker: Fetcher's nextFetchOffset).
      */
-    private static boolean caughtUp(Loop loop, Admin admin) throws Exception {
+    private static Map<Integer, Long> positions(KafkaConsumer<String, String> consumer) {
+        Map<Integer, Long> out = new HashMap<>();
+        for (TopicPartition tp : consumer.assignment()) {
+            try {
+                out.put(tp.partition(), consumer.position(tp, Duration.ZERO));
+            } catch (TimeoutException | IllegalStateException e) {
+                // no position yet (its committed offset is still being fetched), or revoked meanwhile
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Whether the group has consumed and committed every partition of the input (labkit.kafka.records.caught_up):
+     * Admin.listConsumerGroupOffsets with requireStable (an offset of an open transaction is not yet committed) against
+     * listOffsets(latest), through the loop's one Admin client; false while the broker is down or the coordinator
+     * loading. A partition is done when its committed offset is at the high watermark (an empty one counts as done),
+     * or when this consumer's position there ({@code positions}) is at the high watermark and the committed offset at
+     * least {@code returned}'s (the offset after the last record it returned): the rest were control records (the
+     * COMMIT marker a transactional input ends with) or aborted ones, and the committed offset stops below them. A
+     * partition another member holds counts once committed up to its high watermark (its position is that member's).
+     */
+    private static boolean caughtUp(Loop loop, Admin admin, Map<Integer, Long> positions, Map<Integer, Long> returned)
+            throws Exception {
         return loop.call("caught_up", 1, () -> {
             String topic = loop.text("topic");
             try {
@@ -169,8 +194,11 @@ final class ProcessorRole {
                 var ends = admin.listOffsets(latest).all().get(1, TimeUnit.SECONDS);
                 for (TopicPartition tp : partitions) {
                     long end = ends.get(tp).offset();
-                    OffsetAndMetadata committed = done.get(tp);
-                    if (end > 0 && (committed == null || committed.offset() < end)) {
+                    OffsetAndMetadata offset = done.get(tp);
+                    long committed = offset == null ? -1 : offset.offset();
+                    boolean skippedToEnd = positions.getOrDefault(tp.partition(), -1L) >= end
+                            && committed >= returned.getOrDefault(tp.partition(), committed);
+                    if (end > 0 && committed < end && !skippedToEnd) {
                         return false;
                     }
                 }

@@ -41,6 +41,7 @@ final class ShareConsumerRole {
             consumer.subscribe(List.of(topic));
             long idleSince = System.nanoTime();
             long patienceNs = loop.integer("first_ms") * 1_000_000L;
+            boolean delivered = false;
             while (!loop.stopping && System.nanoTime() - idleSince <= patienceNs) {
                 List<ConsumerRecord<String, String>> records = new ArrayList<>();
                 consumer.poll(Loop.ms(500)).forEach(records::add);
@@ -48,6 +49,7 @@ final class ShareConsumerRole {
                     continue;
                 }
                 patienceNs = loop.integer("idle_ms") * 1_000_000L;
+                delivered = true;
                 loop.iteration += 1;
                 List<ConsumerRecord<String, String>> fresh = records.stream().filter(r -> !renewed.remove(r.value())).toList();
                 long now = System.nanoTime();
@@ -82,6 +84,10 @@ final class ShareConsumerRole {
                     acknowledge(loop, consumer, decided);
                 }
                 idleSince = System.nanoTime(); // idle from the end of the last poll's work
+            }
+            if (!delivered && !loop.stopping) { // KafkaShareConsumer tells no assignment: first_ms is from the start
+                throw GaveUp.giveUp(loop, String.format("no record of %s was delivered within first_ms (%d ms) of the "
+                        + "start", topic, loop.integer("first_ms")));
             }
         }
     }
