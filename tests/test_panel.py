@@ -1,4 +1,9 @@
-"""The control panel drives real participant processes through the same calls a cell makes."""
+"""The control panel drives real participant processes through the same calls a cell makes; a press and the
+background refresh on a fake participant."""
+
+import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -64,3 +69,42 @@ def test_a_share_consumer_panel_counts_deliveries_not_sends(tmp_path):
     panel = ParticipantPanel(share)
     assert not panel.client.disabled
     assert panel.status.value == "<code>not started</code> · delivered 0 · ack committed 0 · effects 0"
+
+
+class Counting:
+    """A participant without a process, whose every action counts (its counter ``actions``). A busy machine
+    holds up a thread anywhere: here the panel's thread, for 1 ms after it read the counters and before it shows
+    them."""
+
+    name, role, status, stalled_in = "counting", "producer", "running", None
+    role_def = SimpleNamespace(clients=("librdkafka",))
+
+    def __init__(self) -> None:
+        self.spec, self.actions = {"client": "librdkafka"}, 0
+
+    def counters(self) -> dict[str, int]:
+        n = self.actions
+        if threading.current_thread().name == "labkit-panel":
+            time.sleep(0.001)
+        return {"actions": n}
+
+    def pause(self) -> None:
+        self.actions += 1
+
+
+def test_a_press_shows_what_it_did_while_the_thread_refreshes_at_full_speed():
+    """A fake participant (:class:`Counting`: no process, so refreshes are as fast as the panel is), a panel
+    refreshed in the background without pause: for two seconds the test presses and reads the panel at once, and
+    it shows what the press did, never what the thread read before the press (the press's own refresh is not
+    overwritten)."""
+    counting = Counting()
+    panel = ControlPanel([counting], interval_s=1e-6)
+    try:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            panel.press("counting", "pause")
+            shown = panel.panels["counting"].status.value
+            assert shown.endswith(f"actions {counting.actions}"), (shown, counting.actions)
+    finally:
+        panel.close()
+    assert counting.actions > 100

@@ -1,17 +1,22 @@
-"""Participants as real processes against the real broker."""
+"""Participants as real processes against the real broker; their status beside a thread that restarts them, on
+fake processes."""
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
 import pytest
 
 from labkit.waiting import wait_until
+from labkit.crashlab import participant as participant_module
 from labkit.crashlab.check import check
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant, ParticipantStateError
+from labkit.history import History
 from labkit.procs import process_state
 from labkit.kafka.records import committed_offsets, create_topic, read_topic
 
@@ -218,3 +223,60 @@ def test_max_in_flight_reaches_the_client(bootstrap, history, client):
 def test_a_producer_refuses_max_in_flight_below_one(history):
     with pytest.raises(ValueError, match="max_in_flight must be at least 1, not 0"):
         Participant("p", "producer", history=history, bootstrap="127.0.0.1:1", topic="t", max_in_flight=0)
+
+
+class FakeProcess:
+    """A process that is not there (``subprocess.Popen``'s part a participant uses): alive until killed, stopped
+    when SIGSTOPped. Each poll notes, in the polling thread, which process it was."""
+
+    polled = threading.local()
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.pid, self.returncode, self.stopped = 2 ** 22 + 1, None, False  # above Linux's highest pid
+
+    def poll(self) -> int | None:
+        FakeProcess.polled.process = self
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.returncode
+
+
+def fake_signal(participant: Participant, sig: int, group: bool = True) -> None:
+    if sig == signal.SIGKILL:
+        participant._proc.returncode = -9
+    elif sig == signal.SIGSTOP:
+        participant._proc.stopped = True
+
+
+def test_status_read_while_a_thread_restarts_at_full_speed_is_whole(monkeypatch, tmp_path):
+    """Fake processes (:class:`FakeProcess`, signals to them faked) so that a thread can pause, crash and restart a
+    participant as fast as it can, as a learner's Pause and Crash and a supervisor's restart do, while the test reads
+    its status for two seconds: "paused" is only ever said of a process that was paused, never of the new process
+    of a restart (started while the flag the pause left was still set)."""
+    monkeypatch.setattr(subprocess, "Popen", FakeProcess)
+    monkeypatch.setattr(Participant, "_signal", fake_signal)
+    monkeypatch.setattr(participant_module, "_LIVE", {})
+    p = Participant("fake", "producer", history=History(tmp_path / "h.jsonl"), bootstrap="127.0.0.1:1",
+                    topic="t").start()
+    done, rounds = threading.Event(), []
+
+    def restart_at_full_speed() -> None:
+        while not done.is_set():
+            p.pause()
+            p.crash()
+            p.start()
+            rounds.append(1)
+        p.crash()
+
+    thread = threading.Thread(target=restart_at_full_speed)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            status = p.status
+            assert status != "paused" or FakeProcess.polled.process.stopped, "a running process said paused"
+    finally:
+        done.set()
+        thread.join()
+    assert len(rounds) > 10

@@ -1,9 +1,13 @@
-"""The Spark pipeline participant: option checks, the checkpoint reader, the markers, and a real zombie driver
-fenced by its replacement (two real drivers, PySpark local[2], the real broker)."""
+"""The Spark pipeline participant: option checks, the checkpoint reader (and its thread beside the driver's last
+scan), the markers, and a real zombie driver fenced by its replacement (two real drivers, PySpark local[2], the real
+broker)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
+from collections import Counter
 
 import pytest
 
@@ -75,6 +79,30 @@ def test_watcher_logs_each_file_once_with_the_batch_ranges(tmp_path):
     # a restarted participant's watcher does not log them again
     CheckpointWatcher(Loop({"name": "d", "history": str(history.path)}), ck, "in").scan()
     assert len([e for e in history.events() if e.kind.startswith("batch")]) == 5
+
+
+def test_the_drivers_last_scan_and_the_watchers_thread_log_each_file_once(tmp_path):
+    """Files appear in the checkpoint as fast as the test writes them (no Spark) while the watcher's thread scans
+    it, and the test scans after each batch as the driver does once its query stopped: every batch is logged once,
+    the scan that met the thread's included."""
+    history = History(tmp_path / "h.jsonl")
+    loop = Loop({"name": "d", "history": str(history.path)})
+    ck = tmp_path / "ck"
+    (ck / "commits").mkdir(parents=True)
+    watcher = CheckpointWatcher(loop, ck, "in")
+    watcher.start()
+    try:
+        n, deadline = 0, time.monotonic() + 2
+        while time.monotonic() < deadline and n < 300:
+            offsets_file(ck / "offsets" / str(n), {0: n + 1})
+            (ck / "commits" / str(n)).write_text("v1\n{}")
+            watcher.scan()
+            n += 1
+    finally:
+        shutil.rmtree(ck)  # the thread scans on, in the test process: nothing to find
+    logged = Counter((e.kind, e.batch_id) for e in history.events())
+    assert not [key for key, times in logged.items() if times > 1], "logged more than once"
+    assert set(logged) == {(kind, b) for kind in ("batch_offsets", "batch_committed") for b in range(n)}
 
 
 def test_committed_batch_reads_only_committed_markers(bootstrap):

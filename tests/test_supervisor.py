@@ -1,4 +1,8 @@
-"""The supervisor restarts participants on the real broker; its policy is checked before anything runs."""
+"""The supervisor restarts participants on the real broker; its policy is checked before anything runs; its state
+is read whole while its thread acts at full speed (on fake participants)."""
+
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -57,3 +61,40 @@ def test_gives_up_at_the_limit(bootstrap, tmp_path):
     assert kinds == [("crash", "before_produce"), ("restart", "crashed")] * 2 + [("crash", "before_produce"),
                                                                                 ("stop", None)]
     assert "restart limit 2" in exp.history.events()[-1].error
+
+
+class CrashLoop:
+    """A participant that has crashed again as soon as it is started: a fake without a process, so the supervisor's
+    thread restarts it as fast as it can. Its history adds ``(kind, participant)`` of each event to ``appended``."""
+
+    status = "crashed"
+
+    def __init__(self, name: str, appended: set) -> None:
+        self.name, self.spec = name, {}
+        self.history = SimpleNamespace(append=lambda kind, participant, **_: appended.add((kind, participant)))
+
+    def start(self) -> "CrashLoop":
+        return self
+
+
+def test_state_read_while_the_thread_restarts_at_full_speed_is_whole():
+    """Fake participants (:class:`CrashLoop`, no process) that crash again at once, a supervisor with no interval nor
+    back-off: for two seconds the test supervises a new one after another while the thread restarts them and gives up
+    on them, and reads the supervisor's state the while. The thread never meets a participant without its restart
+    count, and what is read is whole: no more restarts than the limit, and each participant given up on has its
+    ``stop`` event written."""
+    history: set = set()
+    policy = RestartPolicy(backoff_ms=0, max_backoff_ms=0, limit=2, changes={})
+    sup = Supervisor(interval_s=0).start()
+    try:
+        n, deadline = 0, time.monotonic() + 2
+        while time.monotonic() < deadline:
+            sup.supervise(CrashLoop(f"p{n}", history), policy)
+            n += 1
+            assert max(sup.restarts.values()) <= 2
+            for name in sup.gave_up:
+                assert ("stop", name) in history, f"{name} given up on, its stop event not written"
+        sup.wait(10)
+    finally:
+        sup.stop()  # raises what ended the thread
+    assert sup.gave_up == {f"p{i}" for i in range(n)} and set(sup.restarts.values()) == {2}

@@ -7,6 +7,8 @@ Each button calls the participant's own method (``crash()``, ``pause()``, ``resu
 
 from __future__ import annotations
 
+import threading
+
 import ipywidgets as widgets
 
 from labkit.background import Periodic
@@ -26,10 +28,15 @@ class ParticipantPanel:
         message: ``widgets.HTML`` showing the last error (e.g. pausing a crashed participant).
         client: ``widgets.Dropdown`` of the role's clients: the one Restart runs the participant on.
         widget: the whole panel, to display.
+
+    :meth:`refresh` runs under a lock: a :class:`ControlPanel`'s thread refreshes while a button press refreshes in
+    the notebook's thread, and without it a refresh that read the status before the press could show it after the
+    press's own (a paused participant shown running until the next refresh).
     """
 
     def __init__(self, participant: Participant) -> None:
         self.participant = participant
+        self._refreshing = threading.Lock()
         self.buttons = {a: widgets.Button(description=a.capitalize(), button_style=_STYLE[a],
                                           layout=widgets.Layout(width="90px")) for a in ACTIONS}
         for action, button in self.buttons.items():
@@ -62,14 +69,16 @@ class ParticipantPanel:
         self.refresh()
 
     def refresh(self) -> None:
-        """Show the current client, status and counters."""
+        """Show the current client, status and counters, read and shown under the lock (so never overwritten by
+        what an older refresh read)."""
         p = self.participant
-        self.title.value = f"<b>{p.name}</b> <small>({p.role} on {p.spec['client']})</small>"
-        c = self.participant.counters()
-        where, status = self.participant.stalled_in, self.participant.status
-        status = f"<code style='color:#d62728'>stalled in {where}</code>" if status == "stalled" and where \
-            else f"<code>{status}</code>"
-        self.status.value = status + " · " + " · ".join(f"{key.replace('_', ' ')} {n}" for key, n in c.items())
+        with self._refreshing:
+            self.title.value = f"<b>{p.name}</b> <small>({p.role} on {p.spec['client']})</small>"
+            c = p.counters()
+            where, status = p.stalled_in, p.status
+            status = f"<code style='color:#d62728'>stalled in {where}</code>" if status == "stalled" and where \
+                else f"<code>{status}</code>"
+            self.status.value = status + " · " + " · ".join(f"{key.replace('_', ' ')} {n}" for key, n in c.items())
 
 
 class ControlPanel:

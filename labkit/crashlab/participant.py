@@ -16,10 +16,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
-from labkit.crashlab.loop import EXIT_FENCED
+from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP
 from labkit.crashlab import java
 from labkit.crashlab.registry import CLIENTS, Role, load
 from labkit.errors import LabkitError
@@ -101,6 +102,9 @@ class Participant:
         self._proc: subprocess.Popen | None = None
         self._paused = False
         self._stopped = False
+        # a new process and its cleared flags are swapped in together, and status reads them together: a
+        # supervisor's thread starts the participant while the notebook's or a panel's reads its status
+        self._swap = threading.Lock()
 
     # -- actions ----------------------------------------------------------------------------
     def start(self) -> "Participant":
@@ -116,10 +120,11 @@ class Participant:
                                          and e.txn), default=0)
         self.history.append("start", self.name)
         with open(self.stderr_log, "ab") as err:
-            self._proc = subprocess.Popen([*self._command, json.dumps(self.spec)],
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                          preexec_fn=die_with_parent, process_group=0)
-        self._paused = self._stopped = False
+            proc = subprocess.Popen([*self._command, json.dumps(self.spec)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                    preexec_fn=die_with_parent, process_group=0)
+        with self._swap:
+            self._proc, self._paused, self._stopped = proc, False, False
         _LIVE[self._live_key] = self
         return self
 
@@ -198,16 +203,22 @@ class Participant:
     @property
     def status(self) -> str:
         """"not started", "running", "stalled" (running, but stuck in a client call past the lab's deadline:
-        :attr:`stalled_in` names it), "paused", "crashed", "fenced", "stopped" or "finished"."""
-        if self._proc is None:
+        :attr:`stalled_in` names it), "paused", "crashed", "fenced", "gave up" (ended before it had anything to do:
+        no partition assigned within ``assignment_timeout_ms``, a share consumer's first record not within
+        ``first_ms``; its ``gave_up`` event says which), "stopped" or "finished"."""
+        with self._swap:
+            proc, paused, stopped = self._proc, self._paused, self._stopped
+        if proc is None:
             return "not started"
-        code = self._proc.poll()
+        code = proc.poll()
         if code is None:
-            return "paused" if self._paused else "stalled" if self.stalled_in else "running"
+            return "paused" if paused else "stalled" if self.stalled_in else "running"
         if code == EXIT_FENCED:
             return "fenced"
+        if code == EXIT_GAVE_UP:
+            return "gave up"
         if code == 0:
-            return "stopped" if self._stopped else "finished"
+            return "stopped" if stopped else "finished"
         return "crashed"
 
     @property

@@ -16,6 +16,7 @@ giving up at the limit is a ``stop`` event whose ``error`` says so.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -64,21 +65,41 @@ class Supervisor:
 
     Args:
         interval_s: how often statuses are checked (s).
+
+    Its state (policies, restart counts, who it gave up on, restarts due) changes under a lock: in
+    :meth:`supervise`, from the notebook's thread, and for a whole :meth:`check_once` round, in the background
+    thread; :meth:`settled` reads under it, and :attr:`restarts` and :attr:`gave_up` are copies taken under it. So
+    a round is never seen half done (a participant given up on before its ``stop`` event is written, or supervised
+    before its restart count exists).
     """
 
     def __init__(self, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.policies: dict[str, tuple[Participant, RestartPolicy]] = {}
-        self.restarts: dict[str, int] = {}
-        self.gave_up: set[str] = set()
+        self._restarts: dict[str, int] = {}
+        self._gave_up: set[str] = set()
         self._due: dict[str, float] = {}  # participant -> monotonic time of its next restart
+        self._lock = threading.Lock()
         self._thread = Periodic("labkit-supervisor", self.check_once, interval_s, first_now=False)
 
     def supervise(self, participant: Participant, policy: RestartPolicy | None = None) -> Participant:
         """Restart ``participant`` by ``policy`` (default :class:`RestartPolicy`) from now on. Returns it."""
-        self.policies[participant.name] = (participant, policy or RestartPolicy())
-        self.restarts.setdefault(participant.name, 0)
+        with self._lock:
+            self.policies[participant.name] = (participant, policy or RestartPolicy())
+            self._restarts.setdefault(participant.name, 0)
         return participant
+
+    @property
+    def restarts(self) -> dict[str, int]:
+        """Restarts so far per participant (a copy)."""
+        with self._lock:
+            return dict(self._restarts)
+
+    @property
+    def gave_up(self) -> set[str]:
+        """The participants given up on at their restart limit (a copy)."""
+        with self._lock:
+            return set(self._gave_up)
 
     def start(self) -> "Supervisor":
         """Start watching in the background.
@@ -106,8 +127,9 @@ class Supervisor:
 
     def settled(self) -> bool:
         """Whether every supervised participant has ended for good: finished or stopped, or given up on."""
-        return all(name in self.gave_up or p.status in ("finished", "stopped", "not started")
-                   for name, (p, _) in self.policies.items())
+        with self._lock:
+            return all(name in self._gave_up or p.status in ("finished", "gave up", "stopped", "not started")
+                       for name, (p, _) in self.policies.items())
 
     def wait(self, timeout_s: float = 300.0) -> dict[str, str]:
         """Wait until :meth:`settled`; returns ``{name: status}``.
@@ -116,34 +138,40 @@ class Supervisor:
             TimeoutError: not settled within ``timeout_s`` seconds (the message gives each status).
         """
         if not wait_until(self.settled, timeout_s, self.interval_s):
+            restarts = self.restarts
             raise TimeoutError(f"supervised participants not settled within {timeout_s:g} s: " + ", ".join(
-                f"{name} {p.status} after {self.restarts[name]} restarts" for name, (p, _) in self.policies.items()))
+                f"{name} {p.status} after {restarts[name]} restarts" for name, (p, _) in self.policies.items()))
         return {name: p.status for name, (p, _) in self.policies.items()}
 
     def check_once(self) -> None:
-        """Act on every supervised participant's status now (the background thread calls this)."""
-        now = time.monotonic()
-        for name, (p, policy) in list(self.policies.items()):
-            if name in self.gave_up:
-                continue
-            status = p.status
-            if name in self._due:
-                if now >= self._due[name]:
-                    del self._due[name]
-                    if status not in ("running", "paused", "stalled"):  # not already restarted by hand
-                        p.start()
-                continue
-            if status not in policy.on:
-                continue
-            if status == "stalled":
-                p.crash()  # a watchdog's kill: the process cannot be trusted to come back
-            if self.restarts[name] >= policy.limit:
-                self.gave_up.add(name)
-                p.history.append("stop", name, error=f"supervisor gave up: restart limit {policy.limit} reached")
-                continue
-            self.restarts[name] += 1
-            wait_s = policy.backoff_s(self.restarts[name])
-            p.history.append("restart", name, step=status,
-                             error=f"restart {self.restarts[name]} of at most {policy.limit}, in {wait_s:g} s")
-            p.spec.update(policy.changes)
-            self._due[name] = now + wait_s
+        """Act on every supervised participant's status now (the background thread calls this), under the lock."""
+        with self._lock:
+            now = time.monotonic()
+            for name, (p, policy) in self.policies.items():
+                self._check(name, p, policy, now)
+
+    def _check(self, name: str, p: Participant, policy: RestartPolicy, now: float) -> None:
+        """Act on one participant's status (the caller holds the lock)."""
+        if name in self._gave_up:
+            return
+        status = p.status
+        if name in self._due:
+            if now >= self._due[name]:
+                del self._due[name]
+                if status not in ("running", "paused", "stalled"):  # not already restarted by hand
+                    p.start()
+            return
+        if status not in policy.on:
+            return
+        if status == "stalled":
+            p.crash()  # a watchdog's kill: the process cannot be trusted to come back
+        if self._restarts[name] >= policy.limit:
+            self._gave_up.add(name)
+            p.history.append("stop", name, error=f"supervisor gave up: restart limit {policy.limit} reached")
+            return
+        self._restarts[name] += 1
+        wait_s = policy.backoff_s(self._restarts[name])
+        p.history.append("restart", name, step=status,
+                         error=f"restart {self._restarts[name]} of at most {policy.limit}, in {wait_s:g} s")
+        p.spec.update(policy.changes)
+        self._due[name] = now + wait_s

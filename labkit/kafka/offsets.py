@@ -24,7 +24,9 @@ class OffsetSampler:
         interval_s: seconds between samples.
     Use as a context manager, or :meth:`start` / :meth:`stop`; :attr:`samples` is a DataFrame of
     ``mono_ns, high_watermark, lso`` (offsets). :meth:`start` returns once the first sample is taken, so
-    what happens after it is sampled.
+    what happens after it is sampled. The rows are kept under a lock: :attr:`samples` is read while the thread
+    appends (a notebook waits for a sample to show something), and a DataFrame built from a list that grows
+    under it fails (``Length of values (53) does not match length of index (54)``).
 
     Raises:
         TimeoutError: from :meth:`start` when no sample could be taken within ``first_sample_s`` seconds
@@ -36,7 +38,8 @@ class OffsetSampler:
         self._consumers = {level: Consumer({"bootstrap.servers": bootstrap, "group.id": f"lso-{uuid.uuid4().hex[:6]}",
                                             "isolation.level": level, "logger": KAFKA_LOG})
                            for level in ("read_uncommitted", "read_committed")}
-        self._rows: list[tuple[int, int, int]] = []
+        self._rows: list[tuple[int, int, int]] = []  # appended by the thread, copied by samples: under _lock
+        self._lock = threading.Lock()
         self._first = threading.Event()
         self._thread = Periodic("labkit-offset-sampler", self._sample, interval_s)
 
@@ -77,12 +80,16 @@ class OffsetSampler:
 
     @property
     def samples(self) -> pd.DataFrame:
-        return pd.DataFrame(self._rows, columns=["mono_ns", "high_watermark", "lso"])
+        """The samples so far (a copy of the rows, taken under the lock the thread appends under)."""
+        with self._lock:
+            rows = list(self._rows)
+        return pd.DataFrame(rows, columns=["mono_ns", "high_watermark", "lso"])
 
     def _sample(self) -> None:
         hw = self._consumers["read_uncommitted"].get_watermark_offsets(self.tp, timeout=5)[1]
         lso = self._consumers["read_committed"].get_watermark_offsets(self.tp, timeout=5)[1]
-        self._rows.append((time.monotonic_ns(), hw, lso))
+        with self._lock:
+            self._rows.append((time.monotonic_ns(), hw, lso))
         self._first.set()
 
 

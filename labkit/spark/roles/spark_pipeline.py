@@ -62,13 +62,16 @@ def _mono_of(path: Path) -> int:
 
 class CheckpointWatcher(threading.Thread):
     """Logs ``batch_offsets`` and ``batch_committed`` as Spark writes ``offsets/N`` and ``commits/N`` (polled
-    every 50 ms, timed by the files' mtimes); files logged by an earlier run of the participant are skipped."""
+    every 50 ms, timed by the files' mtimes); files logged by an earlier run of the participant are skipped.
+    A scan runs under a lock: the driver's last scan, once the query stopped, meets the thread's, and each must
+    find the files the other logged in ``seen`` (else both log them)."""
 
     def __init__(self, loop: Loop, checkpoint: Path, topic: str) -> None:
         super().__init__(daemon=True)
         self.loop, self.root, self.topic = loop, checkpoint, topic
         done = [(e.kind, e.batch_id) for e in loop.history.events() if e.participant == loop.name and e.batch_id is not None]
         self.seen = {(k, b) for k, b in done if k in ("batch_offsets", "batch_committed")}
+        self._scanning = threading.Lock()
 
     def run(self) -> None:
         while True:
@@ -76,23 +79,27 @@ class CheckpointWatcher(threading.Thread):
             time.sleep(0.05)
 
     def scan(self) -> None:
-        """Log what is new in ``offsets/`` and ``commits/``."""
-        for kind, sub in (("batch_offsets", "offsets"), ("batch_committed", "commits")):
-            folder = self.root / sub
-            ids = sorted(int(f.name) for f in folder.glob("[0-9]*")) if folder.exists() else []
-            for n in ids:
-                if (kind, n) in self.seen:
-                    continue
-                path = folder / str(n)
-                try:
-                    mono = _mono_of(path)
-                    if kind == "batch_committed":
-                        self.loop.history.append_batch(kind, self.loop.name, {"mono_ns": [mono]}, batch_id=n)
-                    else:
-                        self._log_offsets(n, path, mono)
-                except (OSError, ValueError):
-                    continue  # being written: next scan
-                self.seen.add((kind, n))
+        """Log what is new in ``offsets/`` and ``commits/`` (under the lock)."""
+        with self._scanning:
+            for kind, sub in (("batch_offsets", "offsets"), ("batch_committed", "commits")):
+                self._scan(kind, self.root / sub)
+
+    def _scan(self, kind: str, folder: Path) -> None:
+        """Log the files of ``folder`` not in ``seen`` as events of ``kind`` (the caller holds the lock)."""
+        ids = sorted(int(f.name) for f in folder.glob("[0-9]*")) if folder.exists() else []
+        for n in ids:
+            if (kind, n) in self.seen:
+                continue
+            path = folder / str(n)
+            try:
+                mono = _mono_of(path)
+                if kind == "batch_committed":
+                    self.loop.history.append_batch(kind, self.loop.name, {"mono_ns": [mono]}, batch_id=n)
+                else:
+                    self._log_offsets(n, path, mono)
+            except (OSError, ValueError):
+                continue  # being written: next scan
+            self.seen.add((kind, n))
 
     def _log_offsets(self, n: int, path: Path, mono: int) -> None:
         ends = end_offsets(path, self.topic)
