@@ -1,6 +1,7 @@
 """labkit's command line, what ``make`` runs: ``python -m labkit COMMAND``.
 
-Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars),
+Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars, make the
+broker's and the Java participant's class-data archives, :mod:`labkit.jvm_archives`),
 ``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
 ``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`),
 ``reset`` (remove the lab's topics and experiment files, :mod:`labkit.reset`).
@@ -11,6 +12,7 @@ import sys
 
 from labkit import lab
 from labkit.broker import runtime
+from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
 
 if __name__ == "__main__":
@@ -27,8 +29,13 @@ if __name__ == "__main__":
         if args[:1] == ["jars"]:
             from labkit.spark.session import connector_jars, SPARK_VERSION
 
+            from labkit.jvm_archives import make_archives
+
             code = runtime.main(args[1:])
             print(f"Spark {SPARK_VERSION} Kafka connector jars: {len(connector_jars())}")
+            for version in args[1:] or [kafka_version()]:
+                made = make_archives(version)
+                print(f"Kafka {version} class-data archives: {', '.join(made) + ' made' if made else 'made before'}")
             sys.exit(code)
         sys.exit(lab.main(args))
     except LabkitError as exc:

@@ -13,7 +13,7 @@ import weakref
 from collections import deque
 from pathlib import Path
 
-from labkit.broker import probe, runtime
+from labkit.broker import cds, probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version, lab_settings, render_log4j2,
                                     render_server_properties)
@@ -24,6 +24,10 @@ from labkit.waiting import Deadline
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
 #: How many times :meth:`EmbeddedBroker.start` tries ports it picked itself when the JVM finds one taken.
 BIND_ATTEMPTS = 3
+#: The broker JVM's flags besides its heap: C1 only (``-XX:TieredStopAtLevel=1``) halves a start's CPU (the lab's
+#: brokers live minutes, not the hours C2's optimisations pay back in), and class-data sharing
+#: (:mod:`labkit.broker.cds`) halves it again. Neither changes what Kafka does.
+JVM_FLAGS = ("-Xss1m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
 
 @atexit.register
@@ -64,6 +68,8 @@ class EmbeddedBroker:
             (:class:`labkit.broker.multinode.EmbeddedCluster`): its ``node.id``, ``process.roles``
             ("controller" or "broker" for KRaft isolated mode), its controller's address for a broker, and
             the cluster id every node's storage is formatted with (default: a new one).
+        class_data: the JVM's class-data sharing flags; ``None``: the broker archive's, if it was made
+            (:func:`labkit.broker.cds.flags`); :func:`labkit.broker.cds.dumping` gives the flags that make it.
 
     Raises:
         LabkitError: ``version`` is not a release labkit supports (at construction).
@@ -80,7 +86,7 @@ class EmbeddedBroker:
                  controller_port: int | None = None, heap_mb: int = 768,
                  start_timeout_s: float = 60.0, proxy_listener: bool = False, node_id: int = 1,
                  roles: str = "broker,controller", quorum: str | None = None, cluster_id: str | None = None,
-                 **overrides: object) -> None:
+                 class_data: list[str] | None = None, **overrides: object) -> None:
         self.version = kafka_version(version)
         self._owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="labkit-broker-") if data_dir is None else data_dir)
@@ -94,6 +100,7 @@ class EmbeddedBroker:
         self.start_timeout_s = start_timeout_s
         self.settings = lab_settings(overrides)
         self.node_id, self.roles, self.quorum, self.cluster_id = node_id, roles, quorum, cluster_id
+        self.class_data = class_data
         self._proc: subprocess.Popen | None = None
         self._log_mark = 0  # server.log's size when the JVM last started (bytes)
 
@@ -163,7 +170,8 @@ class EmbeddedBroker:
         java = runtime.find_java()
         self._check_storage_version()
         cp = runtime.classpath(runtime.ensure_jars(version=self.version))
-        jvm = [java, f"-Xmx{self.heap_mb}m", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        sharing = cds.flags("broker", java, cp) if self.class_data is None else self.class_data
+        jvm = [java, f"-Xmx{self.heap_mb}m", *JVM_FLAGS, *sharing,
                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}", f"-Dkafka.logs.dir={self.data_dir}",
                "-cp", cp]
         picked_now = self.port is None  # restarts keep the ports of the first start

@@ -8,6 +8,7 @@ cache, one folder per Kafka release, ``$LABKIT_HOME/kafka-<version>/`` (``LABKIT
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -32,6 +33,20 @@ def labkit_home(env: dict[str, str] | None = None) -> Path:
     return Path(env.get("LABKIT_HOME") or Path.home() / ".cache" / "labkit")
 
 
+@functools.cache
+def java_version_text(java: str) -> str:
+    """What ``java -version`` prints, asked once per process and ``java`` (each ask is a JVM start)."""
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    return out.stderr + out.stdout
+
+
+def _java_major(java: str) -> int:
+    """The major version of ``java`` (0 if unknown)."""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', java_version_text(java))
+    major = int(match.group(1)) if match else 0
+    return int(match.group(2)) if major == 1 and match.group(2) else major  # "1.8.0" style
+
+
 def find_java(env: dict[str, str] | None = None) -> str:
     """Path of a ``java`` of version 17 or newer: ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
 
@@ -46,11 +61,7 @@ def find_java(env: dict[str, str] | None = None) -> str:
             "No Java found (JAVA_HOME unset or wrong, and no `java` on PATH). Kafka 4.x needs Java 17+: "
             f"install it (Debian: `apt-get install openjdk-17-jre-headless`), {_DOCKER_HINT}."
         )
-    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, env=env)
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    major = int(match.group(1)) if match else 0
-    if major == 1 and match and match.group(2):  # "1.8.0" style
-        major = int(match.group(2))
+    major = _java_major(java)
     if major < 17:
         raise JavaError(
             f"{java} is Java {major or 'of unknown version'}; Kafka 4.x needs Java 17+. Install it "

@@ -1,0 +1,51 @@
+"""Class-data sharing for the lab's JVMs (labkit/broker/cds.py): an archive is written by a JVM that ends normally,
+published whole, mapped by later JVMs of the same class path (seen in the process's memory maps), and never used for
+another class path."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import psutil
+
+from labkit.broker import EmbeddedBroker, cds, runtime
+from labkit.jvm_archives import make_archives
+
+#: A short JVM run of Kafka's own code: StorageTool prints a random cluster id and exits.
+UUID_TOOL = ("kafka.tools.StorageTool", "random-uuid")
+
+
+def _kafka() -> tuple[str, str]:
+    return runtime.find_java(), runtime.classpath(runtime.ensure_jars(progress=False))
+
+
+def test_an_archive_is_published_only_when_its_jvm_ended_normally(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    java, cp = _kafka()
+    with cds.dumping("tool", java, cp) as flags:  # SIGKILLed before its end: nothing written, nothing published
+        proc = subprocess.Popen([java, *flags, "-cp", cp, "kafka.Kafka", "/nonexistent.properties"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert cds.flags("tool", java, cp) == [] and list((tmp_path / "cds").iterdir()) == []
+    with cds.dumping("tool", java, cp) as flags:
+        subprocess.run([java, *flags, "-cp", cp, *UUID_TOOL], check=True, capture_output=True, timeout=120)
+    assert cds.flags("tool", java, cp) == [f"-XX:SharedArchiveFile={cds.archive('tool', java, cp)}", cds.QUIET]
+    assert [p.name for p in (tmp_path / "cds").iterdir()] == [cds.archive("tool", java, cp).name]  # no staging left
+    # -Xshare:on: the JVM refuses to start unless it maps the archive
+    mapped = subprocess.run([java, "-Xshare:on", *cds.flags("tool", java, cp), "-cp", cp, *UUID_TOOL],
+                            capture_output=True, text=True, timeout=120)
+    assert mapped.returncode == 0 and len(mapped.stdout.strip()) == 22, mapped.stderr
+    assert cds.flags("tool", java, cp + ":" + str(tmp_path)) == []  # another class path: an archive of its own
+
+
+def test_the_broker_maps_its_archive():
+    version = EmbeddedBroker().version
+    make_archives(version)  # done by `python -m labkit jars` in make test; a no-op then
+    java, cp = _kafka()
+    with EmbeddedBroker() as broker:
+        maps = {m.path for m in psutil.Process(broker.pid).memory_maps()}
+    assert str(cds.archive("broker", java, cp)) in maps
