@@ -24,7 +24,7 @@ from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.runtime import find_java, labkit_home
 from labkit.errors import LabkitError
 from labkit.procs import die_with_parent, process_state
-from labkit.spark.session import LOG4J, check_pyspark
+from labkit.spark.session import JVM_FLAGS, LOG4J, check_pyspark
 from labkit.waiting import Deadline, wait_until
 
 READY = {"master": "I have been elected leader", "worker": "Successfully registered with master"}
@@ -133,7 +133,8 @@ class StandaloneCluster:
         home = Path(pyspark.__file__).parent
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(self.folder / "conf"),
                "SPARK_LOCAL_IP": HOST, "SPARK_MASTER_HOST": HOST, "SPARK_DAEMON_MEMORY": self.daemon_memory,
-               "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j.configurationFile=file:{log4j} "
+               "SPARK_LAUNCHER_OPTS": JVM_FLAGS,
+               "SPARK_DAEMON_JAVA_OPTS": f"{JVM_FLAGS} -Dlog4j.configurationFile=file:{log4j} "
                                          f"-Dlog4j2.configurationFile=file:{log4j}"}
         try:
             self._spawn("master", home, env, "--host", HOST, "--port", str(self.port),
