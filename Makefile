@@ -9,7 +9,15 @@ KAFKA_VERSIONS := 4.4.0 4.3.1
 # Parallel workers (pytest-xdist), each with its own broker; a file runs whole in one worker, the slowest first
 # (conftest.SLOWEST). The suite mostly waits on real timeouts, so it runs more workers than the 2 cores.
 WORKERS ?= 4
-PYTEST := $(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider
+# SPEED=half: the whole suite on one of the machine's CPUs (taskset -c 0), i.e. on a machine twice as slow with half the
+# CPU; every process the suite starts (brokers, JVMs, kernels) inherits it, and the JVMs then see one CPU and pick
+# other defaults (serial GC, fewer compiler threads). The suite must pass in it too (docs/testing.md).
+ifeq ($(SPEED),half)
+CPUS := taskset -c 0
+else ifneq ($(SPEED),)
+$(error SPEED=$(SPEED): the only speed is SPEED=half (or none))
+endif
+PYTEST := $(CPUS) $(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider
 
 .PHONY: lab stop reset test jars bench setup browser
 
