@@ -60,6 +60,7 @@ test: $(STAMP) browser
 
 bench: jars
 	$(PY) bench/broker_start.py
+	$(PY) bench/jvm_cpu.py
 	$(PY) bench/participants.py
 	$(PY) bench/history_reads.py
 	$(PY) bench/txn_size.py
