@@ -1,12 +1,16 @@
 """The suite's per-file CPU report (tests/cpu_report.py): its process-tree figure counts a child's CPU while it runs
-and after it ended, once."""
+and after it ended, once; its cgroup figure also counts an orphan's."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
-from tests.cpu_report import tree_cpu_s
+import pytest
+
+from labkit.waiting import wait_until
+from tests.cpu_report import CgroupMeter, tree_cpu_s
 
 _BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
@@ -38,3 +42,24 @@ def test_a_grandchild_reaped_by_a_live_child_still_counts() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_cgroup_meter_counts_an_orphan_the_process_tree_misses(tmp_path):
+    try:
+        meter = CgroupMeter("test-cpu-report")
+    except OSError as exc:
+        pytest.skip(f"no writable cgroup v1 cpuacct here ({exc}): the report falls back to the process tree")
+    try:
+        done = tmp_path / "done"
+        before, tree_before = meter.cpu_s(), tree_cpu_s()
+        orphan = _BURN.format(s=0.5) + f"open({str(done)!r}, 'w').close()\n"
+        # the child starts the burner and exits at once: the burner's parent is gone, init reaps it
+        subprocess.run([sys.executable, "-c", f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+                                              f"{orphan!r}])"], check=True)
+        assert wait_until(done.exists, 60)
+        time.sleep(0.2)  # the burner exits after writing the file
+        assert meter.cpu_s() - before >= 0.5
+        assert tree_cpu_s() - tree_before < 0.4
+    finally:
+        meter.close()
+    assert not meter.group.exists()  # removed once empty, this process moved back
