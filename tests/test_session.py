@@ -58,15 +58,23 @@ def test_missing_maven_names_the_fix(tmp_path):
 
 
 def test_a_session_reads_kafka_with_the_connector(bootstrap, tmp_path):
-    """A real local[2] session (in a subprocess: one SparkContext per process) reads a topic through the connector."""
+    """A real local[2] session (in a subprocess: one SparkContext per process) reads a topic through the connector;
+    its driver JVM maps the driver's class-data archive (the memory maps of the JVM, as the OS reports them)."""
+    from labkit.broker import cds, kafka_version
+    from labkit.jvm_archives import make_archives
     from labkit.kafka.records import create_topic, produce
 
+    make_archives(kafka_version())  # done by `python -m labkit jars` in make test; a no-op then
     topic = create_topic(bootstrap, "session")
     produce(bootstrap, topic, ["a", "b", "c"])
-    job = ("from labkit.spark import spark_session\n"
+    job = ("import psutil\nfrom labkit.spark import spark_session\n"
            "s = spark_session(app_name='t')\n"
            f"df = s.read.format('kafka').option('kafka.bootstrap.servers', {bootstrap!r}).option('subscribe', {topic!r}).load()\n"
-           "print(sorted(r.v for r in df.selectExpr('CAST(value AS STRING) v').collect()), s.sparkContext.master)\n")
+           "print(sorted(r.v for r in df.selectExpr('CAST(value AS STRING) v').collect()), s.sparkContext.master)\n"
+           "print(sorted({m.path for p in psutil.Process().children(recursive=True) if p.name() == 'java' "
+           "for m in p.memory_maps() if m.path.endswith('.jsa')}))\n")
     done = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "['a', 'b', 'c'] local[2]" in done.stdout
+    archive = cds.archive("spark-driver", session.find_java(), session.driver_class_path())
+    assert str(archive) in done.stdout.splitlines()[-1]
