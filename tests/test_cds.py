@@ -5,9 +5,11 @@ another class path."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 
@@ -53,3 +55,28 @@ def test_the_broker_maps_its_archive(broker):
         if f"-XX:SharedArchiveFile={archive}" not in psutil.Process(broker.pid).cmdline():
             broker = stack.enter_context(EmbeddedBroker())
         assert archive in {m.path for m in psutil.Process(broker.pid).memory_maps()}
+
+
+def test_a_jar_installed_again_gets_an_archive_of_its_own(tmp_path, monkeypatch):
+    """The JVM refuses an archive whose jars changed size or time (a new venv's pyspark): so does its name."""
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path / "home"))
+    java, jar = runtime.find_java(), tmp_path / "jars" / "a.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"one")
+    before = cds.archive("k", java, f"{jar.parent}/*")
+    assert cds.archive("k", java, f"{jar.parent}/*") == before
+    os.utime(jar, ns=(1, 1))
+    assert cds.archive("k", java, f"{jar.parent}/*") != before
+    assert cds.archive("k", java, str(jar)) != cds.archive("k", java, f"{jar.parent}/*")
+
+
+def test_only_the_newest_archives_of_a_kind_are_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    java = runtime.find_java()
+    for i in range(cds.KEEP + 2):
+        with cds.dumping("k", java, f"/nonexistent/{i}.jar") as flags:
+            staging = Path(flags[0].split("=", 1)[1])
+            staging.write_bytes(b"archive")
+            os.utime(staging, (i, i))
+    kept = sorted(p.name for p in (tmp_path / "cds").iterdir())
+    assert kept == sorted(cds.archive("k", java, f"/nonexistent/{i}.jar").name for i in range(2, cds.KEEP + 2))

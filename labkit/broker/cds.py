@@ -29,9 +29,16 @@ QUIET = "-Xlog:cds=off,cds+dynamic=off"
 
 
 def archive(kind: str, java: str, class_path: str) -> Path:
-    """Where the archive of ``kind`` (e.g. "broker") for ``java`` and ``class_path`` (a ``-cp`` value) lives."""
-    digest = hashlib.sha256(f"{java_version_text(java)}\0{class_path}".encode()).hexdigest()[:16]
-    return labkit_home() / "cds" / f"{kind}-{digest}.jsa"
+    """Where the archive of ``kind`` (e.g. "broker") for ``java`` and ``class_path`` (a ``-cp`` value, ``dir/*``
+    entries included) lives: its name is a digest of the ``java -version`` text, the class path and each jar's size
+    and modification time, which the JVM checks too (a jar installed again, e.g. in a new venv, gets a new archive;
+    the JVM would refuse the old one)."""
+    digest = hashlib.sha256(f"{java_version_text(java)}\0{class_path}".encode())
+    for entry in class_path.split(os.pathsep):
+        for jar in sorted(Path(entry[:-1]).glob("*.jar")) if entry.endswith("*") else [Path(entry)]:
+            stat = jar.stat() if jar.exists() else None
+            digest.update(f"\0{jar}\0{stat and stat.st_size}\0{stat and stat.st_mtime_ns}".encode())
+    return labkit_home() / "cds" / f"{kind}-{digest.hexdigest()[:16]}.jsa"
 
 
 def flags(kind: str, java: str, class_path: str) -> list[str]:
@@ -53,5 +60,18 @@ def dumping(kind: str, java: str, class_path: str) -> Iterator[list[str]]:
         yield [f"-XX:ArchiveClassesAtExit={staging}", QUIET]
         if staging.exists() and staging.stat().st_size > 0:
             staging.rename(path)
+            _prune(kind)
     finally:
         staging.unlink(missing_ok=True)
+
+
+#: How many archives of one kind the cache keeps (the newest): one per checkout, venv or release in use.
+KEEP = 4
+
+
+def _prune(kind: str) -> None:
+    """Remove all but the :data:`KEEP` newest archives of ``kind`` (an archive's jars change with each new venv; a
+    JVM that maps a removed one keeps its mapping)."""
+    archives = sorted((labkit_home() / "cds").glob(f"{kind}-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[KEEP:]:
+        old.unlink(missing_ok=True)
