@@ -7,7 +7,7 @@ busy machine changes little):
 * Java participant: a transactional producer's whole run (3 transactions of 5 records), with its archive against
   none (both on the participant's C1 flags);
 * Spark driver: ``spark_session()`` on local[2], a small aggregation and 8 s of a rate-source streaming query, with
-  ``labkit.spark.session.JVM_FLAGS`` against Spark's defaults.
+  ``labkit.spark.session.JVM_FLAGS`` and the driver's archive against Spark's defaults and none.
 
 Goal (issue 34): each at most 0.6x its baseline. Run: ``.venv/bin/python bench/jvm_cpu.py [rounds]`` after
 ``make jars`` (which makes the archives).
@@ -30,9 +30,10 @@ from labkit.crashlab.experiment import Experiment
 SPARK = textwrap.dedent("""
     import sys, time, psutil
     from labkit.spark import session
-    if sys.argv[1] == "defaults":
+    defaults = sys.argv[1] == "defaults"
+    if defaults:
         session.JVM_FLAGS = ""
-    spark = session.spark_session()
+    spark = session.spark_session(class_data=[] if defaults else None)  # defaults: no archive either
     spark.range(0, 100000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
     query = spark.readStream.format("rate").option("rowsPerSecond", 100).load().writeStream.format("noop").start()
     time.sleep(8)
