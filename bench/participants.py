@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit.broker import EmbeddedBroker
+from labkit.broker import EmbeddedBroker, javac
 from labkit.broker.runtime import find_java
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
@@ -64,7 +64,7 @@ def bare_java_command(folder: str) -> list[str]:
     """Compile ``bench/BareProducer.java`` into ``folder`` against the Kafka jars; the command that runs it with the
     Java participant's JVM flags (its class path is the participant's, so both load the same jars)."""
     jars = java.class_path()
-    subprocess.run([java.find_javac(), "-nowarn", "-cp", jars, "-d", folder,
+    subprocess.run([javac.find_javac(), "-nowarn", "-cp", jars, "-d", folder,
                     str(Path(__file__).with_name("BareProducer.java"))], check=True)
     return [find_java(), *java.JVM_FLAGS, "-cp", os.pathsep.join([folder, jars]), "BareProducer"]
 

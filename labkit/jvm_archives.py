@@ -19,7 +19,7 @@ import tempfile
 
 import psutil
 
-from labkit.broker import EmbeddedBroker, cds, runtime
+from labkit.broker import EmbeddedBroker, cds, launcher, runtime
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
 from labkit.spark.session import driver_class_path
@@ -40,7 +40,7 @@ def make_archives(version: str) -> list[str]:
         subprocess.CalledProcessError, subprocess.TimeoutExpired: a run failed, or ran past :data:`RUN_TIMEOUT_S`.
     """
     jvm = runtime.find_java()
-    class_paths = {"broker": runtime.classpath(runtime.ensure_jars(version=version, progress=False)),
+    class_paths = {"broker": launcher.class_path(version)[0],
                    "participant": java.class_path(version), "spark-driver": driver_class_path()}
     missing = [kind for kind, cp in class_paths.items() if not cds.archive(kind, jvm, cp).exists()]
     if not missing:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from labkit.broker import EmbeddedBroker, cds, runtime
+from labkit.broker import EmbeddedBroker, cds, launcher, runtime
 from labkit.jvm_archives import make_archives
 
 #: A short JVM run of Kafka's own code: StorageTool prints a random cluster id and exits.
@@ -49,7 +49,7 @@ def test_the_broker_maps_its_archive(broker):
     """The session's broker, started after ``python -m labkit jars`` made the archives (make test), maps its archive
     (a broker of its own where the session's started before the archives existed)."""
     make_archives(broker.version)  # a no-op in make test
-    java, cp = _kafka()
+    java, cp = runtime.find_java(), launcher.class_path(broker.version)[0]
     archive = str(cds.archive("broker", java, cp))
     with contextlib.ExitStack() as stack:
         if f"-XX:SharedArchiveFile={archive}" not in psutil.Process(broker.pid).cmdline():

@@ -1,6 +1,7 @@
-"""labkit.spark.cluster: a real Spark standalone master and worker (JVMs), a PySpark job on them, the CLI.
+"""labkit.spark.cluster: a real Spark standalone master and worker (JVMs), their UI, stop, bad input, the CLI.
 
-A SparkSession in the pytest process would clash with other tests, so the job runs in a subprocess.
+A pipeline's micro-batches running in the cluster's executors is notebook 04's claim (part 4: the worker launched an
+executor for each driver, every input exactly once): the suite observes it there, not again here.
 Each cluster test takes 15 to 60 s on a busy 2-core machine.
 """
 
@@ -21,18 +22,6 @@ from labkit.errors import PortInUseError
 from labkit.spark.cluster import SparkClusterError, StandaloneCluster
 
 REPO = Path(__file__).resolve().parents[1]
-JOB = """
-import time
-import urllib.request
-from labkit.spark import spark_session
-t = time.monotonic()
-spark = spark_session(master={url!r}, app_name="test_cluster")
-print("master", spark.sparkContext.master, "session_s", round(time.monotonic() - t, 1), flush=True)
-print("sum", spark.range(1000).selectExpr("sum(id)").first()[0], "job_s", round(time.monotonic() - t, 1), flush=True)
-spark.stop()
-"""
-
-
 def group_members(pgids: set[int]) -> list[int]:
     """Live processes (not zombies) whose process group is one of ``pgids``."""
     members = []
@@ -46,7 +35,7 @@ def group_members(pgids: set[int]) -> list[int]:
     return members
 
 
-def test_job_runs_on_the_cluster_and_stop_ends_every_process(tmp_path):
+def test_the_cluster_is_alive_and_stop_ends_every_process(tmp_path):
     t = time.monotonic()
     cluster = StandaloneCluster(workers=1, cores=1, memory="1g", folder=tmp_path, ui=True).start()
     start_s = time.monotonic() - t
@@ -57,17 +46,11 @@ def test_job_runs_on_the_cluster_and_stop_ends_every_process(tmp_path):
         assert status["status"] == "ALIVE" and [w["state"] for w in status["workers"]] == ["ALIVE"]
         pgids = set(cluster.pids.values())
         assert len(pgids) == 2
-        done = subprocess.run([sys.executable, "-c", JOB.format(url=cluster.master_url)], cwd=REPO,
-                              capture_output=True, text=True, timeout=240)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert f"master {cluster.master_url} " in done.stdout
-        assert "sum 499500 " in done.stdout
-        assert "Asked to launch executor" in (tmp_path / "worker-1.log").read_text()
     finally:
         t = time.monotonic()
         cluster.stop()
         stop_s = time.monotonic() - t
-    print(f"\nstart() {start_s:.1f} s, stop() {stop_s:.1f} s; job: {done.stdout.strip()}")
+    print(f"\nstart() {start_s:.1f} s, stop() {stop_s:.1f} s")
     assert not cluster.is_running and "stopped" in repr(cluster)
     assert group_members(pgids) == []
     cluster.stop()  # idempotent

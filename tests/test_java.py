@@ -1,7 +1,6 @@
 """The Java participant (labkit.crashlab.java, jvm/participant): compiled once, the same history, steps, signals and
 stall reports as a Python participant, on the real broker."""
 
-import os
 import zipfile
 import time
 import uuid
@@ -11,7 +10,6 @@ import pytest
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
-from labkit.errors import JavaError
 from labkit.kafka.records import committed_offsets, read_topic
 from labkit.procs import process_state
 from labkit.waiting import wait_until
@@ -20,12 +18,6 @@ from labkit.waiting import wait_until
 @pytest.fixture
 def exp(bootstrap, tmp_path):
     return Experiment("java", bootstrap, folder=tmp_path)
-
-
-def test_a_java_without_javac_is_named_with_the_fix(tmp_path):
-    (tmp_path / "java").symlink_to(os.path.realpath(java.find_java()))
-    with pytest.raises(JavaError, match="no javac .*openjdk-17-jdk-headless.*client='librdkafka'"):
-        java.find_javac({"PATH": str(tmp_path)})
 
 
 def test_the_participant_is_compiled_once_per_source_and_release():

@@ -13,7 +13,7 @@ import weakref
 from collections import deque
 from pathlib import Path
 
-from labkit.broker import cds, probe, runtime
+from labkit.broker import cds, launcher, probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version, lab_settings, render_log4j2,
                                     render_server_properties)
@@ -45,8 +45,8 @@ class EmbeddedBroker:
     """One Kafka node (``process.roles=broker,controller``, ``node.id=1``) on 127.0.0.1.
 
     The JVM is started from the jars of ``version`` resolved by :func:`labkit.broker.runtime.ensure_jars`;
-    its storage is formatted with ``kafka.tools.StorageTool format --standalone`` and the release's
-    share-group feature level (:data:`~labkit.broker.settings.FEATURES_BY_VERSION`: KIP-932, and on 4.4
+    its storage is formatted with ``kafka.tools.StorageTool format --standalone`` (in the broker's own JVM:
+    :mod:`labkit.broker.launcher`) and the release's share-group feature level (:data:`~labkit.broker.settings.FEATURES_BY_VERSION`: KIP-932, and on 4.4
     the DLQ of KIP-1191). Its log goes to ``<data_dir>/server.log``.
     No JVM outlives the Python process that started it (atexit, and Linux's parent-death signal).
 
@@ -101,6 +101,7 @@ class EmbeddedBroker:
         self.settings = lab_settings(overrides)
         self.node_id, self.roles, self.quorum, self.cluster_id = node_id, roles, quorum, cluster_id
         self.class_data = class_data
+        self._launcher = False  # whether the JVM's main class is labkit.broker.Launcher (set by start)
         self._proc: subprocess.Popen | None = None
         self._log_mark = 0  # server.log's size when the JVM last started (bytes)
 
@@ -169,7 +170,8 @@ class EmbeddedBroker:
             raise BrokerStateError(f"The broker at {self.bootstrap_servers} is already running.")
         java = runtime.find_java()
         self._check_storage_version()
-        cp = runtime.classpath(runtime.ensure_jars(version=self.version))
+        runtime.ensure_jars(version=self.version)  # with its progress bar on a first download
+        cp, self._launcher = launcher.class_path(self.version)
         sharing = cds.flags("broker", java, cp) if self.class_data is None else self.class_data
         jvm = [java, f"-Xmx{self.heap_mb}m", *JVM_FLAGS, *sharing,
                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}", f"-Dkafka.logs.dir={self.data_dir}",
@@ -197,15 +199,27 @@ class EmbeddedBroker:
             proxied=(self.proxied_listener_port, self.proxy_port) if self.proxy_listener else None,
             node_id=self.node_id, roles=self.roles, quorum=self.quorum))
         (self.data_dir / "log4j2.properties").write_text(render_log4j2(self.log_file))
-        if not (self.log_dirs / "meta.properties").exists():
-            self._format(jvm, props)
+        formatting = None if (self.log_dirs / "meta.properties").exists() else self._format_args(props)
+        if formatting is not None:
+            (self.data_dir / "kafka-version").write_text(self.version + "\n")
+            if not self._launcher:  # a JRE: StorageTool in a JVM of its own
+                self._format(jvm, formatting)
+        main = launcher.main_args(props, formatting) if self._launcher else ["kafka.Kafka", str(props)]
         self._log_mark = self.log_size()  # a controller's readiness is read in what this start logs
-        with open(self.data_dir / "jvm.out", "ab") as out:
-            self._proc = subprocess.Popen(jvm + ["kafka.Kafka", str(props)], stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                          preexec_fn=die_with_parent)
+        jvm_out = self.data_dir / "jvm.out"
+        out_mark = jvm_out.stat().st_size if jvm_out.exists() else 0
+        with open(jvm_out, "ab") as out:
+            self._proc = subprocess.Popen(jvm + main, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          start_new_session=True, preexec_fn=die_with_parent)
         _LIVE.add(self)
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BrokerExitedError:
+            if self._launcher and formatting is not None and self._proc.returncode == launcher.FORMAT_FAILED:
+                with open(jvm_out, errors="replace") as f:
+                    f.seek(out_mark)
+                    raise self._format_failed(self._proc.returncode, f.read()) from None
+            raise
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Shut the broker down cleanly (SIGTERM, then SIGKILL after ``timeout_s`` seconds).
@@ -282,20 +296,26 @@ class EmbeddedBroker:
                 f"readable by older brokers). Use another data_dir, or LABKIT_KAFKA_VERSION={release}; its data is "
                 "left as it is.")
 
-    def _format(self, jvm: list[str], props: Path) -> None:
+    def _format_args(self, props: Path) -> list[str]:
+        """StorageTool's ``format`` arguments for this node: a new cluster id (or the cluster's), the release's
+        feature levels, and the controller quorum (``--standalone`` for a controller)."""
         cluster_id = self.cluster_id or new_cluster_id()
         features = [arg for name, level in FEATURES_BY_VERSION[self.version].items()
                     for arg in ("--feature", f"{name}={level}")]
         quorum = "--standalone" if "controller" in self.roles else "--no-initial-controllers"
         # --cluster-id=<id>, not -t <id>: a random id can start with "-", which argparse takes for an option
-        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", quorum,
-                                     f"--cluster-id={cluster_id}", "-c", str(props), *features],
+        return [quorum, f"--cluster-id={cluster_id}", "-c", str(props), *features]
+
+    def _format(self, jvm: list[str], format_args: list[str]) -> None:
+        """Format the storage with ``kafka.tools.StorageTool`` in a JVM of its own (no launcher: a JRE)."""
+        done = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", *format_args],
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
-            raise BrokerExitedError(
-                f"Formatting the broker's storage in {self.data_dir} failed (exit {done.returncode}): "
-                f"check the overrides you passed. Output:\n{done.stdout}{done.stderr}")
-        (self.data_dir / "kafka-version").write_text(self.version + "\n")
+            raise self._format_failed(done.returncode, done.stdout + done.stderr)
+
+    def _format_failed(self, code: int, output: str) -> BrokerExitedError:
+        return BrokerExitedError(f"Formatting the broker's storage in {self.data_dir} failed (exit {code}): check the "
+                                 f"overrides you passed. Output:\n{output}")
 
     def _ready(self, deadline: Deadline) -> bool:
         if self.roles == "controller":  # no client listener: it logs when its KRaft server is up (then config dumps
