@@ -31,3 +31,9 @@ class BrokerUnreachableError(LabkitError):
 
 class BrokerStateError(LabkitError):
     """An action does not fit the broker's state (e.g. ``kill()`` on a broker that is not running)."""
+
+
+class TopicNotFoundError(LabkitError):
+    """The topic to read or measure does not exist on the broker (a misspelt name, or a topic of an earlier run:
+    :func:`labkit.kafka.records.create_topic` names topics uniquely). Raised rather than an empty result, which a
+    checker would take for an empty log."""

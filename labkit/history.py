@@ -192,9 +192,13 @@ class History:
                      **{k: v for k, v in shared.items() if v is not None}, "batch": columns})
 
     def _write(self, record: dict) -> None:
+        """Append ``record`` as one line, with ``write`` calls until all of it is written: a ``write`` may take only
+        part of it (interrupted by a signal, or at the file size limit or a full disk, when the next one raises)."""
+        line = memoryview((json.dumps(record) + "\n").encode())
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, (json.dumps(record) + "\n").encode())
+            while line:
+                line = line[os.write(fd, line):]
         finally:
             os.close(fd)
 

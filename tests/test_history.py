@@ -1,4 +1,5 @@
 import multiprocessing
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -111,3 +112,19 @@ def test_threads_reading_one_history_see_each_event_once(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         reads = list(pool.map(lambda _: len(history.events()), range(8)))
     assert reads == [2000] * 8 and len(history.events()) == 2000
+
+
+def test_a_short_write_is_followed_by_the_rest_of_the_line(tmp_path, monkeypatch):
+    real_write, sizes = os.write, []
+
+    def short_first_write(fd, data):  # the kernel may take part of a write (a signal, the file size limit)
+        sizes.append(len(data))
+        return real_write(fd, data[:len(data) // 2] if len(sizes) == 1 else data)
+
+    monkeypatch.setattr(os, "write", short_first_write)
+    history = History(tmp_path / "h.jsonl")
+    history.append("send", "p", value_id="p-1")
+    history.append("ack", "p", value_id="p-1", offset=0)
+    monkeypatch.undo()
+    assert [(e.kind, e.value_id) for e in History(history.path).events()] == [("send", "p-1"), ("ack", "p-1")]
+    assert len(sizes) == 3  # the first line took two writes

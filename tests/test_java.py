@@ -65,6 +65,14 @@ def test_java_events_are_on_pythons_clock_and_pass_the_checker(bootstrap, exp):
     assert list(read_topic(bootstrap, topic)["value"]) == [f"jp-{n}" for n in range(1, 11)]
 
 
+def test_java_history_lines_are_utf8_whatever_the_platform_charset(exp, monkeypatch):
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dfile.encoding=ISO-8859-1")  # the JVM's default charset, not UTF-8
+    name = "prödücer"  # in the history: the participant, and its value ids
+    assert exp.participant(name, "producer", client="java", topic=exp.topic("utf8"), iterations=1).start().wait(60) \
+        == "finished"
+    assert exp.history.first("ack", name).value_id == f"{name}-1"  # read back by the Python History, as UTF-8
+
+
 def test_a_java_transaction_crashed_at_a_step_is_aborted_by_the_restart(bootstrap, exp):
     topic = exp.topic("tx")
     p = exp.participant("jt", "producer", client="java", topic=topic, mode="transactional",

@@ -1,12 +1,18 @@
 """The fault proxy, in front of a real broker's PROXIED listener."""
 
+import socket
+import struct
+import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
 
 from labkit.broker import EmbeddedBroker
-from labkit.crashlab.proxy import FaultProxy
+from labkit.broker.ports import HOST, free_port
+from labkit.crashlab.proxy import PRODUCE, FaultProxy
 from labkit.kafka.records import create_topic, read_topic
+from labkit.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +71,42 @@ def test_black_hole_then_heal(proxied):
 def test_broker_without_proxied_listener_is_refused():
     with pytest.raises(ValueError, match="proxy_listener=True"):
         FaultProxy.for_broker(EmbeddedBroker())
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return sock.recv(size, socket.MSG_WAITALL)
+
+
+def test_callers_of_lose_responses_at_once_each_wait_for_a_response_of_their_own(monkeypatch):
+    """Threads asking the proxy to lose a response at once (a notebook's and a supervisor's) each return once as many
+    responses were lost as were asked for up to their own ask: the count of lost responses and the drops still to
+    make are read and changed together. A byte-level broker stands in for Kafka."""
+    callers = 4
+    with socket.create_server((HOST, 0)) as listener, FaultProxy(free_port(), listener.getsockname()[1]) as proxy:
+        client = socket.create_connection((HOST, proxy.listen_port))
+        broker, _ = listener.accept()
+        with client, broker:
+            for correlation_id in range(callers):  # Produce requests (API key, version, correlation id)
+                client.sendall(_frame(struct.pack(">hhi", PRODUCE, 9, correlation_id)))
+            for _ in range(callers):
+                _read_frame(broker)  # through the proxy: it knows each request's API key
+            asked, returned = threading.Semaphore(0), []
+            drop_responses = proxy.drop_responses
+            monkeypatch.setattr(proxy, "drop_responses", lambda n: (drop_responses(n), asked.release())[0])
+            threads = [threading.Thread(target=lambda: (proxy.lose_responses(1, timeout_s=30), returned.append(1)))
+                       for _ in range(callers)]
+            for t in threads:
+                t.start()
+            assert all(asked.acquire(timeout=10) for _ in range(callers))
+            for correlation_id in range(callers):
+                broker.sendall(_frame(struct.pack(">i", correlation_id)))
+                assert wait_until(lambda: proxy.dropped_responses == correlation_id + 1, 10)
+                time.sleep(0.2)  # a caller looks every 0.01 s
+                assert len(returned) == correlation_id + 1
+            for t in threads:
+                t.join(10)

@@ -1,9 +1,12 @@
+import re
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from labkit.kafka.records import caught_up, create_topic, high_watermarks, produce, read_topic
+from labkit.errors import TopicNotFoundError
+from labkit.kafka.records import (caught_up, committed_offsets, create_topic, high_watermarks,
+                                  last_stable_offsets, produce, read_topic)
 
 
 def test_topics_get_unique_names(bootstrap):
@@ -75,3 +78,20 @@ def test_a_position_past_the_last_marker_counts_as_caught_up_once_what_was_retur
         assert caught_up(bootstrap, group, topic, positions={0: 3}, returned={0: 2})
     finally:
         consumer.close()
+
+
+def test_a_missing_topic_is_an_error_naming_it_and_the_broker_not_an_empty_log(bootstrap):
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    named = re.escape(f"topic '{missing}' does not exist on the broker at {bootstrap}")
+    for measure in (read_topic, high_watermarks, last_stable_offsets):
+        with pytest.raises(TopicNotFoundError, match=named):
+            measure(bootstrap, missing)
+    with pytest.raises(TopicNotFoundError, match=named):
+        committed_offsets(bootstrap, "g", missing)
+    with pytest.raises(KafkaException, match="TOPIC_EXCEPTION"):  # the broker's other errors for a topic, too
+        high_watermarks(bootstrap, "no spaces allowed")
+
+
+def test_caught_up_raises_what_does_not_pass(bootstrap):
+    with pytest.raises(TopicNotFoundError):  # not "not caught up yet", for ever
+        caught_up(bootstrap, f"g-{uuid.uuid4().hex[:8]}", f"missing-{uuid.uuid4().hex[:8]}")

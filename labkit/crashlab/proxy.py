@@ -32,13 +32,16 @@ class FaultProxy:
             ``proxy_listener=True``, its ``proxy_port``.
         target_port: the broker's PROXIED listener port (``proxied_listener_port``).
     Use :meth:`for_broker` for both at once; :meth:`close` (or ``with``) stops it.
+
+    The faults and the counters are shared by the caller's thread and the proxy's threads (two per connection):
+    every read and write of them holds one lock, and a response's fate and its count change in one step.
     """
 
     def __init__(self, listen_port: int, target_port: int) -> None:
         self.listen_port, self.target_port = listen_port, target_port
         self._lock = threading.Lock()
         self._drop, self._drop_apis, self._black_hole = 0, (PRODUCE,), False
-        self.forwarded_responses = self.dropped_responses = self.corrupted_requests = 0
+        self._forwarded = self._dropped = self._corrupted = 0
         # (record bytes to find, where the value starts in them, seconds to hold the response)
         self._corrupt: tuple[bytes, int, float] | None = None
         self._conns: list[socket.socket] = []
@@ -62,25 +65,52 @@ class FaultProxy:
         """The address clients bootstrap from to stay behind the proxy."""
         return f"{HOST}:{self.listen_port}"
 
+    # -- counters ---------------------------------------------------------------------------
+    @property
+    def forwarded_responses(self) -> int:
+        """Responses passed on to the clients so far."""
+        with self._lock:
+            return self._forwarded
+
+    @property
+    def dropped_responses(self) -> int:
+        """Responses lost so far, by :meth:`drop_responses` or :meth:`black_hole`."""
+        with self._lock:
+            return self._dropped
+
+    @property
+    def corrupted_requests(self) -> int:
+        """Produce requests :meth:`corrupt_record` corrupted so far."""
+        with self._lock:
+            return self._corrupted
+
     # -- faults -----------------------------------------------------------------------------
-    def drop_responses(self, n: int = 1, apis: tuple[int, ...] = (PRODUCE,)) -> None:
+    def drop_responses(self, n: int = 1, apis: tuple[int, ...] = (PRODUCE,)) -> int:
         """Lose the next ``n`` responses from the broker (whole Kafka frames), on any connection, to
-        requests whose API key is in ``apis`` (default: Produce, key 0). The requests themselves
-        reach the broker and take effect."""
+        requests whose API key is in ``apis`` (default: Produce, key 0; it replaces the API keys of drops
+        still pending). The requests themselves reach the broker and take effect.
+
+        Returns:
+            The :attr:`dropped_responses` count at which these ``n`` responses, and every drop asked for
+            before them, are lost.
+        """
         with self._lock:
             self._drop, self._drop_apis = self._drop + n, apis
+            return self._dropped + self._drop
 
     def lose_responses(self, n: int = 1, timeout_s: float = 30.0) -> None:
         """Lose the responses to the next ``n`` Produce requests, one at a time: returns once each
-        of them was lost.
+        of them was lost (after any drop asked for before, by another thread too).
 
+        Args:
+            n: how many responses to lose.
+            timeout_s: how long to wait for each of them, s.
         Raises:
             TimeoutError: no Produce request came through the proxy within ``timeout_s`` seconds.
         """
         for _ in range(n):
-            before = self.dropped_responses
-            self.drop_responses(1)
-            if not wait_until(lambda: self.dropped_responses > before, timeout_s, 0.01):
+            lost_at = self.drop_responses(1)
+            if not wait_until(lambda: self.dropped_responses >= lost_at, timeout_s, 0.01):
                 self.heal()
                 raise TimeoutError(f"no Produce request came through the proxy in {timeout_s:g} s: "
                                    f"is the producer running, with bootstrap.servers={self.bootstrap_servers}?")
@@ -101,7 +131,8 @@ class FaultProxy:
 
     def black_hole(self, on: bool = True) -> None:
         """Forward nothing in either direction while ``on``; connections stay open, bytes are lost."""
-        self._black_hole = on
+        with self._lock:
+            self._black_hole = on
 
     def cut(self) -> int:
         """Close every open connection now (clients see a disconnect). Returns how many were cut."""
@@ -114,8 +145,7 @@ class FaultProxy:
     def heal(self) -> None:
         """Switch every fault off."""
         with self._lock:
-            self._drop, self._corrupt = 0, None
-        self._black_hole = False
+            self._drop, self._corrupt, self._black_hole = 0, None, False
 
     def close(self) -> None:
         """Stop listening and close every connection."""
@@ -157,10 +187,12 @@ class FaultProxy:
                 header = _recv_exactly(src, 4)
                 body = _recv_exactly(src, struct.unpack(">i", header)[0])
                 api_key, _version, correlation_id = struct.unpack(">hhi", body[:8])
-                in_flight[correlation_id] = api_key
-                if api_key == PRODUCE and self._corrupt is not None:
+                with self._lock:
+                    in_flight[correlation_id] = api_key
+                    forward = not self._black_hole
+                if api_key == PRODUCE:
                     body = self._maybe_corrupt(body, correlation_id, held)
-                if not self._black_hole:
+                if forward:
                     dst.sendall(header + body)
         except OSError:
             pass
@@ -172,7 +204,7 @@ class FaultProxy:
                 return body
             at += self._corrupt[1]  # the value's first byte
             held[correlation_id], self._corrupt = self._corrupt[2], None
-            self.corrupted_requests += 1
+            self._corrupted += 1
         return body[:at] + bytes([body[at] ^ 1]) + body[at + 1:]
 
     def _responses(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int],
@@ -182,18 +214,21 @@ class FaultProxy:
                 header = _recv_exactly(src, 4)
                 body = _recv_exactly(src, struct.unpack(">i", header)[0])
                 correlation_id = struct.unpack(">i", body[:4])[0]
-                api_key = in_flight.pop(correlation_id, None)
-                if (hold_s := held.pop(correlation_id, 0)) > 0:
-                    time.sleep(hold_s)
                 with self._lock:
+                    api_key, hold_s = in_flight.pop(correlation_id, None), held.pop(correlation_id, 0)
+                if hold_s > 0:
+                    time.sleep(hold_s)
+                with self._lock:  # the response's fate and its count in one step
                     drop = self._black_hole or (self._drop > 0 and api_key in self._drop_apis)
-                    if drop and not self._black_hole:
-                        self._drop -= 1
+                    if drop:
+                        self._dropped += 1
+                        if not self._black_hole:
+                            self._drop -= 1
                 if drop:
-                    self.dropped_responses += 1
                     continue
                 dst.sendall(header + body)
-                self.forwarded_responses += 1
+                with self._lock:
+                    self._forwarded += 1
         except OSError:
             pass
         _close(src), _close(dst)

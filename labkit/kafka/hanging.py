@@ -33,7 +33,8 @@ def open_on_partitions(bootstrap: str, topic: str) -> pd.DataFrame:
     ``coordinator_state`` are ``None`` when no coordinator lists the producer id).
 
     Raises:
-        kafka.errors.KafkaError: the broker refused a request (e.g. unknown topic).
+        TopicNotFoundError: no topic ``topic`` (:func:`labkit.kafka.records.end_offsets`).
+        kafka.errors.KafkaError: the broker refused a request.
     """
     lso, hw = last_stable_offsets(bootstrap, topic), high_watermarks(bootstrap, topic)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)

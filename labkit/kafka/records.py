@@ -12,6 +12,8 @@ from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
 from labkit.broker.probe import KAFKA_LOG, admin
+from labkit.errors import TopicNotFoundError
+from labkit.kafka.ledger import record_created_topic
 from labkit.waiting import Deadline, wait_until
 
 if TYPE_CHECKING:
@@ -24,7 +26,8 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
                  config: dict[str, str] | None = None) -> str:
     """Create a topic named ``<prefix>-<8 hex chars>`` (unique per run, so re-running a notebook
     never reads an earlier run's records) with ``partitions`` partitions, and return once every
-    partition has a leader. ``config``: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
+    partition has a leader; it is entered in the lab's ledger (:mod:`labkit.kafka.ledger`), which makes it a topic
+    ``make reset`` deletes. ``config``: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
     The replication factor is the broker's ``default.replication.factor`` (1 on the lab's single
     broker, N on an :class:`~labkit.broker.multinode.EmbeddedCluster` of N brokers), so a topic on a
     cluster survives the loss of one broker.
@@ -45,6 +48,7 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
 
     if not wait_until(led, timeout_s, 0.05):
         raise KafkaException(f"topic {name} was created but its partitions have no leader after {timeout_s:g} s")
+    record_created_topic(client.list_topics(name, timeout=timeout_s).cluster_id, name)  # make reset's to delete
     return name
 
 
@@ -97,13 +101,22 @@ def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | Non
 
 def high_watermarks(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """High watermark (the offset after the last written record or control record) of every
-    partition of ``topic``: ``{partition: offset}``."""
+    partition of ``topic``: ``{partition: offset}``.
+
+    Raises:
+        TopicNotFoundError, KafkaException: see :func:`end_offsets`.
+    """
     return end_offsets(bootstrap, topic, "read_uncommitted", timeout_s)
 
 
 def last_stable_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """Last stable offset (LSO: the first offset of the oldest transaction still open, else the high
-    watermark; what a read_committed consumer can read up to) of every partition of ``topic``."""
+    watermark; what a read_committed consumer can read up to) of every partition of ``topic``:
+    ``{partition: offset}``.
+
+    Raises:
+        TopicNotFoundError, KafkaException: see :func:`end_offsets`.
+    """
     return end_offsets(bootstrap, topic, "read_committed", timeout_s)
 
 
@@ -111,17 +124,29 @@ def end_offsets(bootstrap: str, topic: str, isolation_level: str, timeout_s: flo
     """``{partition: end offset}`` of ``topic`` as a consumer at ``isolation_level`` sees it: the high
     watermark at read_uncommitted, the last stable offset at read_committed (ListOffsets, KIP-98).
 
+    Args:
+        timeout_s: for the metadata request and the ListOffsets requests together, s.
     Raises:
-        KafkaException: the topic does not exist or the broker did not answer within ``timeout_s``.
+        TopicNotFoundError: the broker at ``bootstrap`` has no topic ``topic``.
+        KafkaException: the broker reported another error for the topic, or did not answer within ``timeout_s``.
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "labkit-watermarks", "logger": KAFKA_LOG,
                          "isolation.level": isolation_level})
     deadline = Deadline(timeout_s)
     try:
-        parts = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        return {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in parts}
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+        if meta.error is not None and meta.error.code() in _NO_SUCH_TOPIC:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist on the broker at {bootstrap}: check the name "
+                                     "(create_topic returns the unique name it gave the topic)")
+        if meta.error is not None:
+            raise KafkaException(meta.error)
+        return {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in meta.partitions}
     finally:
         consumer.close()
+
+
+#: The metadata's error for a topic the broker does not have (librdkafka's own code, or the broker's).
+_NO_SUCH_TOPIC = frozenset({KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART})
 
 
 #: ListOffsets errors of a partition whose leader is moving or not acting yet (a topic just created: the metadata
@@ -154,6 +179,7 @@ def read_topic(bootstrap: str, topic: str, isolation_level: str = "read_committe
     Raises:
         TimeoutError: the end was not reached within ``timeout_s`` (an open transaction holds
             the LSO of a read_committed read back).
+        TopicNotFoundError, KafkaException: from :func:`high_watermarks`, before anything is read.
     """
     ends = high_watermarks(bootstrap, topic)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"labkit-read-{uuid.uuid4().hex[:8]}",
@@ -194,6 +220,7 @@ def committed_offsets(bootstrap: str, group: str, topic: str, timeout_s: float =
 
     Raises:
         KafkaException: the group coordinator did not answer within ``timeout_s`` (e.g. the broker is down).
+        TopicNotFoundError: see :func:`high_watermarks`.
     """
     parts = high_watermarks(bootstrap, topic, timeout_s)
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in parts])
@@ -211,13 +238,40 @@ def caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 10.0, *
     ``{partition: offset}``), when that position is at the high watermark and the committed offset at least
     ``returned``'s (the offset after the last record that member's consumer returned, if it returned any): the
     consumer skipped the rest, control records (a transaction's COMMIT or ABORT marker takes an offset, KIP-98) or
-    aborted ones, and a committed offset stops below such a marker. ``False`` while the broker is down, the group
-    coordinator loading, or no answer came within ``timeout_s`` per request (up to three requests)."""
+    aborted ones, and a committed offset stops below such a marker. ``False`` while the broker is down or restarting,
+    the group coordinator loading or moving, a partition leader not serving yet, or no answer came within
+    ``timeout_s`` per request (up to three requests); any other error is raised.
+
+    Args:
+        timeout_s: per request, s.
+    Raises:
+        TopicNotFoundError: ``topic`` does not exist (:func:`high_watermarks`).
+        KafkaException: an error of another kind (not one that passes), from the broker or the client.
+    """
     positions, returned = positions or {}, returned or {}
     try:
         done = committed_offsets(bootstrap, group, topic, timeout_s)
         ends = high_watermarks(bootstrap, topic, timeout_s)
-    except Exception:  # noqa: BLE001: the coordinator is loading or the broker is down: not yet
-        return False
+    except (KafkaException, TimeoutError) as exc:
+        if _not_yet(exc):
+            return False
+        raise
     return all(end == 0 or done[p] >= end
                or (positions.get(p, -1) >= end and done[p] >= returned.get(p, done[p])) for p, end in ends.items())
+
+
+#: Errors that pass: the broker down or restarting, a group coordinator loading or moving, a leader not serving yet,
+#: a request past its timeout.
+_TRANSIENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                        KafkaError._WAIT_COORD, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
+                        KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                        KafkaError.NOT_COORDINATOR}) | _NOT_LEADING_YET
+
+
+def _not_yet(exc: KafkaException | TimeoutError) -> bool:
+    """Whether ``exc`` is one that passes: a future's ``result()`` timing out, or a KafkaException whose error is
+    retriable or in :data:`_TRANSIENT`."""
+    if isinstance(exc, TimeoutError):
+        return True
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _TRANSIENT)

@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -17,7 +18,8 @@ import java.util.Map;
 
 /**
  * The experiment's history, written as labkit's Python participants write it (labkit/history.py): one JSON object
- * per line, each line one write() on a file opened with O_APPEND, so lines of concurrent processes never interleave.
+ * per line in UTF-8 (whatever the platform's charset), each line one write() on a file opened with O_APPEND, so lines
+ * of concurrent processes never interleave.
  * Times are System.nanoTime(), which HotSpot reads from CLOCK_MONOTONIC, the clock of Python's time.monotonic_ns().
  */
 final class History {
@@ -84,7 +86,8 @@ final class History {
     private synchronized void write(Map<String, Object> record) {
         try (FileChannel out = FileChannel.open(path, StandardOpenOption.WRITE, StandardOpenOption.APPEND,
                 StandardOpenOption.CREATE)) {
-            ByteBuffer bytes = ByteBuffer.wrap((JSON.writeValueAsString(record) + "\n").getBytes());
+            byte[] line = (JSON.writeValueAsString(record) + "\n").getBytes(StandardCharsets.UTF_8);
+            ByteBuffer bytes = ByteBuffer.wrap(line);
             while (bytes.hasRemaining()) {
                 out.write(bytes);
             }
