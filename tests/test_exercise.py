@@ -50,9 +50,41 @@ def test_00_predict_the_isolation_levels(bootstrap):
 
 
 def test_01_pick_the_configs_that_stop_the_duplicates(broker, tmp_path):
+    """Right: every record acked, no duplicate, one producer id, and the proxy's own count of the responses it
+    lost. Wrong, each said as such: retried without a producer id (duplicates); not retried, by no retries or by a
+    message timeout shorter than the request's: the lost-response records fail delivery although the broker wrote
+    them (at most once)."""
     exp = Experiment("exercise01", broker.bootstrap_servers, folder=tmp_path)
     with FaultProxy.for_broker(broker) as proxy:
-        both_ways(lambda a: idempotence.check_configs(exp, proxy, a), "01", "producer id and sequence numbers")
+        check = lambda a: idempotence.check_configs(exp, proxy, a)  # noqa: E731
+        right, duplicated = check(SOLUTIONS["01"]), check(WRONG["01"])
+        no_retries, timed_out = check({"retries": 0}), check({"message.timeout.ms": 1000})
+        blank = check(UNANSWERED)
+        assert proxy.dropped_responses == 12  # three in each of the four runs
+    assert right.ok and "12 records acknowledged, 3 responses lost" in right.message, right
+    assert "one producer id" in right.message and "sequence numbers 0 to 11" in right.message, right
+    assert not duplicated.ok, duplicated
+    assert "3 record(s) in the log more than once (6 copies) and 0 lost" in duplicated.message, duplicated
+    assert "appended again" in duplicated.message, duplicated
+    for wrong in (no_retries, timed_out):
+        assert not wrong.ok and re.search(r"^3 record\(s\) failed delivery \([\w, ]+\), and 3 of them are in the log",
+                                          wrong.message), wrong
+        assert "proxy lost 3 responses" in wrong.message and "at most once" in wrong.message, wrong
+    assert "_MSG_TIMED_OUT" in timed_out.message, timed_out
+    assert not blank.ok and "in place of `...`" in blank.message
+    assert len(exp.participants) == 4  # the blank answer ran nothing
+
+
+def test_01_a_clean_log_without_one_producer_id_is_not_right(broker, tmp_path, monkeypatch):
+    """The right verdict's claim, the leader recognised the retries by a producer id, is read from the broker: a
+    leader that reported no producer id for the run (as for a producer without idempotence) is not judged right,
+    however clean the log."""
+    describe = idempotence.describe_producers
+    monkeypatch.setattr(idempotence, "describe_producers", lambda bootstrap, topic: describe(bootstrap, topic)[:0])
+    exp = Experiment("exercise01-pid", broker.bootstrap_servers, folder=tmp_path)
+    with FaultProxy.for_broker(broker) as proxy:
+        verdict = idempotence.check_configs(exp, proxy, SOLUTIONS["01"])
+    assert not verdict.ok and verdict.message.startswith("The partition leader knows 0 producer id(s)"), verdict
 
 
 def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
@@ -113,3 +145,35 @@ def test_08_predict_the_restart_after_a_commit(bootstrap, tmp_path):
     # every answer was graded against one real run: one processor, restarted once after its kill
     assert sum(e.kind == "txn_init" for e in exp.history.events()) == 1
     assert sum(e.kind == "crash" for e in exp.history.events()) == 1
+
+
+def test_03_a_malformed_answer_is_refused_before_the_scenario_runs():
+    blank_key = isolation.check_lso("127.0.0.1:1", {"high_watermark": 6, "last_stable_offset": 4})  # nothing contacted
+    assert not blank_key.ok and "exactly the keys" in blank_key.message, blank_key
+    assert "exactly the keys" in isolation.check_lso("127.0.0.1:1", [6, 4, []]).message
+
+
+def test_03_only_the_wrong_part_of_a_prediction_gets_a_hint(bootstrap):
+    # the LSO taken for the high watermark: the other two parts are right and get no hint
+    verdict = isolation.check_lso(bootstrap, {**SOLUTIONS["03"], "last_stable_offset": 6})
+    assert not verdict.ok and verdict.message.endswith("(wrong: last_stable_offset)"), verdict
+    assert "oldest transaction still open" in verdict.message and "COMMIT marker" not in verdict.message, verdict
+
+
+def test_04_a_crash_point_whose_replay_ran_and_one_of_the_other_sink():
+    rows = batch_rows(transactional_history(), "in", "out")  # batch 0 died mid_produce and its replay wrote again
+    ran = spark_pipeline.check_skip_point("mid_produce", rows)
+    assert not ran.ok and "after the Kafka commit but before" in ran.message, ran
+    other_sink = spark_pipeline.check_skip_point("after_produce", rows)  # sink A's point, not sink B's
+    assert not other_sink.ok, other_sink
+    assert other_sink.message.startswith("The answer is one of 'before_produce', 'mid_produce'"), other_sink
+
+
+def test_07_each_wrong_part_of_a_prediction_gets_its_own_hint():
+    right = SOLUTIONS["07"]
+    stopped = share_transactions.check_abort_prediction({**right, "state": "AVAILABLE"})
+    assert not stopped.ok and stopped.message == "Does the loop stop after the abort, or does it poll again? (MODELLED)"
+    twice = share_transactions.check_abort_prediction({**right, "outputs_committed": 2})
+    assert not twice.ok and twice.message.startswith("An aborted transaction's output is never committed"), twice
+    malformed = share_transactions.check_abort_prediction({"state": "ACKNOWLEDGED"})
+    assert not malformed.ok and "exactly the keys" in malformed.message, malformed

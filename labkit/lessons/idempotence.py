@@ -14,6 +14,7 @@ import pandas as pd
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.exercise import Verdict, unanswered
+from labkit.kafka.producers import describe_producers
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.proxy import FaultProxy
 from labkit.waiting import wait_for
@@ -137,21 +138,62 @@ def restart_and_resend(exp: Experiment, *, batches: int = 5, batch: int = 2,
 
 
 def check_configs(exp: Experiment, proxy: FaultProxy, answer: object) -> Verdict:
-    """Notebook 01's exercise: ``answer``, a dict of producer configs (dotted names) for a producer that starts
-    without idempotence, must make three lost Produce responses harmless. Checked by a real run
-    (:func:`lost_responses` with those configs): no duplicate and nothing lost. Takes about 15 s."""
+    """Notebook 01's exercise: ``answer``, a dict of producer configs (dotted names, e.g. ``{"acks": "all"}``) for a
+    producer that starts without idempotence, must make the lost Produce responses harmless. Checked by a real run
+    (:func:`lost_responses` with those configs, through ``proxy``, in ``exp``; about 15 s), in this order:
+
+    * every record acknowledged: a record whose delivery failed (no retry, or ``message.timeout.ms`` spent) is
+      at most once, although the broker may have written it;
+    * no duplicate and nothing lost in the log (:meth:`Experiment.check`);
+    * one producer id for the run on the partition leader (DescribeProducers, :func:`describe_producers`): the
+      id by which the leader recognised the retries.
+
+    The right verdict reports the responses the proxy really dropped in the run (its ``dropped_responses``).
+
+    Returns:
+        The :class:`Verdict`; a missing, malformed or wrong answer, a config the client refuses included, is a
+        verdict, never an exception.
+    Raises:
+        kafka.errors.KafkaError: the broker refused DescribeProducers for the run's topic.
+    """
     if (v := unanswered(answer, 'a dict of producer configs, e.g. {"acks": "all"}')):
         return v
     if not isinstance(answer, dict) or not all(isinstance(k, str) for k in answer):
         return Verdict(False, 'The answer is a dict of producer configs, e.g. {"acks": "all"}.')
+    dropped = proxy.dropped_responses
     try:
         p, topic = lost_responses(exp, proxy, idempotent=False, config=answer, name=f"exercise-{len(exp.participants)}")
     except Exception as exc:  # noqa: BLE001: a config the client refuses is a wrong answer, said as such
         return Verdict(False, f"The producer did not get through the run with these configs: {exc}")
-    counts = exp.check(topic).counts()
-    if counts["duplicate"] or counts["lost write"]:
-        return Verdict(False, f"{counts['duplicate']} duplicate and {counts['lost write']} lost record(s). A retry "
+    dropped = proxy.dropped_responses - dropped
+    events = exp.history.events()
+    failed = [e for e in events if e.participant == p.name and e.kind == "send_failed"]
+    if failed:
+        in_log = {e.value_id for e in events if e.kind == "final_read" and e.topic == topic}
+        errors = ", ".join(sorted({e.error for e in failed}))
+        return Verdict(False, f"{len(failed)} record(s) failed delivery ({errors}), and "
+                              f"{sum(e.value_id in in_log for e in failed)} of them are in the log all the same: the "
+                              f"proxy lost {dropped} responses and the producer gave up on those records instead of "
+                              "retrying until it heard. That is at most once: the application is told the send "
+                              "failed. Let the producer retry, and make the retry harmless: which setting gives the "
+                              "producer a producer id and sequence numbers?")
+    records, acked = p.spec["iterations"], sum(e.participant == p.name and e.kind == "ack" for e in events)
+    if acked < records:
+        return Verdict(False, f"Only {acked} of {records} records were acknowledged and the producer ended "
+                              f"{p.status}: see {p.stderr_log}.")
+    found = exp.check(topic)
+    if found.count("duplicate") or found.count("lost write"):
+        twice = found.table().query("anomaly == 'duplicate'").value_id.nunique()
+        return Verdict(False, f"{twice} record(s) in the log more than once ({found.count('duplicate')} copies) and "
+                              f"{found.count('lost write')} lost, with {dropped} responses lost by the proxy. A retry "
                               "of a request whose response was lost was appended again: which setting gives the "
                               "producer a producer id and sequence numbers, so the leader recognises the retry?")
-    return Verdict(True, f"{p.counters()['acked']} records, three responses lost, no duplicate and nothing lost: "
-                         "the leader recognised each retry by its producer id, epoch and sequence number.")
+    producers = describe_producers(exp.bootstrap, topic)
+    if len(producers) != 1:
+        return Verdict(False, f"The partition leader knows {len(producers)} producer id(s) for this run "
+                              "(DescribeProducers), not one: no duplicate this time, but a retry is recognised only "
+                              "by the producer id, epoch and sequence number of the request it repeats.")
+    pid, seq = producers.producer_id.iloc[0], producers.last_sequence.iloc[0]
+    return Verdict(True, f"{acked} records acknowledged, {dropped} responses lost, no duplicate and nothing lost: "
+                         f"one producer id ({pid}) with sequence numbers 0 to {seq}, and the leader recognised each "
+                         "retry by its producer id, epoch and sequence number.")
