@@ -45,7 +45,7 @@ stop:
 
 # Remove the lab's topics and experiment files (nothing else); works with the lab running or stopped.
 reset: $(STAMP)
-	$(PY) -m labkit reset
+	$(PY) -m labkit reset $(ARGS)
 
 # Debian's chromium, for the browser test (Playwright drives it; browser downloads do not work here).
 browser:

@@ -4,7 +4,8 @@ Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's
 broker's and the Java participant's class-data archives, :mod:`labkit.jvm_archives`),
 ``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
 ``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`),
-``reset`` (remove the lab's topics and experiment files, :mod:`labkit.reset`).
+``reset [--yes]`` (remove the topics the lab created and the experiment files; ``--yes``: no question on a broker
+that is not the lab's own, :mod:`labkit.reset`).
 A :class:`~labkit.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
 """
 
@@ -25,7 +26,7 @@ if __name__ == "__main__":
         if args[:1] == ["reset"]:
             from labkit import reset
 
-            sys.exit(reset.main())
+            sys.exit(reset.main(args[1:]))
         if args[:1] == ["jars"]:
             from labkit.spark.session import connector_jars, SPARK_VERSION
 

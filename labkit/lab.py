@@ -3,8 +3,10 @@
 Usage: ``python -m labkit up|down|status``. ``up`` starts an :class:`EmbeddedBroker` of the Kafka
 release :func:`~labkit.broker.settings.kafka_version` names in a detached process (data kept in
 ``$LABKIT_HOME/lab/broker-data-<version>``) and JupyterLab on 127.0.0.1 with a random token, then
-prints the URL. Their pids and addresses are kept in ``$LABKIT_HOME/lab/*.json``,
-which is how :func:`labkit.connect` finds the lab broker.
+prints the URL. Their pids, start times and addresses are kept in ``$LABKIT_HOME/lab/*.json``,
+which is how :func:`labkit.connect` finds the lab broker. A pid is trusted only while the process
+behind it has the start time recorded with it (psutil's ``create_time``): after a reboot or pid reuse
+the pid names a stranger, which ``down`` never signals.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sys
 import threading
 import urllib.request
 from pathlib import Path
+
+import psutil
 
 from labkit.broker.ports import HOST, free_port
 from labkit.broker.probe import check_reachable
@@ -35,15 +39,54 @@ def lab_dir() -> Path:
     return labkit_home() / "lab"
 
 
-def _read(name: str) -> dict | None:
-    """The state file ``name`` if the process it names is alive, else ``None``."""
-    path = lab_dir() / f"{name}.json"
+def start_time(pid: int) -> float:
+    """Start time of process ``pid`` (psutil's ``create_time``: seconds since the epoch), recorded in a state
+    file beside the pid so that a later check can tell the same process from one that reuses its pid.
+
+    Raises:
+        psutil.NoSuchProcess: no process ``pid``.
+    """
+    return psutil.Process(pid).create_time()
+
+
+def why_not_ours(state: dict) -> str:
+    """Why the process a state file names (``{"pid": int, "started": float seconds since the epoch}``) is not the
+    one the lab started and must not be signalled, or ``""`` if it is (alive, same start time)."""
+    pid, started = state["pid"], state.get("started")
     try:
-        state = json.loads(path.read_text())
-        os.kill(state["pid"], 0)
-        return state
-    except (OSError, ValueError, KeyError):
+        proc = psutil.Process(pid)
+        created, status = proc.create_time(), proc.status()
+    except psutil.NoSuchProcess:
+        return "not running"
+    if status == psutil.STATUS_ZOMBIE:
+        return "not running"
+    if started is None:
+        return (f"not verifiable (pid {pid} is alive but its state file, from an older labkit, has no start time): "
+                "not signalled; stop it yourself if it is the lab's")
+    if abs(created - started) > 0.1:  # create_time is exact to a clock tick
+        return f"not running (pid reused: pid {pid} is now another process, not signalled)"
+    return ""
+
+
+def _state(name: str) -> dict | None:
+    """The state file ``name`` as written, or ``None`` if there is none (or it is unreadable)."""
+    try:
+        state = json.loads((lab_dir() / f"{name}.json").read_text())
+        return state if isinstance(state.get("pid"), int) else None
+    except (OSError, ValueError, AttributeError):
         return None
+
+
+def _read(name: str) -> dict | None:
+    """The state file ``name`` if the process it names is the one the lab started and alive, else ``None``.
+    A state file of an older labkit (no start time) is read while its pid is alive: its address is harmless to
+    use, though :func:`down` never signals that pid."""
+    state = _state(name)
+    if not state:
+        return None
+    if "started" not in state:
+        return state if psutil.pid_exists(state["pid"]) else None
+    return None if why_not_ours(state) else state
 
 
 def running_broker_state() -> dict | None:
@@ -66,7 +109,7 @@ def serve_broker() -> None:
     version = kafka_version()
     broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True).start()
     serve_until(stop, broker, lab_dir() / "broker.json", {
-        "pid": os.getpid(), "bootstrap": broker.bootstrap_servers, "version": version,
+        "pid": os.getpid(), "started": start_time(os.getpid()), "bootstrap": broker.bootstrap_servers, "version": version,
         "proxied": [broker.proxied_listener_port, broker.proxy_port]})
 
 
@@ -155,7 +198,7 @@ def _start_jupyter(timeout_s: float) -> str:
 
     if not wait_until(answers, timeout_s, 0.3) or proc.poll() is not None:
         raise LabkitError(f"JupyterLab did not start; see {lab_dir() / 'jupyter.log'}")
-    (lab_dir() / "jupyter.json").write_text(json.dumps({"pid": proc.pid, "url": url}))
+    (lab_dir() / "jupyter.json").write_text(json.dumps({"pid": proc.pid, "started": start_time(proc.pid), "url": url}))
     return url
 
 
@@ -174,19 +217,23 @@ def up(timeout_s: float = 120.0) -> dict[str, str]:
     return {"bootstrap": external or _start_broker(timeout_s), "url": _start_jupyter(timeout_s)}
 
 
-def down(timeout_s: float = 30.0) -> list[str]:
-    """Stop JupyterLab and the lab broker (SIGTERM, then SIGKILL). Returns what was stopped."""
-    stopped = []
+def down(timeout_s: float = 30.0) -> dict[str, str]:
+    """Stop JupyterLab and the lab broker (SIGTERM to the process group, then SIGKILL after ``timeout_s``
+    seconds), each only if its state file's pid is still the process the lab started (:func:`why_not_ours`);
+    every state file found is removed. Returns ``{name: "stopped" or why it was not signalled}`` for each
+    state file found ("jupyter", "broker")."""
+    outcome = {}
     for name in ("jupyter", "broker"):
-        state = _read(name)
+        state = _state(name)
         if not state:
             continue
-        os.killpg(state["pid"], signal.SIGTERM)
-        if not wait_until(lambda: process_state(state["pid"]) in ("", "Z"), timeout_s, 0.2):
-            os.killpg(state["pid"], signal.SIGKILL)
+        outcome[name] = why_not_ours(state) or "stopped"
+        if outcome[name] == "stopped":
+            os.killpg(state["pid"], signal.SIGTERM)
+            if not wait_until(lambda: process_state(state["pid"]) in ("", "Z"), timeout_s, 0.2):
+                os.killpg(state["pid"], signal.SIGKILL)
         (lab_dir() / f"{name}.json").unlink(missing_ok=True)
-        stopped.append(name)
-    return stopped
+    return outcome
 
 
 def main(argv: list[str]) -> int:
@@ -199,10 +246,11 @@ def main(argv: list[str]) -> int:
         kafka = "LABKIT_BOOTSTRAP" if os.environ.get("LABKIT_BOOTSTRAP") else f"Kafka {kafka_version()}"
         print(f"Kafka broker: {where['bootstrap']} ({kafka})\nJupyterLab:   {where['url']}\n(`make stop` ends both)")
     elif command == "down":
-        print("stopped: " + (", ".join(down()) or "nothing was running"))
+        print("\n".join(f"{name}: {what}" for name, what in down().items()) or "nothing was running")
     elif command == "status":
-        print(f"broker: {running_broker() or 'not running'}\n"
-              f"jupyter: {(_read('jupyter') or {}).get('url', 'not running')}")
+        for name, key in (("broker", "bootstrap"), ("jupyter", "url")):
+            state = _state(name)
+            print(f"{name}: {(state and (why_not_ours(state) or state[key])) or 'not running'}")
     else:
         print(f"unknown command {command!r}: use python -m labkit jars|up|down|status|reset|serve-broker|spark-cluster", file=sys.stderr)
         return 2

@@ -89,3 +89,27 @@ def test_lab_settings_keep_other_overrides(tmp_path):
     assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
     assert written["@jupyterlab/apputils-extension:notification"] == {
         "doNotDisturbMode": True, **LAB_SETTINGS["@jupyterlab/apputils-extension:notification"]}
+
+
+def test_stop_never_signals_a_process_that_reuses_a_recorded_pid(tmp_path):
+    """A state file naming a live process the lab did not start (pid reuse after a reboot, or a state file of an
+    older labkit without a start time): `make stop` leaves it alone and says why."""
+    env = {**os.environ, "LABKIT_HOME": str(tmp_path)}
+    (tmp_path / "lab").mkdir()
+    strangers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    try:
+        (tmp_path / "lab" / "broker.json").write_text(json.dumps(
+            {"pid": strangers[0].pid, "started": 1.0, "bootstrap": "127.0.0.1:1", "version": kafka_version()}))
+        (tmp_path / "lab" / "jupyter.json").write_text(json.dumps({"pid": strangers[1].pid, "url": "http://x"}))
+        status = lab("status", env).stdout
+        assert "broker: not running (pid reused" in status and "jupyter: not verifiable" in status
+        down = lab("down", env)
+        assert down.returncode == 0, down.stderr
+        assert f"broker: not running (pid reused: pid {strangers[0].pid}" in down.stdout
+        assert "jupyter: not verifiable" in down.stdout and "not signalled" in down.stdout
+        assert all(s.poll() is None for s in strangers)  # both still alive
+        assert not list((tmp_path / "lab").glob("*.json"))
+    finally:
+        for s in strangers:
+            s.kill()
+            s.wait()
