@@ -18,9 +18,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
+from labkit.crashlab.check import Anomaly
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import ParticipantStateError
 from labkit.crashlab.roles.processor import ROLE as PROCESSOR
@@ -57,7 +60,8 @@ class SoakResult:
     """One schedule's outcome. ``faults``: the faults carried out, in order; ``skipped``: those drawn but not
     carried out (their victim was not running, e.g. being restarted), with why. ``recovery_s``: per broker
     restart, from the broker being ready to the next committed transaction (or offset commit). ``race_lost``:
-    lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race),
+    lost writes explained by a hanging transaction that a broker kill left in the output (Kafka's marker race: written
+    by its producer, at or after its start offset, :func:`race_losses`),
     found and aborted before the final read; ``race_unprocessed``: the inputs of those lost outputs, when the same
     transaction's offsets marker was written (their offsets committed, so no processor reads them again: the
     race seen from the input side). ``resets``: times a processor found its consumer starting a
@@ -180,11 +184,9 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     abort_hanging(exp.bootstrap, hanging)
     exp.final_reads(src, out)
     result = exp.check(out, src)
-    race = {(r.partition, r.start_offset) for r in hanging.itertuples()}
-    race_lost = {a.value_id for a in result.anomalies if a.name == "lost write"
-                 and any(a.partition == p and a.offset >= start for p, start in race)}
-    race_unprocessed = sum(a.name == "unprocessed" and derived_id(a.value_id) in race_lost for a in result.anomalies)
     events = exp.history.events()
+    race_lost = race_losses(events, result.anomalies, hanging)
+    race_unprocessed = sum(a.name == "unprocessed" and derived_id(a.value_id) in race_lost for a in result.anomalies)
     done += [f"kill at {e.step}" for e in events if e.kind == "crash" and e.participant.startswith("proc-") and e.step]
     recovery = []
     for ready in ready_times:
@@ -195,6 +197,22 @@ def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int
     return SoakResult(seed, per * partitions, done, skipped, result.counts(), recovery,
                       [f"{e.participant} in {e.step}" for e in events if e.kind == "stalled"], len(race_lost),
                       race_unprocessed, sum(sup.restarts.values()), sum(e.kind == "offset_reset" for e in events), reloads)
+
+
+def race_losses(events: list[Event], anomalies: list[Anomaly], hanging: pd.DataFrame) -> set[str]:
+    """The value ids of the lost writes Kafka's marker race explains: each written on a partition where a transaction
+    was left hanging (``hanging``: :func:`~labkit.kafka.hanging.find_hanging`'s rows, with ``partition``,
+    ``start_offset`` and the ``transactional_id`` the coordinator holds for its producer id), at or after its start
+    offset, **by that producer**: the writer's transactional.id (its ``txn_begin`` of the write's transaction) is the
+    one the coordinator names, which KIP-98 maps to one producer id. A loss written by any other producer is not the
+    race's, nor one whose hanging producer id no coordinator names."""
+    tid_of = {(e.participant, e.txn): e.transactional_id for e in events if e.kind == "txn_begin"}
+    race = [(r.partition, r.transactional_id, r.start_offset) for r in hanging.itertuples() if r.transactional_id]
+    writer = {(e.participant, e.topic, e.partition, e.offset): tid_of.get((e.participant, e.txn))
+              for e in events if e.kind == "ack"}
+    return {a.value_id for a in anomalies if a.name == "lost write"
+            and any(a.partition == p and a.offset >= start
+                    and writer.get((a.participant, a.topic, a.partition, a.offset)) == tid for p, tid, start in race)}
 
 
 def _progress(event: Event) -> bool:

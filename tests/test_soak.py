@@ -1,11 +1,14 @@
 """The short soak (bench/soak.py is the long one), on a broker of the test's own (it is killed), and one
 schedule on a cluster with a separate KRaft controller."""
 
+import pandas as pd
 import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
-from labkit.soak import FAULTS, LOAD_RACE, SoakResult, run_schedule, summary
+from labkit.crashlab.check import check
+from labkit.soak import FAULTS, LOAD_RACE, SoakResult, race_losses, run_schedule, summary
+from tests.histories import OUT, H
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +67,36 @@ def test_clean_means_only_the_races_losses():
     assert SoakResult(0, 10, ["broker"], [], race_seen_from_both_sides, race_lost=5, race_unprocessed=5).clean
     assert not SoakResult(0, 10, ["broker"], [], race_seen_from_both_sides, race_lost=5, race_unprocessed=4).clean
     assert not SoakResult(0, 10, [], [], {**counts, "duplicate": 1}).clean
+
+
+def _race_history():
+    """proc-a (transactional.id "a") and proc-b ("b") write partition 0; a broker kill leaves a's transaction hanging
+    from offset 4; both have a write at or after offset 4 that the final read lacks."""
+    h = H()
+    for p, tid, n, vid, offset in (("proc-a", "a", 1, "s-1>out", 0), ("proc-b", "b", 1, "s-2>out", 2),
+                                   ("proc-a", "a", 2, "s-3>out", 4),  # the marker race: hanging, then aborted
+                                   ("proc-b", "b", 2, "s-4>out", 6)):  # after it, another producer's: not the race
+        h.add("txn_begin", p, txn=n, transactional_id=tid)
+        h.write(p, vid, offset, txn=n).txn(p, n, "committed")
+    h.finals([(0, "s-1>out"), (2, "s-2>out")])
+    return h.events
+
+
+def hanging_of(tid):
+    """find_hanging's row of a transaction hanging from offset 4 of partition 0, the coordinator naming ``tid``."""
+    return pd.DataFrame([{"partition": 0, "producer_id": 7, "start_offset": 4, "transactional_id": tid}])
+
+
+def test_only_the_hanging_transactions_own_producer_explains_a_loss():
+    events = _race_history()
+    anomalies = check(events, output_topic=OUT).anomalies
+    assert sorted(a.value_id for a in anomalies if a.name == "lost write") == ["s-3>out", "s-4>out"]
+    assert race_losses(events, anomalies, hanging_of("a")) == {"s-3>out"}  # proc-b's loss at offset 6 is a real one
+    counts = dict.fromkeys(("duplicate", "lost write", "unprocessed"), 0)
+    race_lost = len(race_losses(events, anomalies, hanging_of("a")))
+    assert not SoakResult(0, 4, ["broker"], [], {**counts, "lost write": 2}, race_lost=race_lost).clean
+    assert race_losses(events, anomalies, hanging_of("b")) == {"s-4>out"}  # had b's been the one left hanging
+    assert race_losses(events, anomalies, hanging_of(None)) == set()  # no coordinator names it: not excused
 
 
 def test_the_coordinator_load_race_is_found_in_the_broker_log_after_a_mark(tmp_path):
