@@ -1,10 +1,10 @@
 """``make reset``: remove the lab's topics and experiment files, and nothing else.
 
 The lab's topics are the ones it created itself, as its ledger ``$LABKIT_HOME/lab/created-topics.jsonl`` records
-them: one JSON line ``{"cluster": <cluster id>, "topic": <name>}`` per topic, appended by
-:func:`labkit.kafka.ledger.record_created_topic` when :func:`labkit.kafka.records.create_topic` creates the topic. A ledger rather than a name pattern: the lab's names,
-``<prefix>-<8 hex digits>``, are also what a learner's ``orders-20260101`` or ``payments-deadbeef`` look like, and
-no name or topic config is a mark a user's topic cannot carry by accident; the cluster id (not the address, which
+them (:mod:`labkit.kafka.ledger`): one JSON line ``{"cluster": <cluster id>, "topic": <name>}`` per topic,
+appended when :func:`labkit.kafka.records.create_topic` creates it. A ledger rather than a name pattern: the lab's
+names, ``<prefix>-<8 hex digits>``, are also what a learner's ``orders-20260101`` or ``payments-deadbeef`` look
+like, and no name or topic config is a mark a user's topic cannot carry by accident; the cluster id (not the address, which
 changes with every start of a broker on the same data) keeps a topic of the same name on another cluster safe.
 
 They are deleted from the broker the lab uses (``LABKIT_BOOTSTRAP``, else the running ``make lab`` broker); when no
@@ -18,7 +18,6 @@ under ``$LABKIT_HOME/experiments``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 from labkit.broker.probe import admin, check_reachable
 from labkit.broker.runtime import labkit_home
 from labkit.errors import LabkitError
-from labkit.kafka.ledger import ledger, rows
+from labkit.kafka.ledger import forget, rows
 
 
 class ResetNotConfirmed(LabkitError):
@@ -39,11 +38,6 @@ def lab_topics(cluster_id: str, names: list[str]) -> list[str]:
     """Of ``names`` (the topics of the cluster ``cluster_id``), the ones the ledger says the lab created, sorted."""
     created = {r["topic"] for r in rows() if r["cluster"] == cluster_id}
     return sorted(set(names) & created)
-
-
-def _forget(cluster_id: str, topics: list[str]) -> None:
-    kept = [r for r in rows() if not (r["cluster"] == cluster_id and r["topic"] in topics)]
-    ledger().write_text("".join(json.dumps(r) + "\n" for r in kept))
 
 
 def delete_lab_topics(bootstrap: str, confirm: Callable[[str, list[str]], bool] | None = None,
@@ -62,12 +56,12 @@ def delete_lab_topics(bootstrap: str, confirm: Callable[[str, list[str]], bool] 
     meta = client.list_topics(timeout=timeout_s)
     doomed = lab_topics(meta.cluster_id, list(meta.topics))
     if doomed and confirm and not confirm(bootstrap, doomed):
-        raise ResetNotConfirmed(f"nothing deleted from {bootstrap} (not the lab's own broker); "
-                                "pass --yes to delete its lab topics: python -m labkit reset --yes, make reset ARGS=--yes")
+        raise ResetNotConfirmed(f"nothing deleted from {bootstrap} (not the lab's own broker); pass --yes to delete "
+                                "its lab topics: python -m labkit reset --yes, make reset ARGS=--yes")
     if doomed:
         for future in client.delete_topics(doomed, operation_timeout=timeout_s).values():
             future.result(timeout_s)
-        _forget(meta.cluster_id, doomed)
+        forget(meta.cluster_id, doomed)
     return doomed
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from labkit.broker import javac, runtime
 from labkit.broker.settings import kafka_version
+from labkit.crashlab import java
 from labkit.errors import JavaError
 
 MESSAGE = dict(needed_for="The test source", otherwise="or skip it")
@@ -25,7 +26,7 @@ def home(tmp_path, monkeypatch):
 def test_a_java_without_javac_is_named_with_the_fix(tmp_path):
     (tmp_path / "java").symlink_to(os.path.realpath(runtime.find_java()))
     with pytest.raises(javac.NoJavacError, match="no javac .*openjdk-17-jdk-headless.*client='librdkafka'"):
-        javac.find_javac({"PATH": str(tmp_path)})
+        javac.find_javac({"PATH": str(tmp_path)}, **java.WITHOUT_JAVAC)
 
 
 def test_a_source_is_compiled_once_into_a_jar_and_a_change_compiles_again(home, tmp_path):

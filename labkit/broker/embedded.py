@@ -46,8 +46,9 @@ class EmbeddedBroker:
 
     The JVM is started from the jars of ``version`` resolved by :func:`labkit.broker.runtime.ensure_jars`;
     its storage is formatted with ``kafka.tools.StorageTool format --standalone`` (in the broker's own JVM:
-    :mod:`labkit.broker.launcher`) and the release's share-group feature level (:data:`~labkit.broker.settings.FEATURES_BY_VERSION`: KIP-932, and on 4.4
-    the DLQ of KIP-1191). Its log goes to ``<data_dir>/server.log``.
+    :mod:`labkit.broker.launcher`) and the release's share-group feature level
+    (:data:`~labkit.broker.settings.FEATURES_BY_VERSION`: KIP-932, and on 4.4 the DLQ of KIP-1191). Its log goes
+    to ``<data_dir>/server.log``.
     No JVM outlives the Python process that started it (atexit, and Linux's parent-death signal).
 
     Args:
@@ -170,8 +171,7 @@ class EmbeddedBroker:
             raise BrokerStateError(f"The broker at {self.bootstrap_servers} is already running.")
         java = runtime.find_java()
         self._check_storage_version()
-        runtime.ensure_jars(version=self.version)  # with its progress bar on a first download
-        cp, self._launcher = launcher.class_path(self.version)
+        cp, self._launcher = launcher.class_path(self.version, runtime.ensure_jars(version=self.version))
         sharing = cds.flags("broker", java, cp) if self.class_data is None else self.class_data
         jvm = [java, f"-Xmx{self.heap_mb}m", *JVM_FLAGS, *sharing,
                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}", f"-Dkafka.logs.dir={self.data_dir}",

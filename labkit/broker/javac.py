@@ -22,9 +22,8 @@ class NoJavacError(JavaError):
     """A Java runtime without ``javac`` (a JRE, not a JDK)."""
 
 
-def find_javac(env: dict[str, str] | None = None, *, needed_for: str = "The Java participant",
-               otherwise: str = "or run the participant on librdkafka (client='librdkafka', or unset LABKIT_CLIENT)"
-               ) -> str:
+def find_javac(env: dict[str, str] | None = None, *, needed_for: str = "The lab's Java code",
+               otherwise: str = "or leave out what needs it") -> str:
     """Path of ``javac`` (``$JAVA_HOME/bin/javac``, else on PATH) beside a Java 17+.
 
     Args:
@@ -38,8 +37,8 @@ def find_javac(env: dict[str, str] | None = None, *, needed_for: str = "The Java
     java_home = env.get("JAVA_HOME")
     javac = str(Path(java_home) / "bin" / "javac") if java_home else shutil.which("javac", path=env.get("PATH"))
     if not javac or not os.access(javac, os.X_OK):
-        raise NoJavacError(f"{needed_for} is compiled at first use, and this Java has no javac (a JRE, not a JDK): install "
-                        f"a JDK 17+ (Debian: `apt-get install openjdk-17-jdk-headless`), {otherwise}.")
+        raise NoJavacError(f"{needed_for} is compiled at first use, and this Java has no javac (a JRE, not a JDK): "
+                           f"install a JDK 17+ (Debian: `apt-get install openjdk-17-jdk-headless`), {otherwise}.")
     return javac
 
 

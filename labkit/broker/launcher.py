@@ -19,16 +19,16 @@ JAR = "broker-launcher.jar"
 FORMAT_FAILED = 3
 
 
-def class_path(version: str) -> tuple[str, bool]:
+def class_path(version: str, jars: list[Path] | None = None) -> tuple[str, bool]:
     """The broker JVM's class path for Kafka ``version``, and whether the launcher is on it: its jar first (compiled
-    first if needed), then the release's jars (:func:`labkit.broker.runtime.ensure_jars`); without a ``javac``, the
-    release's jars alone.
+    first if needed), then the release's jars (``jars``, else :func:`labkit.broker.runtime.ensure_jars`'s); without a
+    ``javac``, the release's jars alone.
 
     Raises:
         JavaError: no Java 17+, or javac failed on the launcher (its output in the message).
         MavenError: the Kafka jars are not cached and cannot be resolved.
     """
-    jars = runtime.ensure_jars(version=version, progress=False)
+    jars = jars if jars is not None else runtime.ensure_jars(version=version, progress=False)
     try:
         folder = javac.compiled("broker-launcher", SOURCE, version, JAR, needed_for="The broker's launcher",
                                 otherwise="or go on: the broker formats its storage in a JVM of its own")

@@ -20,6 +20,9 @@ SOURCE = Path(__file__).resolve().parents[2] / "jvm" / "participant"
 MAIN = "labkit.participant.Main"
 #: The compiled participant's classes, in its folder (:func:`compiled`).
 JAR = "participant.jar"
+#: What :func:`labkit.broker.javac.find_javac`'s message says when there is no javac: what needs it, the way out.
+WITHOUT_JAVAC = {"needed_for": "The Java participant",
+                 "otherwise": "or run the participant on librdkafka (client='librdkafka', or unset LABKIT_CLIENT)"}
 #: JVM flags for a quick start (a participant is restarted often): C1 only, the serial collector, a small heap.
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m", "-XX:-UsePerfData")
 
@@ -33,8 +36,7 @@ def compiled(version: str | None = None) -> Path:
         JavaError: no JDK 17+ (:func:`labkit.broker.javac.find_javac`), or javac failed (its output in the message).
         MavenError: the Kafka jars are not cached and cannot be resolved.
     """
-    return javac.compiled("participant", SOURCE, kafka_version(version), JAR, needed_for="The Java participant",
-                          otherwise="or run the participant on librdkafka (client='librdkafka', or unset LABKIT_CLIENT)")
+    return javac.compiled("participant", SOURCE, kafka_version(version), JAR, **WITHOUT_JAVAC)
 
 
 def command(version: str | None = None, class_data: list[str] | None = None) -> list[str]:

@@ -29,9 +29,20 @@ def record_created_topic(cluster_id: str, topic: str) -> None:
 
 
 def rows() -> list[dict]:
-    """The ledger's entries, ``[{"cluster": <cluster id>, "topic": <name>}, ...]``, oldest first ([] before the first)."""
+    """The ledger's entries, ``[{"cluster": <cluster id>, "topic": <name>}, ...]``, oldest first ([] before the
+    first)."""
     try:
         lines = ledger().read_text().splitlines()
     except FileNotFoundError:
         return []
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def forget(cluster_id: str, topics: list[str]) -> None:
+    """Remove ``topics`` (names) of the cluster ``cluster_id`` from the ledger (they were deleted).
+
+    Raises:
+        OSError: the ledger cannot be written.
+    """
+    kept = [r for r in rows() if not (r["cluster"] == cluster_id and r["topic"] in topics)]
+    ledger().write_text("".join(json.dumps(r) + "\n" for r in kept))
