@@ -88,6 +88,15 @@ def test_an_effect_written_twice_is_a_duplicate_effect():
     assert result.counts() == {**dict.fromkeys(SHARE_ANOMALIES, 0), "duplicate effect": 1}
 
 
+def test_an_effect_written_three_times_is_one_duplicate_effect():
+    """A duplicate is counted once per record written more than once (issue 35), its writers in the detail."""
+    h = S().written(1).delivered("w", 0).effect("w", 0).add("crash", "w").delivered("w", 0, 2).effect("w", 0)
+    h.add("crash", "w").delivered("v", 0, 3).effect("v", 0).acked("v", 0).state(0, 0, "ACKNOWLEDGED", 3).spso(1)
+    result = check_share(h.events, topic=SHARE, sink=True)
+    assert result.counts() == {**dict.fromkeys(SHARE_ANOMALIES, 0), "duplicate effect": 1}
+    assert "written 3 times (by w, w, v)" in result.anomalies[0].detail
+
+
 def test_other_topics_are_not_checked_and_names_are_checked():
     h = clean().add("delivered", "x", topic="elsewhere", partition=0, offset=0, value_id="e-1", delivery_count=99)
     result = check_share(h.events, topic=SHARE, delivery_limit=2)

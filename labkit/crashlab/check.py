@@ -8,7 +8,8 @@ so the same input processed twice yields the same output id, and a duplicate sho
 
 Anomalies (the guarantees of KIP-98 transactions and the idempotent producer):
 
-* ``duplicate``: one value id more than once in the read_committed final read of a topic;
+* ``duplicate``: one value id more than once in the read_committed final read of a topic: one anomaly per
+  record written more than once (20 records written twice are 20 duplicates), its copies' offsets in the detail;
 * ``lost write``: a write the producer was told committed (definite ack, and its transaction, if any,
   committed) is not in the read_committed final read (safety: an acknowledged write vanished);
 * ``unprocessed``: an input record with no output in the read_committed final read (liveness: the pipeline
@@ -21,12 +22,22 @@ Anomalies (the guarantees of KIP-98 transactions and the idempotent producer):
 * ``out-of-order``: one writer's records sit in a partition in another order than it sent them.
 
 A final read is recorded as one ``final_read`` event per record it returned, plus one without a
-``value_id`` that says the read was done (so an empty read is told apart from a missing one).
+``value_id`` that says the read was done (so an empty read is told apart from a missing one). The read_uncommitted
+final read is the log itself (:func:`labkit.crashlab.experiment.Experiment.final_reads`): each of its records
+carries its batch's ``producer_id`` and ``producer_epoch`` and, for a transactional record, the ``outcome`` the
+log's own control record gives its transaction.
+
+Which write a read read: two copies of one value id (a zombie's and its successor's, a replayed micro-batch, a
+restart's rewrite) are two writes, each in its own transaction. A read of (topic, partition, offset) is matched to
+the write acknowledged at that offset (the ``ack`` event names the participant and its transaction); a record
+no participant saw acknowledged (a crashed producer's buffered acknowledgements, Spark's sink A) is matched by
+what the log says of it: its producer id and epoch (the transaction of the same participant whose acknowledged
+records carry them), and its transaction's outcome from the log's control record.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -116,32 +127,84 @@ def check(events: Iterable[Event], *, output_topic: str, input_topic: str | None
     if (output_topic, "read_committed") not in done:
         raise ValueError(f"the history has no read_committed final_read of {output_topic!r}: record the final "
                          "reads (read_committed and read_uncommitted) before checking")
-    txns = _transactions(events)
+    writes = _Writes(events)
     found: list[Anomaly] = []
     found += _duplicates(committed_read)
-    found += _lost_writes(events, committed_read, txns, output_topic)
+    found += _lost_writes(events, committed_read, writes, output_topic)
     if input_topic:
         found += _unprocessed(final[input_topic, "read_committed"], committed_read, stage)
-    found += _aborted_and_precommitted_reads(events, txns)
+    found += _aborted_and_precommitted_reads(events, writes)
     found += _gaps(events, final)
     found += _out_of_order(final[output_topic, "read_uncommitted"] or committed_read)
     return CheckResult(found)
 
 
-def _transactions(events: list[Event]) -> dict[str, dict]:
-    """value_id -> {"outcome": committed/aborted/None, "commit_start_ns": int|None, "participant"}."""
-    by_txn: dict[tuple, dict] = defaultdict(lambda: {"outcome": None, "commit_start_ns": None, "ids": []})
-    for e in events:
-        if e.txn is None:
-            continue
-        t = by_txn[e.participant, e.txn]
-        if e.kind == "send":
-            t["ids"].append(e.value_id)
-        elif e.kind == "txn_commit_start":
-            t["commit_start_ns"] = e.mono_ns
-        elif e.kind == "txn_end" and e.definite is not False:
-            t["outcome"] = e.outcome
-    return {vid: {**t, "participant": p} for (p, _), t in by_txn.items() for vid in t["ids"]}
+@dataclass(frozen=True)
+class _Write:
+    """The write behind a record: who wrote it, in which transaction, and how that transaction ended."""
+
+    participant: str | None
+    txn: int | None
+    outcome: str | None
+    commit_start_ns: int | None
+
+
+class _Writes:
+    """Finds the write a read read (see the module docstring)."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.txns: dict[tuple, dict] = defaultdict(lambda: {"outcome": None, "commit_start_ns": None})
+        self.acked: dict[tuple, tuple] = {}  # (topic, partition, offset) -> (participant, txn)
+        self.logged: dict[tuple, Event] = {}  # (topic, partition, offset) -> the log's record (read_uncommitted)
+        self.senders: dict[str, set] = defaultdict(set)  # value_id -> {(participant, txn)} of transactional sends
+        for e in events:
+            if e.kind == "ack" and e.definite is not False:
+                self.acked[e.topic, e.partition, e.offset] = (e.participant, e.txn)
+            elif e.kind == "final_read" and e.isolation_level == "read_uncommitted" and e.value_id is not None:
+                self.logged[e.topic, e.partition, e.offset] = e
+            if e.txn is None:
+                continue
+            t = self.txns[e.participant, e.txn]
+            if e.kind == "send":
+                self.senders[e.value_id].add((e.participant, e.txn))
+            elif e.kind == "txn_commit_start":
+                t["commit_start_ns"] = e.mono_ns
+            elif e.kind == "txn_end" and e.definite is not False:
+                t["outcome"] = e.outcome
+        self.producers: dict[tuple, set] = defaultdict(set)  # (participant, txn) -> {(producer id, epoch)} in the log
+        for where, writer in self.acked.items():
+            record = self.logged.get(where)
+            if record is not None and record.producer_id is not None:
+                self.producers[writer].add((record.producer_id, record.producer_epoch))
+
+    def of(self, read: Event) -> _Write | None:
+        """The write ``read`` (a consume or final_read event) read, or None when it was not transactional or the
+        history cannot tell which of several writes of its value id it was."""
+        where = (read.topic, read.partition, read.offset)
+        record = self.logged.get(where)
+        if where in self.acked:
+            return self._write(*self.acked[where], log_outcome=record.outcome if record is not None else None)
+        candidates = self.senders.get(read.value_id, set())
+        if record is not None and record.producer_id is not None:
+            mine = {w for w in candidates if (record.producer_id, record.producer_epoch) in self.producers[w]}
+            unknown = {w for w in candidates if not self.producers[w]}
+            writer = next(iter(mine)) if len(mine) == 1 else next(iter(unknown)) if not mine and len(unknown) == 1 \
+                else None
+            if writer is not None:
+                return self._write(*writer, log_outcome=record.outcome)
+            return _Write(None, None, record.outcome, None) if record.outcome else None
+        outcomes = {self.txns[w]["outcome"] for w in candidates}
+        if len(candidates) == 1:
+            return self._write(*next(iter(candidates)), log_outcome=None)
+        return _Write(None, None, outcomes.pop(), None) if len(outcomes) == 1 else None
+
+    def _write(self, participant: str, txn: int | None, log_outcome: str | None) -> _Write | None:
+        """The participant's own definite outcome of its transaction, else the log's (the coordinator ended a
+        crashed producer's transaction)."""
+        if txn is None:
+            return None
+        t = self.txns[participant, txn]
+        return _Write(participant, txn, t["outcome"] or log_outcome, t["commit_start_ns"])
 
 
 def _where(e: Event, name: str, detail: str) -> Anomaly:
@@ -149,19 +212,22 @@ def _where(e: Event, name: str, detail: str) -> Anomaly:
 
 
 def _duplicates(read: list[Event]) -> list[Anomaly]:
-    seen = Counter(e.value_id for e in read)
-    return [_where(e, "duplicate", f"{e.value_id} is in the log {seen[e.value_id]} times (offset {e.offset})")
-            for e in read if seen[e.value_id] > 1]
+    copies: dict[str, list[Event]] = defaultdict(list)
+    for e in read:
+        copies[e.value_id].append(e)
+    return [_where(es[0], "duplicate", f"{vid} is in the log {len(es)} times (offsets "
+                                       f"{', '.join(f'{e.partition}:{e.offset}' for e in es)})")
+            for vid, es in copies.items() if len(es) > 1]
 
 
-def _lost_writes(events, read, txns, topic) -> list[Anomaly]:
-    present = {e.value_id for e in read}
+def _lost_writes(events, read, writes: _Writes, topic) -> list[Anomaly]:
+    present = {(e.partition, e.offset) for e in read}
     lost = []
     for e in events:
-        if e.kind != "ack" or e.topic != topic or e.definite is False or e.value_id in present:
+        if e.kind != "ack" or e.topic != topic or e.definite is False or (e.partition, e.offset) in present:
             continue
-        txn = txns.get(e.value_id)
-        if txn is None or txn["outcome"] == "committed":
+        txn = writes.of(e)
+        if txn is None or txn.outcome == "committed":
             why = "its transaction committed" if txn else "it was acked"
             lost.append(_where(e, "lost write", f"{e.value_id} was written at offset {e.offset} and {why}, "
                                                 "but a read_committed consumer does not see it"))
@@ -175,20 +241,23 @@ def _unprocessed(input_read, output_read, stage) -> list[Anomaly]:
             if derived_id(e.value_id, stage) not in outputs]
 
 
-def _aborted_and_precommitted_reads(events, txns) -> list[Anomaly]:
+def _aborted_and_precommitted_reads(events, writes: _Writes) -> list[Anomaly]:
     found = []
     for e in events:
         if e.kind not in ("consume", "final_read") or e.isolation_level != "read_committed":
             continue
-        txn = txns.get(e.value_id)
+        txn = writes.of(e)
         if txn is None:
             continue
-        if txn["outcome"] == "aborted":
-            found.append(_where(e, "aborted read", f"{e.participant} read {e.value_id}, written in a transaction "
-                                                   f"of {txn['participant']} that aborted"))
-        elif e.kind == "consume" and (txn["commit_start_ns"] is None or e.mono_ns < txn["commit_start_ns"]):
-            found.append(_where(e, "precommitted read", f"{e.participant} read {e.value_id} before "
-                                                        f"{txn['participant']} called commit_transaction"))
+        writer = f"{txn.participant}'s transaction {txn.txn}" if txn.participant else "a transaction"
+        if txn.outcome == "aborted":
+            found.append(_where(e, "aborted read", f"{e.participant} read {e.value_id} at offset {e.offset}, "
+                                                   f"written in {writer}, which aborted"))
+        elif e.kind == "consume" and txn.participant and \
+                (txn.commit_start_ns is None or e.mono_ns < txn.commit_start_ns):
+            found.append(_where(e, "precommitted read", f"{e.participant} read {e.value_id} at offset {e.offset} "
+                                                        f"before {txn.participant} called commit_transaction of "
+                                                        f"transaction {txn.txn}"))
     return found
 
 

@@ -93,8 +93,8 @@ class PipelineRun:
 
     def finish(self) -> CheckResult:
         """Record the final reads (read_committed and read_uncommitted) of the input and output topics and
-        check the history: ``duplicate`` counts every copy of an output read more than once; ``unprocessed``
-        an input with no output; ``lost write`` a committed output that vanished."""
+        check the history: ``duplicate`` counts each output read more than once (once, however many copies);
+        ``unprocessed`` an input with no output; ``lost write`` a committed output that vanished."""
         self.experiment.final_reads(self.input_topic, self.output_topic)
         self.result = self.experiment.check(self.output_topic, input_topic=self.input_topic)
         return self.result

@@ -16,12 +16,13 @@ the broker's as the observer sampled them (``share_state``, ``share_offsets``), 
   slack for the time between the broker's acquisition and the client's poll, had passed);
 * ``lost effect``: a record whose ACCEPT was committed (``ack_committed`` without error) has no effect
   in the sink: the framework acknowledged it, then lost it;
-* ``duplicate effect``: a record's effect was written more than once.
+* ``duplicate effect``: a record's effect was written more than once (one anomaly per record, its writers
+  in the detail).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from labkit.broker.settings import SHARE_LOCK_MS
@@ -121,11 +122,11 @@ def _effects(events: list[Event]) -> list[Anomaly]:
             committed.setdefault(e.value_id, e)
     found += [_at(e, "lost effect", f"{e.participant}'s ACCEPT of {vid} (offset {e.offset}) was committed, but the "
                                     "sink never got its effect") for vid, e in committed.items() if not effects[vid]]
-    first: dict[str, Event] = {}
+    writers: dict[str, list[Event]] = defaultdict(list)
     for e in events:
         if e.kind == "effect":
-            if e.value_id in first:
-                found.append(_at(e, "duplicate effect", f"{e.value_id}'s effect was written {effects[e.value_id]} "
-                                                        f"times (again by {e.participant})"))
-            first.setdefault(e.value_id, e)
+            writers[e.value_id].append(e)
+    found += [_at(es[1], "duplicate effect", f"{vid}'s effect was written {len(es)} times (by "
+                                             f"{', '.join(e.participant for e in es)})")
+              for vid, es in writers.items() if len(es) > 1]
     return found
