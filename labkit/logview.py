@@ -1,9 +1,9 @@
 """What a partition's log holds, offset by offset, and what each isolation level reads of it.
 
-The log is rebuilt from what the producers were told (their acks give each data record's offset)
-and the partition's high watermark: an offset below the high watermark that no producer was given
-holds a control record, the COMMIT or ABORT marker the transaction coordinator writes with
-WriteTxnMarkers (KIP-98).
+The log is the one the broker stores, read batch by batch with :func:`labkit.kafka.logbatches.read_log`: each
+control record (the COMMIT or ABORT marker the transaction coordinator has the partition leader write with
+WriteTxnMarkers, KIP-98) is one the batches mark as such (the batch's isControlBatch attribute), not an offset no
+producer was told of. That function is here too, as ``labkit.logview.read_log``, for the notebooks.
 """
 
 from __future__ import annotations
@@ -11,32 +11,40 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from labkit.kafka.logbatches import read_log
+
+__all__ = ["KIND_COLOURS", "partition_log", "plot_log", "read_log", "side_by_side"]
+
 #: Colour of each kind of log entry in :func:`plot_log`.
-KIND_COLOURS = {"record": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "control record": "#9d9d9d"}
+KIND_COLOURS = {"record": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "open": "#f58518",
+                "control record": "#9d9d9d"}
 
 
-def partition_log(high_watermark: int, **acked: pd.DataFrame) -> pd.DataFrame:
-    """Every offset of one partition below ``high_watermark`` and what it holds.
+def partition_log(log: pd.DataFrame) -> pd.DataFrame:
+    """What each offset of a partition's log holds, from its batches as the broker stores them.
 
     Args:
-        high_watermark: the partition's high watermark (offset after its last entry).
-        **acked: kind name to the records of that kind as the producer saw them acked (frames from
-            :func:`labkit.kafka.records.produce`, with ``offset`` and ``value``), e.g.
-            ``committed=..., aborted=...``; a kind name is any label ("record", "committed", ...).
+        log: from :func:`labkit.kafka.logbatches.read_log` (columns offset, control, marker, transactional, outcome,
+            value).
     Returns:
-        Columns offset, kind, value; offsets no producer was given are kind "control record".
+        Columns offset, kind, value, marker: one row per record of ``log``, by offset. ``kind`` is "control record"
+        for a control record (``marker`` "COMMIT" or "ABORT", ``value`` None), else the record's transaction's
+        outcome as the log says it, "committed" or "aborted" ("open" while no marker follows), or "record" for a
+        record written without a transaction. An offset ``log`` has no record at is left out (none is inferred).
     Raises:
-        ValueError: an acked offset is at or above the high watermark, or two kinds claim one offset.
+        ValueError: ``log`` lacks one of those columns (pass :func:`~labkit.kafka.logbatches.read_log`'s frame).
     """
-    rows = {}
-    for kind, frame in acked.items():
-        for offset, value in zip(frame["offset"], frame["value"]):
-            if offset >= high_watermark or offset in rows:
-                raise ValueError(f"offset {offset} ({kind}) is past the high watermark {high_watermark} "
-                                 "or claimed twice: pass the acks of one partition, each once")
-            rows[offset] = (kind, value)
-    return pd.DataFrame([(o, *rows.get(o, ("control record", None))) for o in range(high_watermark)],
-                        columns=["offset", "kind", "value"])
+    missing = {"offset", "control", "marker", "transactional", "outcome", "value"} - set(log.columns)
+    if missing:
+        raise ValueError(f"the log frame lacks columns {sorted(missing)}: pass labkit.kafka.logbatches.read_log's")
+    kind = [("control record" if control else "open" if pd.isna(outcome) else outcome) if transactional else "record"
+            for control, transactional, outcome in zip(log.control, log.transactional, log.outcome)]
+    def text(column: pd.Series) -> pd.Series:  # None where missing (pandas 3 infers str, with NaN for it)
+        return pd.Series([None if pd.isna(v) else v for v in column], dtype=object)
+
+    out = pd.DataFrame({"offset": log.offset.to_numpy(), "kind": pd.Series(kind, dtype=object),
+                        "value": text(log.value), "marker": text(log.marker)})
+    return out.sort_values("offset", ignore_index=True)
 
 
 def side_by_side(reads: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -52,13 +60,14 @@ def plot_log(log: pd.DataFrame, reads: dict[str, pd.DataFrame], title: str = "")
     kind) and, below it, one row per reader with a mark at each offset it read.
 
     Args:
-        log: from :func:`partition_log`.
+        log: from :func:`partition_log` (a control record is labelled with its marker, COMMIT or ABORT).
         reads: reader name (e.g. "read_committed") to its frame from :func:`labkit.kafka.records.read_topic`.
     """
     fig = go.Figure()
     for kind, part in log.groupby("kind", sort=False):
+        labels = [marker if value is None else value for value, marker in zip(part["value"], part["marker"])]
         fig.add_trace(go.Scatter(x=part["offset"], y=["log"] * len(part), mode="markers+text", name=kind,
-                                 text=part["value"].fillna("marker"), textposition="top center",
+                                 text=labels, textposition="top center",
                                  marker=dict(symbol="square", size=22, color=KIND_COLOURS.get(kind))))
     for name, frame in reads.items():
         fig.add_trace(go.Scatter(x=frame["offset"], y=[name] * len(frame), mode="markers+text", name=name,

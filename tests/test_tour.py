@@ -19,3 +19,10 @@ def test_the_release_has_no_begin_transaction_request():
     assert {"InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn",
             "WriteTxnMarkers"} <= set(names)
     assert not [n for n in names if n.startswith("Begin")]
+
+
+def test_the_quiz_verdict_names_the_control_records_the_log_holds(bootstrap):
+    topic = tour.quiz_topic(bootstrap)  # x1 x2 committed, p1 plain, y1 y2 aborted
+    verdict = tour.check_prediction(bootstrap, topic, {"read_committed": ["x1", "x2", "p1"],
+                                                       "read_uncommitted": ["x1", "x2", "p1", "y1", "y2"]})
+    assert verdict.ok and "(COMMIT at offset 2, ABORT at offset 6)" in verdict.message, verdict.message

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
 from labkit.exercise import Verdict, unanswered
+from labkit.kafka.logbatches import read_log
 from labkit.kafka.protocol import message_definitions
 from labkit.kafka.records import create_topic, produce, read_topic
 from labkit.kafka.txnlog import transaction_log
@@ -66,19 +67,29 @@ def transaction_requests(version: str | None = None) -> list[str]:
     return sorted(n for n in names if n == "InitProducerId" or "Txn" in n or "Transaction" in n)
 
 
-def quiz_topic(bootstrap: str) -> str:
-    """A fresh one-partition topic holding, in this order: a transaction of ``x1, x2`` that commits, a plain
-    (non-transactional) record ``p1``, and a transaction of ``y1, y2`` that aborts. Returns its name."""
+def quiz_topic(bootstrap: str, timeout_s: float = 30.0) -> str:
+    """A fresh one-partition topic holding, in this order: a transaction of ``x1, x2`` that commits (its COMMIT
+    marker at offset 2), a plain (non-transactional) record ``p1``, and a transaction of ``y1, y2`` that aborts (its
+    ABORT marker at offset 6). Each transaction's marker is waited for (up to ``timeout_s`` s): the coordinator writes
+    it after answering the producer's EndTxn. Returns its name.
+
+    Raises:
+        TimeoutError: a marker was not in the partition within ``timeout_s``.
+    """
     topic = create_topic(bootstrap, "tour-quiz")
-    produce(bootstrap, topic, ["x1", "x2"], transactional_id=f"quiz-{topic}", outcome="commit")
+    produce(bootstrap, topic, ["x1", "x2"], transactional_id=f"quiz-{topic}", outcome="commit", timeout_s=timeout_s,
+            wait_marker=True)
     produce(bootstrap, topic, ["p1"])
-    produce(bootstrap, topic, ["y1", "y2"], transactional_id=f"quiz-{topic}", outcome="abort")
+    produce(bootstrap, topic, ["y1", "y2"], transactional_id=f"quiz-{topic}", outcome="abort", timeout_s=timeout_s,
+            wait_marker=True)
     return topic
 
 
 def check_prediction(bootstrap: str, topic: str, answer: object) -> "Verdict":
     """Check ``answer``, ``{"read_committed": [values], "read_uncommitted": [values]}`` in log order, against
-    what consumers at each isolation level really read from ``topic`` (see :func:`quiz_topic`)."""
+    what consumers at each isolation level really read from ``topic`` (see :func:`quiz_topic`). A right answer's
+    verdict names the control records as the partition's batches hold them
+    (:func:`labkit.kafka.logbatches.read_log`)."""
     if (v := unanswered(answer, 'a dict {"read_committed": [...], "read_uncommitted": [...]} of values')):
         return v
     if not isinstance(answer, dict) or set(answer) != set(LEVELS):
@@ -86,9 +97,12 @@ def check_prediction(bootstrap: str, topic: str, answer: object) -> "Verdict":
     real = {level: list(read_topic(bootstrap, topic, level).value) for level in LEVELS}
     wrong = [level for level in LEVELS if list(answer[level]) != real[level]]
     if not wrong:
+        log = read_log(bootstrap, topic)
+        markers = ", ".join(f"{m} at offset {o}" for o, m in zip(log.offset[log.control], log.marker[log.control]))
         return Verdict(True, f"read_committed returned {real['read_committed']} and read_uncommitted "
                              f"{real['read_uncommitted']}: the aborted records are in the log, only read_committed "
-                             "skips them, and nobody reads the two control records.")
+                             f"skips them, and nobody reads the control records the partition's batches hold "
+                             f"({markers}).")
     hints = {"read_committed": "read_committed returns every committed record and every non-transactional one, "
                                "and skips what an aborted transaction wrote.",
              "read_uncommitted": "read_uncommitted returns every record in the log, aborted ones included; only "
