@@ -25,8 +25,10 @@ def test_plain_produce_is_read_back_in_order(bootstrap):
 
 def test_transaction_markers_take_an_offset_each(bootstrap):
     topic = create_topic(bootstrap)
-    produce(bootstrap, topic, ["c"], transactional_id=f"t-{uuid.uuid4()}")
-    produce(bootstrap, topic, ["a"], transactional_id=f"t-{uuid.uuid4()}", outcome="abort")
+    produce(bootstrap, topic, ["c"], transactional_id=f"t-{uuid.uuid4()}", wait_marker=True)
+    # the marker is written once produce returns (the coordinator answers EndTxn before it is), so "a" follows it
+    assert high_watermarks(bootstrap, topic) == last_stable_offsets(bootstrap, topic) == {0: 2}
+    produce(bootstrap, topic, ["a"], transactional_id=f"t-{uuid.uuid4()}", outcome="abort", wait_marker=True)
     assert high_watermarks(bootstrap, topic) == {0: 4}  # c, COMMIT, a, ABORT
     assert list(read_topic(bootstrap, topic)["offset"]) == [0]
     assert list(read_topic(bootstrap, topic, "read_uncommitted")["offset"]) == [0, 2]

@@ -11,7 +11,8 @@ from labkit.broker.runtime import labkit_home
 from labkit.crashlab.check import CheckResult, check
 from labkit.history import History
 from labkit.crashlab.participant import Participant
-from labkit.kafka.records import create_topic, read_topic
+from labkit.kafka.logbatches import read_log
+from labkit.kafka.records import create_topic, high_watermarks, read_topic
 
 if TYPE_CHECKING:
     from labkit.broker import EmbeddedBroker
@@ -71,15 +72,44 @@ class Experiment:
         """Read each topic to its end at read_committed and at read_uncommitted and record what
         each saw as ``final_read`` events (one per record, plus one that marks the read done).
 
+        The read_committed read is a consumer's (:func:`labkit.kafka.records.read_topic`). The read_uncommitted one is
+        the log itself, its record batches fetched at READ_UNCOMMITTED (:func:`labkit.kafka.logbatches.read_log`: what
+        a read_uncommitted consumer returns, the control records left out), so each record's event also holds what
+        the log says of it: its batch's ``producer_id`` and ``producer_epoch`` (None for a producer without
+        idempotence) and, for a transactional record, its transaction's ``outcome`` by the log's own control record
+        ("committed", "aborted", or None while none follows). The checker matches an unacknowledged write by them.
+
+        Args:
+            timeout_s: deadline of each read (s).
         Raises:
             TimeoutError: a read_committed read was held back by a transaction still open.
+            labkit.errors.TopicNotFoundError: a topic does not exist.
         """
         for topic in topics:
-            for level in ("read_committed", "read_uncommitted"):
-                for row in read_topic(self.bootstrap, topic, level, timeout_s).itertuples():
-                    self.history.append("final_read", "lab", topic=topic, partition=row.partition,
-                                        offset=row.offset, value_id=row.value, isolation_level=level)
-                self.history.append("final_read", "lab", topic=topic, isolation_level=level)
+            committed = read_topic(self.bootstrap, topic, "read_committed", timeout_s)
+            self._record_final_read(topic, "read_committed", {
+                "partition": committed.partition.tolist(), "offset": committed.offset.tolist(),
+                "value_id": committed.value.tolist()})
+            rows = {"partition": [], "offset": [], "value_id": [], "producer_id": [], "producer_epoch": [],
+                    "outcome": []}
+            for partition in sorted(high_watermarks(self.bootstrap, topic, timeout_s)):
+                log = read_log(self.bootstrap, topic, partition, timeout_s=timeout_s)
+                data = log[~log.control]
+                idempotent = (data.producer_id >= 0).tolist()
+                rows["partition"] += [partition] * len(data)
+                rows["offset"] += data.offset.tolist()
+                rows["value_id"] += data.value.tolist()
+                rows["producer_id"] += [p if i else None for p, i in zip(data.producer_id.tolist(), idempotent)]
+                rows["producer_epoch"] += [e if i else None for e, i in zip(data.producer_epoch.tolist(), idempotent)]
+                rows["outcome"] += data.outcome.tolist()
+            self._record_final_read(topic, "read_uncommitted", rows)
+
+    def _record_final_read(self, topic: str, level: str, columns: dict[str, list]) -> None:
+        """One ``final_read`` event per record (one history line for all of them), then the one that marks the read
+        done."""
+        columns["mono_ns"] = [time.monotonic_ns()] * len(columns["offset"])
+        self.history.append_batch("final_read", "lab", columns, topic=topic, isolation_level=level)
+        self.history.append("final_read", "lab", topic=topic, isolation_level=level)
 
     def check(self, output_topic: str, input_topic: str | None = None) -> CheckResult:
         """Run :func:`labkit.crashlab.check.check` on the history (record :meth:`final_reads` first)."""

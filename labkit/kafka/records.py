@@ -14,7 +14,7 @@ from confluent_kafka.admin import NewTopic
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.errors import TopicNotFoundError
 from labkit.kafka.ledger import record_created_topic
-from labkit.waiting import Deadline, wait_until
+from labkit.waiting import Deadline, wait_for, wait_until
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +54,7 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
 
 def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | None = None,
             transactional_id: str | None = None, outcome: str = "commit", partition: int = 0,
-            timeout_s: float = 30.0, **config: object) -> "pd.DataFrame":
+            timeout_s: float = 30.0, wait_marker: bool = False, **config: object) -> "pd.DataFrame":
     """Produce ``values`` (UTF-8 strings) to ``topic``/``partition`` and wait for every ack.
 
     Args:
@@ -62,12 +62,18 @@ def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | Non
             (``init_transactions``, ``begin_transaction``, sends, then commit or abort).
         outcome: ``"commit"`` or ``"abort"``: how the transaction ends (ignored without
             ``transactional_id``).
+        timeout_s: deadline of each client call and of the marker wait (s).
+        wait_marker: also wait until the transaction's COMMIT or ABORT marker is in the partition (its last stable
+            offset has reached its high watermark): the coordinator answers EndTxn before it has the partition leader
+            write the marker (``TransactionCoordinator``, KIP-98's WriteTxnMarkers), so a next write may otherwise
+            take the offset the marker would have had.
         **config: more producer configs (dotted names), e.g. ``{"enable.idempotence": False}``.
     Returns:
         One row per record: partition, offset (as the broker assigned it), key, value.
     Raises:
         ValueError: ``outcome`` is neither "commit" nor "abort".
         confluent_kafka.KafkaException: a send or the transaction failed.
+        TimeoutError: ``wait_marker`` and the marker was not written within ``timeout_s``.
     """
     if outcome not in ("commit", "abort"):
         raise ValueError(f"outcome must be 'commit' or 'abort', not {outcome!r}")
@@ -94,6 +100,12 @@ def produce(bootstrap: str, topic: str, values: Iterable[str], *, key: str | Non
         raise KafkaException(errors[0])
     if transactional_id:
         (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(timeout_s)
+        if wait_marker:
+            def marked() -> bool:
+                return last_stable_offsets(bootstrap, topic)[partition] == high_watermarks(bootstrap, topic)[partition]
+
+            wait_for(marked, f"the {outcome.upper()} marker of {transactional_id} in {topic}/{partition}", timeout_s,
+                     hint="the broker's server.log")
     import pandas as pd  # a participant process (caught_up) goes without it
 
     return pd.DataFrame(acked, columns=READ_COLUMNS)
