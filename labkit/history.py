@@ -41,7 +41,11 @@ Kinds: ``send`` (produce called), ``ack`` (delivery confirmed, with offset), ``s
 ``txn_begin``, ``txn_commit_start`` (``commit_transaction`` called), ``txn_end`` (with outcome),
 ``offsets_sent`` (``send_offsets_to_transaction``), ``offsets_committed``, ``consume``,
 ``final_read`` (what a consumer at ``isolation_level`` sees at the end), and the lab's actions:
-``start``, ``crash``, ``pause``, ``resume``, ``stop``, ``fenced``, ``finished``; ``gave_up`` (a participant ended
+``start``, ``crash``, ``pause`` (written once the OS reports the process stopped), ``resume``, ``stop``, ``fenced``
+(the participant's producer epoch or group membership is no longer current: ``error`` is Kafka's name of the fencing
+error, :data:`labkit.crashlab.loop.FENCED_ERRORS`), ``failed`` (the participant ended over any other error:
+``error`` is Kafka's name of it, e.g. INVALID_TRANSACTION_TIMEOUT, or ``"<exception type>: <message>"`` for an error
+that is not Kafka's; ``step`` the client call that failed, if known), ``finished``; ``gave_up`` (a participant ended
 before it had anything to do, ``error`` says why: its consumer was assigned no partition within
 ``assignment_timeout_ms``, or a share consumer got no record within ``first_ms``); and ``stalled`` (a participant's
 blocking client call, named in ``step``, ran past the lab's deadline: :meth:`labkit.crashlab.loop.Loop.call`);
@@ -88,7 +92,7 @@ KINDS = ("send", "ack", "send_failed", "txn_begin", "txn_commit_start", "txn_end
          "offsets_committed", "consume", "final_read", "start", "crash", "pause", "resume", "stop",
          "fenced", "finished", "delivered", "acknowledged", "ack_committed", "effect", "share_state",
          "share_offsets", "share_assignment", "batch_offsets", "batch_start", "batch_written", "batch_skipped",
-         "batch_committed", "stalled", "restart", "txn_init", "offset_reset", "gave_up")
+         "batch_committed", "stalled", "restart", "txn_init", "offset_reset", "gave_up", "failed")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from labkit.waiting import wait_until
 from labkit.broker.runtime import labkit_home
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
-from labkit.procs import process_state
+from labkit.procs import process_state, start_time, why_not_ours
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,35 +37,6 @@ REPO = Path(__file__).resolve().parents[1]
 def lab_dir() -> Path:
     """``$LABKIT_HOME/lab``: the lab's state files, logs and broker data."""
     return labkit_home() / "lab"
-
-
-def start_time(pid: int) -> float:
-    """Start time of process ``pid`` (psutil's ``create_time``: seconds since the epoch), recorded in a state
-    file beside the pid so that a later check can tell the same process from one that reuses its pid.
-
-    Raises:
-        psutil.NoSuchProcess: no process ``pid``.
-    """
-    return psutil.Process(pid).create_time()
-
-
-def why_not_ours(state: dict) -> str:
-    """Why the process a state file names (``{"pid": int, "started": float seconds since the epoch}``) is not the
-    one the lab started and must not be signalled, or ``""`` if it is (alive, same start time)."""
-    pid, started = state["pid"], state.get("started")
-    try:
-        proc = psutil.Process(pid)
-        created, status = proc.create_time(), proc.status()
-    except psutil.NoSuchProcess:
-        return "not running"
-    if status == psutil.STATUS_ZOMBIE:
-        return "not running"
-    if started is None:
-        return (f"not verifiable (pid {pid} is alive but its state file, from an older labkit, has no start time): "
-                "not signalled; stop it yourself if it is the lab's")
-    if abs(created - started) > 0.1:  # create_time is exact to a clock tick
-        return f"not running (pid reused: pid {pid} is now another process, not signalled)"
-    return ""
 
 
 def _state(name: str) -> dict | None:
@@ -219,9 +190,9 @@ def up(timeout_s: float = 120.0) -> dict[str, str]:
 
 def down(timeout_s: float = 30.0) -> dict[str, str]:
     """Stop JupyterLab and the lab broker (SIGTERM to the process group, then SIGKILL after ``timeout_s``
-    seconds), each only if its state file's pid is still the process the lab started (:func:`why_not_ours`);
-    every state file found is removed. Returns ``{name: "stopped" or why it was not signalled}`` for each
-    state file found ("jupyter", "broker")."""
+    seconds), each only if its state file's pid is still the process the lab started
+    (:func:`labkit.procs.why_not_ours`); every state file found is removed. Returns ``{name: "stopped" or why it was
+    not signalled}`` for each state file found ("jupyter", "broker")."""
     outcome = {}
     for name in ("jupyter", "broker"):
         state = _state(name)

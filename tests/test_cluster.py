@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import PortInUseError
-from labkit.spark.cluster import SparkClusterError, StandaloneCluster
+from labkit.procs import start_time
+from labkit.spark.cluster import SparkClusterError, StandaloneCluster, down, running_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 def group_members(pgids: set[int]) -> list[int]:
@@ -104,3 +105,23 @@ def test_not_ready_within_timeout_stops_the_cluster(tmp_path):
         cluster.start(timeout_s=1)
     assert str(tmp_path / "master.log") in str(caught.value)
     assert not cluster.is_running and cluster.pids == {}
+
+
+def test_a_state_file_pid_of_another_start_time_is_not_the_cluster_and_never_signalled(tmp_path, monkeypatch):
+    """A state file whose ``serve`` pid now names another process (its start time differs: the pid was reused, e.g.
+    after a reboot) is no running cluster, and ``down`` leaves that process alone."""
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    stranger = subprocess.Popen(["sleep", "600"])
+    try:
+        state = {"pid": stranger.pid, "master_url": "spark://127.0.0.1:7077", "pids": {}, "folder": str(tmp_path)}
+        path = tmp_path / "spark-cluster" / "state.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({**state, "started": start_time(stranger.pid) - 3600}))
+        assert running_cluster() is None
+        assert down(timeout_s=5) is False
+        assert stranger.poll() is None
+        path.write_text(json.dumps({**state, "started": start_time(stranger.pid)}))
+        assert running_cluster() == {**state, "started": start_time(stranger.pid)}
+    finally:
+        stranger.kill()
+        stranger.wait()

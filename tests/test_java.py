@@ -9,6 +9,7 @@ import pytest
 
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.loop import EXIT_FENCED
 from labkit.crashlab.participant import Participant
 from labkit.kafka.records import committed_offsets, read_topic
 from labkit.procs import process_state
@@ -106,6 +107,9 @@ def test_a_java_producer_fenced_by_a_newer_instance_ends_fenced(exp):
     # reaches the coordinator for the transaction already aborted, INVALID_TXN_STATE, fatal in the Java client's
     # TransactionManager as in notebook 03's timeout abort (seen once, with one core kept busy).
     assert exp.history.first("fenced", "old").error in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE")
+    # the status is the process's own exit code, its cause the error it recorded; no failed event beside the fencing
+    assert old.returncode == EXIT_FENCED and old.cause == exp.history.first("fenced", "old").error
+    assert exp.history.first("failed", "old") is None
 
 
 def test_java_pause_resume_and_stop_are_real_signals(exp):
@@ -113,7 +117,7 @@ def test_java_pause_resume_and_stop_are_real_signals(exp):
                         interval_ms=50).start()
     assert wait_until(lambda: p.counters()["acked"] > 0, 60)
     p.pause()
-    assert process_state(p.pid) == "T"
+    assert process_state(p.pid) == "T" and p.status == "paused"
     frozen = p.counters()["acked"]
     time.sleep(1)
     assert p.counters()["acked"] == frozen
@@ -152,7 +156,7 @@ def test_a_java_call_stuck_past_the_deadline_is_reported_stalled(broker, exp):
         assert p.stalled_in == "flush"
         assert "deadline of 3 s" in exp.history.first("stalled", "jstuck").error
         p.crash()
-        assert p.status == "crashed"
+        assert p.status == "crashed" and p.cause == "SIGKILL"
 
 
 def test_a_java_at_least_once_processor_commits_offsets_after_writing(exp):

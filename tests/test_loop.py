@@ -6,7 +6,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS, LAB_SETTINGS
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.loop import Fenced, Loop, fatal_error, kafka_error
+from labkit.crashlab.loop import FENCED_ERRORS, Fenced, Loop, error_name, fatal_error, is_fencing, kafka_error
 from labkit.crashlab.registry import CLIENTS, load
 from labkit.kafka.records import committed_offsets, create_topic, high_watermarks
 from labkit.waiting import wait_for
@@ -87,9 +87,11 @@ def test_a_processor_whose_consumer_hits_a_fatal_error_ends_fenced(bootstrap, tm
                  interval_s=0)
     finally:
         usurper.close()
-    assert proc.status == "fenced"
+    assert proc.status == "fenced" and proc.cause == "FENCED_INSTANCE_ID"
     fenced = [e for e in exp.history.events() if e.kind == "fenced"]
-    assert len(fenced) == 1 and "Static consumer fenced" in fenced[0].error, fenced
+    # Kafka's name of the cause, not the text of librdkafka's _FATAL error (the text goes to the stderr log)
+    assert [e.error for e in fenced] == ["FENCED_INSTANCE_ID"], fenced
+    assert "Static consumer fenced" in proc.stderr_log.read_text()
 
 
 def _holder(exp: Experiment, client: str, topic: str, group: str):
@@ -161,3 +163,30 @@ def test_a_processor_stops_caught_up_on_an_input_that_ends_with_a_transaction_ma
     exp.final_reads(src, out)
     result = exp.check(out, src)
     assert result.ok and result.count("unprocessed") == 0, result.table()
+
+
+def test_fencing_is_a_current_epoch_or_membership_lost_and_nothing_else():
+    """The errors that mean a newer instance owns the producer epoch or the group membership are fencings, in either
+    client's naming; a fatal error of another kind, a timeout, an unavailable coordinator are not."""
+    for name in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE", "FENCED_INSTANCE_ID",
+                 "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH",
+                 "CommitFailedException(ILLEGAL_GENERATION)"):
+        assert is_fencing(name), name
+    for name in ("INVALID_TRANSACTION_TIMEOUT", "_TIMED_OUT", "COORDINATOR_NOT_AVAILABLE", "GROUP_ID_NOT_FOUND",
+                 "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "_INVALID_ARG", "ValueError: my bug", "ConfigException",
+                 "CommitFailedException(REBALANCE_IN_PROGRESS)", None, ""):
+        assert not is_fencing(name), name
+    assert len(FENCED_ERRORS) == 9
+
+
+def test_a_consumers_fatal_error_is_named_by_its_cause():
+    """confluent-kafka 2.16 gives a consumer's fatal error as code _FATAL with the cause in its text only: the history
+    names the cause (librdkafka's description of each code identifies it)."""
+    def fatal(text: str) -> KafkaError:
+        return KafkaError(KafkaError._FATAL, f"Fatal consumer error: {text}", fatal=True)
+
+    static = KafkaError(KafkaError.FENCED_INSTANCE_ID).str()  # "Broker: Static consumer fenced by other consumer ..."
+    assert error_name(fatal(static)) == "FENCED_INSTANCE_ID"
+    assert error_name(fatal(KafkaError(KafkaError.GROUP_ID_NOT_FOUND).str())) == "GROUP_ID_NOT_FOUND"
+    assert error_name(fatal("something librdkafka never said")) == "_FATAL"
+    assert error_name(KafkaError(KafkaError._FENCED)) == "_FENCED"

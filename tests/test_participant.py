@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 
+import psutil
 import pytest
 
 from labkit.waiting import wait_until
@@ -16,6 +17,7 @@ from labkit.crashlab import participant as participant_module
 from labkit.crashlab.check import check
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant, ParticipantStateError
+from labkit.crashlab.loop import EXIT_FAILED, EXIT_FENCED
 from labkit.history import History
 from labkit.procs import process_state
 from labkit.kafka.records import committed_offsets, create_topic, read_topic
@@ -67,6 +69,7 @@ def test_pause_resume_crash_are_real_signals(bootstrap, history):
     p = producing("slow", bootstrap, history)
     p.pause()
     assert p.status == "paused" and process_state(p.pid) == "T"
+    assert psutil.Process(p.pid).status() == psutil.STATUS_STOPPED and history.events()[-1].kind == "pause"
     frozen = p.counters()["acked"]
     time.sleep(1)
     assert p.counters()["acked"] == frozen  # a stopped process does nothing
@@ -76,7 +79,8 @@ def test_pause_resume_crash_are_real_signals(bootstrap, history):
     assert wait_until(lambda: p.counters()["acked"] > frozen, 30)
     pid = p.pid
     p.crash()
-    assert p.status == "crashed" and not os.path.exists(f"/proc/{pid}")
+    assert p.status == "crashed" and not psutil.pid_exists(pid)
+    assert (p.returncode, p.cause) == (-signal.SIGKILL, "SIGKILL")  # the OS's wait status: killed by SIGKILL
     for action in (p.pause, p.crash):
         with pytest.raises(ParticipantStateError, match="slow is crashed; restart"):
             action()
@@ -204,6 +208,11 @@ def test_a_call_stuck_past_the_deadline_is_reported_stalled(broker, history):
         assert p.status == "crashed" and p.stalled_in is None
 
 
+#: The error each client names for a config it refuses: librdkafka's Producer() raises _INVALID_ARG, Kafka's Java
+#: client a ConfigException (not a Kafka protocol error: named by its class).
+REFUSED_CONFIG = {"librdkafka": "_INVALID_ARG", "java": "ConfigException"}
+
+
 @pytest.mark.parametrize("client", ["librdkafka", "java"])
 def test_max_in_flight_reaches_the_client(bootstrap, history, client):
     """The producer's max_in_flight is the client's max.in.flight.requests.per.connection: with idempotence both
@@ -212,7 +221,8 @@ def test_max_in_flight_reaches_the_client(bootstrap, history, client):
     topic = create_topic(bootstrap, f"inflight-{client}")
     refused = Participant(f"six-{client}", "producer", client=client, history=history, bootstrap=bootstrap,
                           topic=topic, iterations=1, max_in_flight=6)
-    assert refused.start().wait(60) == "crashed"
+    # the client refused the config: the participant failed, named the error, and was not killed by a signal
+    assert refused.start().wait(60) == f"failed: {REFUSED_CONFIG[client]}" and refused.returncode == EXIT_FAILED
     assert "max.in.flight" in refused.stderr_log.read_text(), refused.stderr_log.read_text()  # librdkafka's alias
     five = Participant(f"five-{client}", "producer", client=client, history=history, bootstrap=bootstrap, topic=topic,
                        iterations=2, batch=5, max_in_flight=5, single_record_batches=True)
@@ -256,6 +266,7 @@ def test_status_read_while_a_thread_restarts_at_full_speed_is_whole(monkeypatch,
     of a restart (started while the flag the pause left was still set)."""
     monkeypatch.setattr(subprocess, "Popen", FakeProcess)
     monkeypatch.setattr(Participant, "_signal", fake_signal)
+    monkeypatch.setattr(participant_module, "_os_stopped", lambda proc: proc.stopped)  # what the OS would say
     monkeypatch.setattr(participant_module, "_LIVE", {})
     p = Participant("fake", "producer", history=History(tmp_path / "h.jsonl"), bootstrap="127.0.0.1:1",
                     topic="t").start()
@@ -280,3 +291,115 @@ def test_status_read_while_a_thread_restarts_at_full_speed_is_whole(monkeypatch,
         done.set()
         thread.join()
     assert len(rounds) > 10
+
+
+# -- the status says what happened (issue 35, item 3) -------------------------------------------------------------
+def _own(history: History, name: str) -> list[tuple[str, str | None]]:
+    """``(kind, error)`` of participant ``name``'s lab and ending events."""
+    return [(e.kind, e.error) for e in history.events()
+            if e.participant == name and e.kind in ("start", "fenced", "failed", "crash", "gave_up")]
+
+
+def test_paused_is_what_the_os_reports(bootstrap, history):
+    """"paused" is read from the OS, not from a flag pause() set: a process resumed behind the lab's back (SIGCONT
+    from elsewhere) is "running" again and resume() refuses; pause() works again after."""
+    p = producing("os-paused", bootstrap, history)
+    p.pause()
+    assert p.status == "paused" and psutil.Process(p.pid).status() == psutil.STATUS_STOPPED
+    os.kill(p.pid, signal.SIGCONT)  # not through the lab
+    assert wait_until(lambda: psutil.Process(p.pid).status() != psutil.STATUS_STOPPED, 5, 0.01)
+    assert p.status == "running"
+    with pytest.raises(ParticipantStateError, match="os-paused is running, not paused"):
+        p.resume()
+    p.pause()
+    assert p.status == "paused"
+    p.crash()
+
+
+def test_pause_raises_when_the_process_does_not_stop(bootstrap, history, monkeypatch):
+    """pause() waits for the OS to report the process stopped: a SIGSTOP that never arrives (the signal swallowed
+    here) is an error naming the participant and the state the OS reports, not a "paused" label and no event."""
+    p = producing("unstoppable", bootstrap, history)
+    monkeypatch.setattr(participant_module, "SIGNAL_DEADLINE_S", 0.5)
+    real_signal = Participant._signal
+    monkeypatch.setattr(Participant, "_signal",
+                        lambda self, sig, group=True: None if sig == signal.SIGSTOP else real_signal(self, sig, group))
+    with pytest.raises(ParticipantStateError, match=r"pause\(\): unstoppable \(pid \d+\) did not stop within 0.5 s of "
+                                                    r"SIGSTOP: the OS reports it (running|sleeping|disk-sleep)"):
+        p.pause()
+    assert p.status == "running" and "pause" not in [e.kind for e in history.events() if e.participant == p.name]
+    p.crash()
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_a_bad_config_ends_failed_not_crashed(bootstrap, history, client):
+    """A config the client refuses (librdkafka: an unknown property; Java: a bad value, its unknown properties are only
+    warned about) is the learner's bug, not a crash: "failed: <error>", from the participant's failed event."""
+    bad = {"librdkafka": {"no.such.property": "1"}, "java": {"acks": "maybe"}}[client]
+    p = Participant(f"bad-config-{client}", "producer", client=client, history=history, bootstrap=bootstrap,
+                    topic=create_topic(bootstrap, f"bad-config-{client}"), config=bad)
+    assert p.start().wait(60) == f"failed: {REFUSED_CONFIG[client]}", p.stderr_log.read_text()
+    assert p.returncode == EXIT_FAILED and p.cause == REFUSED_CONFIG[client]
+    assert _own(history, p.name) == [("start", None), ("failed", REFUSED_CONFIG[client])]
+
+
+def test_an_exception_in_a_learners_step_ends_failed_with_its_message(bootstrap, tmp_path):
+    """notebook 02's exercise runs the learner's function in the processor: an exception there (their bug) ends the
+    participant "failed: <type>: <message>", with its traceback in the stderr log; no "fenced", no "crashed"."""
+    exp = Experiment("step-bug", bootstrap, folder=tmp_path)
+    src, out = exp.topic("in"), exp.topic("out")
+    exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
+    step = "def finish_batch(producer, consumer, offsets):\n    raise ValueError('my bug')\n"
+    p = exp.participant("proc", "processor", topic=src, output_topic=out, group_id=f"g-{uuid.uuid4().hex[:6]}",
+                        transactional_id=f"t-{uuid.uuid4().hex[:6]}", idle_ms=6000,
+                        offsets_step={"source": step, "name": "finish_batch"})
+    assert p.start().wait(90) == "failed: ValueError: my bug"
+    assert _own(exp.history, "proc") == [("start", None), ("failed", "ValueError: my bug")]
+    assert "ValueError: my bug" in p.stderr_log.read_text()
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_a_fatal_error_that_is_not_a_fencing_ends_failed(bootstrap, history, client):
+    """transaction.timeout.ms above the broker's transaction.max.timeout.ms (60 s in the lab): the coordinator answers
+    InitProducerId with INVALID_TRANSACTION_TIMEOUT, fatal on librdkafka (it used to end the participant "fenced") and
+    on Java (it used to end it "crashed"). Nothing fenced it: "failed: INVALID_TRANSACTION_TIMEOUT"."""
+    p = Participant(f"too-long-{client}", "producer", client=client, history=history, bootstrap=bootstrap,
+                    topic=create_topic(bootstrap, f"too-long-{client}"), mode="transactional",
+                    transactional_id=f"too-long-{uuid.uuid4().hex[:8]}", config={"transaction.timeout.ms": 120_000})
+    assert p.start().wait(60) == "failed: INVALID_TRANSACTION_TIMEOUT", p.stderr_log.read_text()[-2000:]
+    assert _own(history, p.name) == [("start", None), ("failed", "INVALID_TRANSACTION_TIMEOUT")]
+
+
+def test_send_offsets_timing_out_is_a_failure_not_a_fencing(bootstrap, tmp_path):
+    """send_offsets_to_transaction that times out (here given 1 ms: the call needs the transaction coordinator and the
+    group coordinator) met no fencing: the transaction is aborted and the processor ends "failed: _TIMED_OUT"."""
+    exp = Experiment("offsets-timeout", bootstrap, folder=tmp_path)
+    src, out = exp.topic("in"), exp.topic("out")
+    exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
+    step = ("def finish_batch(producer, consumer, offsets):\n"
+            "    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 0.001)\n")
+    p = exp.participant("proc", "processor", topic=src, output_topic=out, group_id=f"g-{uuid.uuid4().hex[:6]}",
+                        transactional_id=f"t-{uuid.uuid4().hex[:6]}", idle_ms=6000,
+                        offsets_step={"source": step, "name": "finish_batch"})
+    assert p.start().wait(90) == "failed: _TIMED_OUT", p.stderr_log.read_text()[-2000:]
+    assert _own(exp.history, "proc") == [("start", None), ("failed", "_TIMED_OUT")]
+    assert exp.history.first("failed", "proc").step == "your finish_batch"
+    assert [e.outcome for e in exp.history.events() if e.kind == "txn_end" and e.participant == "proc"] == ["aborted"]
+
+
+@pytest.mark.parametrize("client", ["librdkafka", "java"])
+def test_a_producer_fenced_by_a_second_instance_ends_fenced_with_the_error(bootstrap, history, client):
+    """A second instance with the same transactional.id bumps the epoch (KIP-98): the first ends "fenced", its fenced
+    event naming Kafka's error (librdkafka: its fatal _FENCED; Java: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, or
+    INVALID_TXN_STATE when its EndTxn reached the coordinator for the transaction the new instance aborted)."""
+    topic, tid = create_topic(bootstrap, f"fence-{client}"), f"fence-{uuid.uuid4().hex[:8]}"
+    old = Participant(f"old-{client}", "producer", client=client, history=history, bootstrap=bootstrap, topic=topic,
+                      mode="transactional", transactional_id=tid, iterations=10_000, interval_ms=100).start()
+    assert wait_until(lambda: old.counters()["committed"] > 0, 60)
+    Participant(f"new-{client}", "producer", client=client, history=history, bootstrap=bootstrap, topic=topic,
+                mode="transactional", transactional_id=tid, iterations=1).start().wait(60)
+    assert old.wait(60) == "fenced" and old.returncode == EXIT_FENCED
+    fenced = [error for kind, error in _own(history, old.name) if kind == "fenced"]
+    assert len(fenced) == 1 and fenced[0] in {"_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH",
+                                              "INVALID_TXN_STATE"}, fenced
+    assert old.cause == fenced[0] and "failed" not in [kind for kind, _ in _own(history, old.name)]

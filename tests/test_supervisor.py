@@ -8,6 +8,7 @@ import pytest
 
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
+from labkit.waiting import wait_until
 
 
 def test_policy_refuses_nonsense_and_backs_off_doubling():
@@ -63,6 +64,29 @@ def test_gives_up_at_the_limit(bootstrap, tmp_path):
     assert "restart limit 2" in exp.history.events()[-1].error
 
 
+def test_a_participant_the_supervisor_restarted_keeps_running_after_stop(bootstrap, tmp_path):
+    """The restarted process was started while the supervisor's thread ran the restart: it outlives that thread
+    (stop() ends it), running and writing events on until stopped."""
+    exp = Experiment("outlives", bootstrap, folder=tmp_path)
+    p = exp.participant("endless", "producer", topic=exp.topic("t"), iterations=100_000, interval_ms=50,
+                        crash_at="before_produce", crash_iteration=2)
+
+    def events() -> int:
+        return sum(e.participant == "endless" for e in exp.history.events())
+
+    sup = Supervisor().start()
+    try:
+        sup.supervise(p.start(), RestartPolicy(backoff_ms=50))
+        assert wait_until(lambda: sup.restarts == {"endless": 1} and p.status == "running", 120), p.status
+        sup.stop()
+        before = events()
+        assert wait_until(lambda: events() >= before + 5, 120), f"the restarted participant is {p.status}"
+        assert p.status == "running"
+    finally:
+        sup.stop()
+        p.stop()
+
+
 class CrashLoop:
     """A participant that has crashed again as soon as it is started: a fake without a process, so the supervisor's
     thread restarts it as fast as it can. Its history adds ``(kind, participant)`` of each event to ``appended``."""
@@ -98,3 +122,24 @@ def test_state_read_while_the_thread_restarts_at_full_speed_is_whole():
     finally:
         sup.stop()  # raises what ended the thread
     assert sup.gave_up == {f"p{i}" for i in range(n)} and set(sup.restarts.values()) == {2}
+
+
+def test_a_failed_participant_is_restarted_to_the_limit_or_left_failed(bootstrap, tmp_path):
+    """A participant that failed (here a config librdkafka refuses: "failed: _INVALID_ARG", not "crashed") is
+    restarted like a crashed one by default (systemd's Restart=on-failure), each restart event naming the status, and
+    given up on at the limit; with ``on_failed=False`` it is left failed at once, and the supervisor settles."""
+    exp = Experiment("failing", bootstrap, folder=tmp_path)
+    bad = dict(topic=exp.topic("t"), config={"no.such.property": "1"})
+    restarted, left = exp.participant("restarted", "producer", **bad), exp.participant("left", "producer", **bad)
+    with Supervisor() as sup:
+        sup.supervise(restarted.start(), RestartPolicy(backoff_ms=50, limit=1))
+        sup.supervise(left.start(), RestartPolicy(on_failed=False))
+        assert sup.wait(60) == {"restarted": "failed: _INVALID_ARG", "left": "failed: _INVALID_ARG"}
+    assert sup.restarts == {"restarted": 1, "left": 0} and sup.gave_up == {"restarted"}
+    steps = [(e.kind, e.step or e.error) for e in exp.history.events() if e.participant == "restarted"]
+    assert steps == [("start", None), ("failed", "_INVALID_ARG"), ("restart", "failed: _INVALID_ARG"), ("start", None),
+                     ("failed", "_INVALID_ARG"),
+                     ("stop", "supervisor gave up: restart limit 1 reached; restarted failed: _INVALID_ARG")]
+    assert [e.kind for e in exp.history.events() if e.participant == "left"] == ["start", "failed"]
+    assert RestartPolicy().restarts_on("failed: GROUP_ID_NOT_FOUND") and RestartPolicy().restarts_on("fenced")
+    assert not RestartPolicy(on_failed=False).restarts_on("failed: GROUP_ID_NOT_FOUND")

@@ -18,7 +18,7 @@ from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, kafka_version, lab_settings, render_log4j2,
                                     render_server_properties)
 from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError
-from labkit.procs import die_with_parent
+from labkit.procs import spawn
 from labkit.waiting import Deadline
 
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
@@ -209,8 +209,8 @@ class EmbeddedBroker:
         jvm_out = self.data_dir / "jvm.out"
         out_mark = jvm_out.stat().st_size if jvm_out.exists() else 0
         with open(jvm_out, "ab") as out:
-            self._proc = subprocess.Popen(jvm + main, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True, preexec_fn=die_with_parent)
+            self._proc = spawn(jvm + main, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
         _LIVE.add(self)
         try:
             self._wait_ready()

@@ -24,13 +24,27 @@ from labkit.crashlab.registry import REQUIRED, Option
 from labkit.history import History
 from labkit.waiting import Deadline
 
-#: Exit code of a participant whose producer was fenced (PRODUCER_FENCED, or a fenced group member).
+#: Exit code of a participant that was fenced: its producer epoch or its group membership is no longer current
+#: (:data:`FENCED_ERRORS`, :class:`Fenced`).
 EXIT_FENCED = 3
 #: Exit code of a participant that gave up waiting for its first assignment, or a share consumer for its first record
 #: (:class:`GaveUp`).
 EXIT_GAVE_UP = 4
-FENCED_ERRORS = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID", "_FENCED",
-           "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID"}
+#: Exit code of a participant that met any other error it cannot go on after: a fatal Kafka error that is not a
+#: fencing (e.g. INVALID_TRANSACTION_TIMEOUT), a transactional call that failed (a timeout, COORDINATOR_NOT_AVAILABLE),
+#: a bad config, an exception of the role's own code; its ``failed`` event names the error (:class:`Failed`).
+EXIT_FAILED = 5
+#: The errors that mean "fenced": a newer instance owns this one's producer epoch or group membership.
+#: Producer (KIP-98): PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (librdkafka raises either as its fatal _FENCED);
+#: INVALID_TXN_STATE, the coordinator's answer to an EndTxn for a transaction it already aborted or whose epoch it
+#: bumped (a transaction timeout, a new instance's InitProducerId: what Kafka's Java client 4.4 raises from
+#: commitTransaction, notebook 03). Group (KIP-447, KIP-345, KIP-848): FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
+#: ILLEGAL_GENERATION, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH, what the group coordinator answers a member (its
+#: TxnOffsetCommit or OffsetCommit) once the group moved on without it. Every other error is a failure
+#: (:data:`EXIT_FAILED`). ``jvm/participant/.../KafkaErrors.java`` holds the same set.
+FENCED_ERRORS = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED", "INVALID_TXN_STATE",
+                           "FENCED_INSTANCE_ID", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH",
+                           "FENCED_MEMBER_EPOCH"})
 _INDEFINITE = {"_MSG_TIMED_OUT", "_TIMED_OUT", "REQUEST_TIMED_OUT"}
 
 
@@ -68,8 +82,55 @@ def fatal_error(producer: Producer) -> KafkaError | None:
     return None
 
 
+def is_fencing(error: str | None) -> bool:
+    """Whether the error named ``error`` (a Kafka error name, as the history keeps it; the Java participant's
+    ``CommitFailedException(ILLEGAL_GENERATION)`` form too) is a fencing (:data:`FENCED_ERRORS`)."""
+    if not error:
+        return False
+    inner = error[error.index("(") + 1:error.rindex(")")] if error.endswith(")") and "(" in error else error
+    return inner in FENCED_ERRORS
+
+
+#: librdkafka's description of each error code (``KafkaError(code).str()``) to its name, to name the error behind a
+#: consumer's _FATAL error, whose text only quotes the cause's description.
+_DESCRIPTIONS = {KafkaError(code).str(): KafkaError(code).name()
+                 for code in {getattr(KafkaError, a) for a in dir(KafkaError) if a.lstrip("_").isupper()}
+                 if isinstance(code, int) and code not in (KafkaError._FATAL, KafkaError.UNKNOWN)}
+
+
+def error_name(err: KafkaError) -> str:
+    """Kafka's name of ``err``: its own, or for a consumer's fatal error (code _FATAL, which confluent-kafka 2.16 gives
+    the application as an error message of ``consume()``, its cause in its text only, e.g. "Fatal consumer error:
+    Broker: Static consumer fenced by other consumer with same group.instance.id") the name of the cause (here
+    FENCED_INSTANCE_ID), found by librdkafka's description of it; "_FATAL" if none fits."""
+    if err.code() != KafkaError._FATAL:
+        return err.name()
+    text = err.str()
+    found = [d for d in _DESCRIPTIONS if d and d in text]
+    return _DESCRIPTIONS[max(found, key=len)] if found else err.name()
+
+
 class Fenced(Exception):
-    """The broker fenced this participant; carries the Kafka error name."""
+    """The broker fenced this participant (:data:`FENCED_ERRORS`); carries the Kafka error name."""
+
+
+class Failed(Exception):
+    """The participant met an error it cannot go on after that is not a fencing (see :data:`EXIT_FAILED`), after its
+    ``failed`` event; carries the error's name (:func:`fail`)."""
+
+
+def ending(loop: "Loop", error: str, **fields: object) -> Fenced | Failed:
+    """The exception that ends the loop over the error named ``error``, after its event: a ``fenced`` event and
+    :class:`Fenced` if it is a fencing (:func:`is_fencing`), else a ``failed`` event and :class:`Failed`. ``fields`` go
+    into the event (e.g. ``txn``, ``step``: the call that failed)."""
+    fenced = is_fencing(error)
+    loop.log("fenced" if fenced else "failed", error=error, **fields)
+    return (Fenced if fenced else Failed)(error)
+
+
+def end_with(loop: "Loop", error: str, **fields: object) -> NoReturn:
+    """Raise :func:`ending`'s exception (after its event)."""
+    raise ending(loop, error, **fields)
 
 
 class GaveUp(Exception):
@@ -155,8 +216,12 @@ class Loop:
                 **self.spec.get("config", {})}
 
     def flush(self, producer: Producer) -> None:
-        """Wait for every delivery report; raise :class:`Fenced` if the producer was fenced (or met another
-        fatal error)."""
+        """Wait for every delivery report.
+
+        Raises:
+            Fenced: the producer was fenced (its fatal _FENCED), after a ``fenced`` event with the error.
+            Failed: it met another error (a fatal one, e.g. an idempotence sequence error), after a ``failed`` event.
+        """
         try:
             self.call("flush", producer.flush)
         except:  # noqa: E722: a fatal error surfaces in several shapes, one not even a BaseException (kafka_error)
@@ -164,8 +229,7 @@ class Loop:
             if fatal is None:
                 raise
             self.write_events()
-            self.log("fenced", txn=self.txn or None, error=fatal.name())
-            raise Fenced(fatal.name())
+            end_with(self, fatal.name(), txn=self.txn or None, step="flush")
         self.write_events()
 
     def send(self, producer: Producer, topic: str, partition: int, vids: list[str], key: str | None = None) -> None:
@@ -205,8 +269,13 @@ class Loop:
         self._acks.clear()
 
     def commit(self, producer: Producer) -> bool:
-        """Commit the open transaction, recording its outcome; raise :class:`Fenced` if fenced.
-        Returns whether it committed (False: it failed, and was aborted if it had to be)."""
+        """Commit the open transaction, recording its outcome. Returns whether it committed (False: it failed with an
+        abortable error, and was aborted if it had to be: KIP-98, librdkafka's ``txn_requires_abort()``).
+
+        Raises:
+            Fenced: the commit met a fencing (:data:`FENCED_ERRORS`: librdkafka's fatal _FENCED), after its event.
+            Failed: it met another fatal error, after a ``failed`` event naming it.
+        """
         self.step("before_commit")
         self.log("txn_commit_start", txn=self.txn)
         try:
@@ -214,9 +283,8 @@ class Loop:
             self.log("txn_end", txn=self.txn, outcome="committed", definite=True)
         except KafkaException as exc:
             err = exc.args[0]
-            if err.name() in FENCED_ERRORS or err.fatal():
-                self.log("fenced", txn=self.txn, error=err.name())
-                raise Fenced(err.name()) from exc
+            if is_fencing(err.name()) or err.fatal():
+                end_with(self, err.name(), txn=self.txn, step="commit_transaction")
             self.log("txn_end", txn=self.txn, outcome=None, error=err.name(), definite=False)
             if err.txn_requires_abort():
                 self.call("abort_transaction", producer.abort_transaction)
@@ -263,7 +331,10 @@ GROUP_OPTIONS = {
     "group_id": Option(REQUIRED, str, "the consumer group (group.id)"),
     "group_protocol": Option("consumer", str, "group.protocol: 'consumer' (KIP-848) or 'classic'",
                              ("consumer", "classic")),
-    "isolation_level": Option("read_committed", str, "isolation.level (KIP-98)", ("read_committed", "read_uncommitted")),
+    "isolation_level": Option("read_committed", (str, type(None)), "isolation.level (KIP-98); None leaves it unset, "
+                              "so the client's own default holds (librdkafka CONFIGURATION.md: read_committed; Kafka's "
+                              "ConsumerConfig: read_uncommitted) and consume events carry no isolation_level",
+                              ("read_committed", "read_uncommitted", None)),
     "batch": Option(10, int, "records per poll, at most"),
     "idle_ms": Option(10_000, int, "stop after this long without records, counted from the consumer's first "
                       "assignment (ms)"),
@@ -276,12 +347,13 @@ GROUP_OPTIONS = {
 
 
 def group_consumer(loop: Loop, **extra: object) -> Consumer:
-    """A consumer of the spec's ``group_id`` with its ``group_protocol`` and ``isolation_level``, offsets committed by
-    the loop (``enable.auto.commit`` false), starting at the earliest offset; ``extra`` configs added."""
+    """A consumer of the spec's ``group_id`` with its ``group_protocol`` and ``isolation_level`` (None: left unset),
+    offsets committed by the loop (``enable.auto.commit`` false), starting at the earliest offset; ``extra`` configs
+    added."""
     s = loop.spec
+    level = {} if s["isolation_level"] is None else {"isolation.level": s["isolation_level"]}
     return Consumer(loop.client_config(**{
-        "group.id": s["group_id"], "group.protocol": s["group_protocol"],
-        "isolation.level": s["isolation_level"],
+        "group.id": s["group_id"], "group.protocol": s["group_protocol"], **level,
         "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra}))
 
 

@@ -1,5 +1,6 @@
 """An ipywidgets control panel per participant: Crash, Pause, Resume, Restart, the client the next restart runs on
-(librdkafka or Kafka's Java client), status (with the call a stalled participant is stuck in), counters.
+(librdkafka or Kafka's Java client), status (with the call a stalled participant is stuck in, the signal that killed a
+crashed one, the Kafka error that fenced one: :attr:`Participant.cause`), counters.
 
 Each button calls the participant's own method (``crash()``, ``pause()``, ``resume()``,
 ``restart(client=...)``), the same function a notebook cell can call, so notebooks run headless.
@@ -7,6 +8,7 @@ Each button calls the participant's own method (``crash()``, ``pause()``, ``resu
 
 from __future__ import annotations
 
+import html
 import threading
 
 import ipywidgets as widgets
@@ -76,8 +78,9 @@ class ParticipantPanel:
             self.title.value = f"<b>{p.name}</b> <small>({p.role} on {p.spec['client']})</small>"
             c = p.counters()
             where, status = p.stalled_in, p.status
+            cause = p.cause if status in ("crashed", "fenced") else None  # a failed one's error is in its status
             status = f"<code style='color:#d62728'>stalled in {where}</code>" if status == "stalled" and where \
-                else f"<code>{status}</code>"
+                else f"<code>{html.escape(status)}</code>" + (f" <small>{html.escape(cause)}</small>" if cause else "")
             self.status.value = status + " · " + " · ".join(f"{key.replace('_', ' ')} {n}" for key, n in c.items())
 
 

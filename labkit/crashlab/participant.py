@@ -2,6 +2,9 @@
 
 ``crash()`` is SIGKILL (no flush, no close: the broker sees a dead client); ``pause()`` /
 ``resume()`` are SIGSTOP / SIGCONT (a stop-the-world pause, like a long GC: heartbeats stop too).
+A participant's :attr:`~Participant.status` says what happened, not what the lab asked for: "paused" is the OS's
+state of the process (psutil), "crashed" a death by a signal, "fenced" and "failed: <error>" what the process
+recorded in the history before it exited with its code (:mod:`labkit.crashlab.loop`).
 Each participant is the leader of its own process group and every signal goes to the whole group, so
 the JVM a Spark driver starts is killed, stopped and resumed with it. No participant process outlives the
 kernel that started it (atexit, and Linux's parent-death signal), and re-creating a participant of the same
@@ -20,13 +23,15 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import psutil
+
 from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP
 from labkit.crashlab import java
 from labkit.crashlab.registry import CLIENTS, Role, load
 from labkit.errors import LabkitError
 from labkit.history import History
 from labkit.waiting import wait_until
-from labkit.procs import die_with_parent, process_state
+from labkit.procs import spawn
 
 #: The last started participant of each (experiment, name): an experiment is its history's folder and name without
 #: the run id (``<name>-<8 hex>.jsonl``), so a re-run notebook cell, which makes a new run of the same experiment,
@@ -42,6 +47,39 @@ class ParticipantStateError(LabkitError):
 def _kill_all() -> None:
     for participant in list(_LIVE.values()):
         participant._signal(signal.SIGKILL)
+
+
+#: How long :meth:`Participant.pause` and :meth:`Participant.resume` wait for the OS to report the process stopped, or
+#: running again (s): the kernel acts on SIGSTOP when the process is next scheduled, at once on an idle machine.
+SIGNAL_DEADLINE_S = 5.0
+
+
+def _os_stopped(proc: subprocess.Popen) -> bool:
+    """Whether the OS reports ``proc`` stopped (``psutil.Process(pid).status() == psutil.STATUS_STOPPED``: Linux's
+    state "T", after SIGSTOP); False if the process is gone."""
+    try:
+        return psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _os_state(proc: subprocess.Popen) -> str:
+    """psutil's status of ``proc`` (e.g. "running", "sleeping", "stopped", "zombie"), or "gone"."""
+    try:
+        return psutil.Process(proc.pid).status()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "gone"
+
+
+def last_error_line(text: str) -> str | None:
+    """The last line of a process's stderr ``text`` that says what went wrong: the last line that is not indented
+    (a Python traceback's ``File ...`` lines, a Java stack trace's ``at ...``), a Java trace's "... 3 more" or a
+    librdkafka log line ("%3|..."): a Python traceback's ``ValueError: ...``, a Java trace's last ``Caused by: ...``.
+    ``None`` if there is none."""
+    for line in reversed(text.splitlines()):
+        if line.strip() and not line[0].isspace() and not line.startswith(("%", "...")):
+            return line.strip()
+    return None
 
 
 def default_client(role: Role) -> str:
@@ -100,8 +138,9 @@ class Participant:
         self._command = _command(client)
         self._options = dict(options)
         self._proc: subprocess.Popen | None = None
-        self._paused = False
         self._stopped = False
+        self._stderr_from = 0  # the stderr log's size when the process started: what it wrote comes after
+        self._failure: tuple[subprocess.Popen, str] | None = None  # (an ended process, why it failed), read once
         # a new process and its cleared flags are swapped in together, and status reads them together: a
         # supervisor's thread starts the participant while the notebook's or a panel's reads its status
         self._swap = threading.Lock()
@@ -119,12 +158,12 @@ class Participant:
             self.spec["last_txn"] = max((e.txn for e in self.history.events() if e.participant == self.name
                                          and e.txn), default=0)
         self.history.append("start", self.name)
+        stderr_from = self.stderr_log.stat().st_size if self.stderr_log.exists() else 0
         with open(self.stderr_log, "ab") as err:
-            proc = subprocess.Popen([*self._command, json.dumps(self.spec)],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                    preexec_fn=die_with_parent, process_group=0)
+            proc = spawn([*self._command, json.dumps(self.spec)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, process_group=0)
         with self._swap:
-            self._proc, self._paused, self._stopped = proc, False, False
+            self._proc, self._stopped, self._stderr_from = proc, False, stderr_from
         _LIVE[self._live_key] = self
         return self
 
@@ -136,22 +175,43 @@ class Participant:
         self._proc.wait()
 
     def pause(self) -> None:
-        """SIGSTOP the process; returns once it is stopped. Raises :class:`ParticipantStateError`
-        unless it is running."""
+        """SIGSTOP the process (its whole group); returns once the OS reports it stopped (psutil's
+        ``STATUS_STOPPED``), then writes the ``pause`` event.
+
+        Raises:
+            ParticipantStateError: it is not running (not started, ended, or already stopped); it ended before it
+                stopped; or the OS did not report it stopped within :data:`SIGNAL_DEADLINE_S` seconds (the message
+                names the participant, its pid and the state the OS reports).
+        """
         self._require_alive("pause()")
-        if self._paused:
+        proc = self._proc
+        if _os_stopped(proc):
             raise ParticipantStateError(f"{self.name} is already paused; resume() it.")
         self._signal(signal.SIGSTOP)
-        wait_until(lambda: process_state(self._proc.pid) in ("T", "t", ""), 5, 0.01)  # delivery is async
-        self._paused = True
+        # the kernel stops the process when it is next scheduled: wait until the OS says so (or the process ended)
+        wait_until(lambda: _os_stopped(proc) or proc.poll() is not None, SIGNAL_DEADLINE_S, 0.01)
+        if proc.poll() is not None:
+            raise ParticipantStateError(f"pause(): {self.name} ended {self.status} before it stopped.")
+        if not _os_stopped(proc):
+            raise ParticipantStateError(f"pause(): {self.name} (pid {proc.pid}) did not stop within "
+                                        f"{SIGNAL_DEADLINE_S:g} s of SIGSTOP: the OS reports it {_os_state(proc)}.")
         self.history.append("pause", self.name)
 
     def resume(self) -> None:
-        """SIGCONT the process. Raises :class:`ParticipantStateError` unless it is paused."""
-        if not self._paused or not self._alive():
+        """SIGCONT the process (its whole group); returns once the OS no longer reports it stopped, then writes the
+        ``resume`` event.
+
+        Raises:
+            ParticipantStateError: the OS does not report it stopped (it runs, or it ended), or it is still stopped
+                :data:`SIGNAL_DEADLINE_S` seconds after SIGCONT.
+        """
+        proc = self._proc
+        if not self._alive() or not _os_stopped(proc):
             raise ParticipantStateError(f"{self.name} is {self.status}, not paused: nothing to resume.")
         self._signal(signal.SIGCONT)
-        self._paused = False
+        if not wait_until(lambda: not _os_stopped(proc), SIGNAL_DEADLINE_S, 0.01):
+            raise ParticipantStateError(f"resume(): {self.name} (pid {proc.pid}) is still stopped "
+                                        f"{SIGNAL_DEADLINE_S:g} s after SIGCONT.")
         self.history.append("resume", self.name)
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -159,7 +219,7 @@ class Participant:
         ``timeout_s`` seconds. Does nothing if the process has already ended."""
         if not self._alive():
             return
-        if self._paused:
+        if _os_stopped(self._proc):
             self.resume()
         self._stopped = True
         self._signal(signal.SIGTERM, group=False)  # the loop stops its own children (a Spark driver its JVM)
@@ -202,24 +262,74 @@ class Participant:
     # -- state ------------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """"not started", "running", "stalled" (running, but stuck in a client call past the lab's deadline:
-        :attr:`stalled_in` names it), "paused", "crashed", "fenced", "gave up" (ended before it had anything to do:
-        no partition assigned within ``assignment_timeout_ms``, a share consumer's first record not within
-        ``first_ms``; its ``gave_up`` event says which), "stopped" or "finished"."""
+        """What the process is, or how it ended, as the OS and the process itself report it (never a flag the lab
+        set when it sent a signal):
+
+        - "not started";
+        - "running"; "stalled": running, but its last event says it is stuck in a client call past the lab's deadline
+          (:attr:`stalled_in` names it); "paused": the OS reports the process stopped (psutil's ``STATUS_STOPPED``,
+          after SIGSTOP; a process resumed behind the lab's back is "running" again);
+        - "crashed": it died by a signal (a negative exit status from ``waitpid``: :attr:`cause` names it, e.g.
+          SIGKILL from :meth:`crash` or a crash point);
+        - "fenced": it exited with :data:`~labkit.crashlab.loop.EXIT_FENCED` after a ``fenced`` event: its producer
+          epoch or group membership was no longer current (:data:`~labkit.crashlab.loop.FENCED_ERRORS`);
+        - "gave up": it exited with :data:`~labkit.crashlab.loop.EXIT_GAVE_UP`: it ended before it had anything to do
+          (no partition assigned within ``assignment_timeout_ms``, a share consumer's first record not within
+          ``first_ms``; its ``gave_up`` event says which);
+        - "failed: <error>": any other non-zero exit (a fatal error that is not a fencing, a bad config, an exception
+          of the role): ``<error>`` is Kafka's error name from its first ``failed`` event (e.g. "failed:
+          INVALID_TRANSACTION_TIMEOUT"), else the last error line of its stderr (:attr:`stderr_log`), else its exit
+          code;
+        - "stopped" (exit 0 after :meth:`stop`) or "finished" (exit 0 by itself).
+        """
         with self._swap:
-            proc, paused, stopped = self._proc, self._paused, self._stopped
+            proc, stopped = self._proc, self._stopped
         if proc is None:
             return "not started"
         code = proc.poll()
         if code is None:
-            return "paused" if paused else "stalled" if self.stalled_in else "running"
+            if _os_stopped(proc) and proc.poll() is None:  # polled again: a pid is only ours until it is reaped
+                return "paused"
+            return "stalled" if self.stalled_in else "running"
+        if code < 0:
+            return "crashed"
+        if code == 0:
+            return "stopped" if stopped else "finished"
         if code == EXIT_FENCED:
             return "fenced"
         if code == EXIT_GAVE_UP:
             return "gave up"
-        if code == 0:
-            return "stopped" if stopped else "finished"
-        return "crashed"
+        return f"failed: {self._failed(proc)}"
+
+    @property
+    def returncode(self) -> int | None:
+        """The process's exit status as the OS reported it (``waitpid``, :attr:`subprocess.Popen.returncode`):
+        ``None`` while it runs (or before it started); ``-N``: killed by signal N (e.g. -9, SIGKILL); else its exit
+        code (0, :data:`~labkit.crashlab.loop.EXIT_FENCED`, :data:`~labkit.crashlab.loop.EXIT_GAVE_UP`,
+        :data:`~labkit.crashlab.loop.EXIT_FAILED`, 1 for an error before its loop began)."""
+        with self._swap:
+            proc = self._proc
+        return None if proc is None else proc.poll()
+
+    @property
+    def cause(self) -> str | None:
+        """Why the process ended, if it did not end well: the signal that killed a "crashed" one ("SIGKILL"); Kafka's
+        error name from the first ``fenced`` event of a "fenced" one (e.g. "PRODUCER_FENCED", librdkafka's
+        "_FENCED"), the reason in the ``gave_up`` event of one that gave up, the error of a "failed" one
+        (:attr:`status`); else ``None``."""
+        code = self.returncode
+        if code is None or code == 0:
+            return None
+        if code < 0:
+            try:
+                return signal.Signals(-code).name
+            except ValueError:
+                return f"signal {-code}"
+        kind = {EXIT_FENCED: "fenced", EXIT_GAVE_UP: "gave_up"}.get(code)
+        if kind is None:
+            return self.status.removeprefix("failed: ")
+        event = self._first_event(kind)
+        return event.error if event is not None else None
 
     @property
     def stalled_in(self) -> str | None:
@@ -257,6 +367,37 @@ class Participant:
         return f"Participant({self.name!r}, {self.role}, {self.spec['client']}, {self.status})"
 
     # -- helpers ----------------------------------------------------------------------------
+    def _first_event(self, kind: str):
+        """This participant's first event of ``kind`` since its last ``start`` event (its current process's: the error
+        that ended it, not what it met on the way out, e.g. an abort that failed too), or ``None``."""
+        found = None
+        for e in self.history.events():
+            if e.participant != self.name:
+                continue
+            if e.kind == "start":
+                found = None
+            elif e.kind == kind and found is None:
+                found = e
+        return found
+
+    def _failed(self, proc: subprocess.Popen) -> str:
+        """Why the ended process ``proc`` failed (see :attr:`status`), worked out once per process."""
+        failure = self._failure
+        if failure is not None and failure[0] is proc:
+            return failure[1]
+        event = self._first_event("failed")
+        why = event.error if event is not None and event.error else None
+        if why is None:
+            try:
+                with open(self.stderr_log, "rb") as f:
+                    f.seek(self._stderr_from)
+                    why = last_error_line(f.read().decode(errors="replace"))
+            except OSError:
+                why = None
+        why = why or f"exit code {proc.returncode}"
+        self._failure = (proc, why)
+        return why
+
     @property
     def _live_key(self) -> tuple[str, str]:
         return str(self.history.path.parent / self.history.path.stem.rsplit("-", 1)[0]), self.name

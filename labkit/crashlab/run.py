@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 
-from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP, FENCED_ERRORS, Fenced, GaveUp, Loop, kafka_error
+from labkit.crashlab.loop import (EXIT_FAILED, EXIT_FENCED, EXIT_GAVE_UP, Failed, Fenced, GaveUp, Loop, error_name,
+                                  is_fencing, kafka_error)
 from labkit.crashlab.registry import load
 
 
 def main(spec: dict) -> int:
-    """Run the role named in ``spec["role"]``; exit 0 when finished, :data:`EXIT_FENCED` if fenced, :data:`EXIT_GAVE_UP`
-    if it gave up waiting for its first assignment (a share consumer: its first record)."""
+    """Run the role named in ``spec["role"]``. Returns the exit code: 0 when finished or stopped; :data:`EXIT_FENCED`
+    if fenced (a fencing error, :data:`~labkit.crashlab.loop.FENCED_ERRORS`, after a ``fenced`` event);
+    :data:`EXIT_GAVE_UP` if it gave up waiting for its first assignment (a share consumer: its first record);
+    :data:`EXIT_FAILED` on any other error that ended the role, after a ``failed`` event whose ``error`` is Kafka's
+    name of it (e.g. INVALID_TRANSACTION_TIMEOUT, _INVALID_ARG for a bad config), or for an exception that is not
+    Kafka's ``"<type>: <message>"`` (its traceback goes to stderr)."""
     run = load(spec["role"]).run
     loop = Loop(spec)
     try:
@@ -21,12 +27,23 @@ def main(spec: dict) -> int:
         return EXIT_FENCED
     except GaveUp:
         return EXIT_GAVE_UP
-    except:  # noqa: E722: see Loop.flush
-        err = kafka_error(sys.exc_info()[1])
-        if err is not None and (err.name() in FENCED_ERRORS or err.fatal()):
-            loop.log("fenced", error=err.name())
-            return EXIT_FENCED
+    except Failed:
+        return EXIT_FAILED
+    except SystemExit:
         raise
+    except:  # noqa: E722: see Loop.flush
+        exc = sys.exc_info()[1]
+        err = kafka_error(exc)  # also a KafkaError raised bare, not a BaseException (kafka_error)
+        if isinstance(exc, BaseException):
+            traceback.print_exc()
+        else:
+            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        if err is not None:
+            error = error_name(err)
+            loop.log("fenced" if is_fencing(error) else "failed", txn=loop.txn or None, error=error)
+            return EXIT_FENCED if is_fencing(error) else EXIT_FAILED
+        loop.log("failed", txn=loop.txn or None, error=f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
+        return EXIT_FAILED
     loop.log("stop" if loop.stopping else "finished")
     return 0
 

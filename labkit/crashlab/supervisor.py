@@ -34,6 +34,12 @@ class RestartPolicy:
 
     Args:
         on: the statuses that trigger a restart (of "crashed", "fenced", "stalled").
+        on_failed: restart a participant whose status is "failed: <error>" too (a non-zero exit that is neither a
+            fencing nor a crash, :attr:`Participant.status`), as systemd's ``Restart=on-failure`` restarts any
+            non-zero exit: a transient fault (GROUP_ID_NOT_FOUND from a group coordinator still loading after a
+            broker restart, a transactional call that timed out) goes with a new instance; a learner's own bug (a bad
+            config, an exception in their step) fails again at once, and the supervisor gives up at ``limit``, its
+            ``stop`` event naming the status. False: a failed participant is left as it is (settled).
         backoff_ms: wait before the first restart (ms); doubled for each further one.
         max_backoff_ms: the longest wait (ms).
         limit: restarts at most; past it the supervisor gives up on the participant.
@@ -42,6 +48,7 @@ class RestartPolicy:
     """
 
     on: tuple[str, ...] = RESTART_ON
+    on_failed: bool = True
     backoff_ms: int = 500
     max_backoff_ms: int = 8000
     limit: int = 5
@@ -53,6 +60,10 @@ class RestartPolicy:
             raise ValueError(f"a supervisor restarts on {', '.join(RESTART_ON)}, not {', '.join(sorted(unknown))}")
         if self.limit < 0 or self.backoff_ms < 0 or self.max_backoff_ms < self.backoff_ms:
             raise ValueError("limit and backoff_ms must be >= 0 and max_backoff_ms >= backoff_ms")
+
+    def restarts_on(self, status: str) -> bool:
+        """Whether a participant in ``status`` (:attr:`Participant.status`) is restarted by this policy."""
+        return status in self.on or (self.on_failed and status.startswith("failed"))
 
     def backoff_s(self, restart: int) -> float:
         """Seconds to wait before restart number ``restart`` (1-based)."""
@@ -111,7 +122,8 @@ class Supervisor:
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop watching (participants keep running); waits at most ``timeout_s`` seconds for the thread.
+        """Stop watching; waits at most ``timeout_s`` seconds for the thread. Participants keep running, those this
+        thread restarted too: labkit's spawner thread started them (:func:`labkit.procs.spawn`), not this one.
 
         Raises:
             TimeoutError: a check still runs after ``timeout_s`` seconds.
@@ -126,10 +138,15 @@ class Supervisor:
         self.stop()
 
     def settled(self) -> bool:
-        """Whether every supervised participant has ended for good: finished or stopped, or given up on."""
+        """Whether every supervised participant has ended for good: finished, stopped, gave up, ended in a status its
+        policy does not restart (e.g. "failed: ..." with ``on_failed=False``), or given up on."""
         with self._lock:
-            return all(name in self._gave_up or p.status in ("finished", "gave up", "stopped", "not started")
-                       for name, (p, _) in self.policies.items())
+            return all(name in self._gave_up or name not in self._due and self._ended_for_good(p.status, policy)
+                       for name, (p, policy) in self.policies.items())
+
+    @staticmethod
+    def _ended_for_good(status: str, policy: RestartPolicy) -> bool:
+        return status not in ("running", "paused", "stalled") and not policy.restarts_on(status)
 
     def wait(self, timeout_s: float = 300.0) -> dict[str, str]:
         """Wait until :meth:`settled`; returns ``{name: status}``.
@@ -161,13 +178,14 @@ class Supervisor:
                 if status not in ("running", "paused", "stalled"):  # not already restarted by hand
                     p.start()
             return
-        if status not in policy.on:
+        if not policy.restarts_on(status):
             return
         if status == "stalled":
             p.crash()  # a watchdog's kill: the process cannot be trusted to come back
         if self._restarts[name] >= policy.limit:
             self._gave_up.add(name)
-            p.history.append("stop", name, error=f"supervisor gave up: restart limit {policy.limit} reached")
+            p.history.append("stop", name, error=f"supervisor gave up: restart limit {policy.limit} reached; "
+                                                f"{name} {status}")
             return
         self._restarts[name] += 1
         wait_s = policy.backoff_s(self._restarts[name])

@@ -23,8 +23,8 @@ from labkit.history import Event, History
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
                  "send failed": "#b279a2"}
 DUPLICATE = " — duplicate"  # the end of a surviving write's row when the value id already survived once
-ACTION_COLOURS = {"crash": "#d62728", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b", "stalled": "#ff7f0e",
-                  "restart": "#9467bd", "txn_init": "#2ca02c", "broker back": "#1f77b4"}
+ACTION_COLOURS = {"crash": "#d62728", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b", "failed": "#e377c2",
+                  "stalled": "#ff7f0e", "restart": "#9467bd", "txn_init": "#2ca02c", "broker back": "#1f77b4"}
 
 
 def writes(events: list[Event]) -> list[dict]:

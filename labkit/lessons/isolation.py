@@ -10,7 +10,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
@@ -68,48 +68,38 @@ def _rate(bootstrap: str, n: int, per_txn: int | None) -> float:
     return n / (time.monotonic() - started)
 
 
-def read_with_client_defaults(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[str, list[str]]:
-    """Values of partition 0 of ``topic``, read from the start by two clients left at their default
-    ``isolation.level``: confluent-kafka (librdkafka: read_committed) and kafka-python (like the Java
-    client: read_uncommitted).
+def read_with_client_defaults(exp: Experiment, topic: str, timeout_s: float = 120.0) -> dict[str, list[str]]:
+    """Values of partition 0 of ``topic``, read from the start by two consumer participants of ``exp``, one per
+    client, both with ``isolation_level=None``, so neither sets ``isolation.level`` and each reads at its client's
+    default:
 
+    * confluent-kafka: librdkafka's default is read_committed (librdkafka ``CONFIGURATION.md``, ``isolation.level``);
+    * Kafka's own Java client: the default is read_uncommitted (apache/kafka ``ConsumerConfig``, ``isolation.level``:
+      "read_uncommitted (the default)").
+
+    Args:
+        timeout_s: for each consumer (s); each joins its group first (a few seconds) and stops 2 s after its last
+            record.
     Returns:
-        ``{"confluent-kafka": [...], "kafka-python": [...]}``.
+        ``{"confluent-kafka": [...], "java": [...]}``, values in offset order.
+    Raises:
+        RuntimeError: a consumer ended otherwise than "finished" (its status and stderr log named).
+        TimeoutError: a consumer was still running after ``timeout_s``.
     """
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KTopicPartition
-
-    from labkit.kafka.records import high_watermarks
-
-    end = high_watermarks(bootstrap, topic)[0]
-    values = {}
-    ck = Consumer({"bootstrap.servers": bootstrap, "group.id": f"defaults-{uuid.uuid4().hex[:6]}",
-                   "enable.partition.eof": True, "logger": KAFKA_LOG})
-    ck.assign([TopicPartition(topic, 0, 0)])
-    got, deadline = [], Deadline(timeout_s)
-    while not deadline.expired():
-        msg = ck.poll(0.2)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.offset() >= end:
-                break
-            continue
-        got.append(msg.value().decode())
-    ck.close()
-    values["confluent-kafka"] = got
-    kp = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000))
-    ktp = KTopicPartition(topic, 0)
-    kp.assign([ktp])
-    kp.seek_to_beginning(ktp)
-    got = []
-    for record in kp:
-        got.append(record.value.decode())
-        if record.offset + 1 >= end or kp.position(ktp) >= end:
-            break
-    kp.close()
-    values["kafka-python"] = got
-    return values
+    consumers = {label: exp.participant(f"defaults-{client}-{topic}", "consumer", client=client, topic=topic,
+                                        group_id=f"defaults-{client}-{topic}", isolation_level=None, idle_ms=2000)
+                 for label, client in (("confluent-kafka", "librdkafka"), ("java", "java"))}
+    for c in consumers.values():
+        c.start()
+    read = {}
+    for label, c in consumers.items():
+        status = c.wait(timeout_s)
+        if status != "finished":
+            raise RuntimeError(f"the {label} consumer {c.name} is {status}, not finished (see {c.stderr_log})")
+        read[label] = [e.value_id for e in sorted((e for e in exp.history.events()
+                                                   if e.participant == c.name and e.kind == "consume"),
+                                                  key=lambda e: e.offset)]
+    return read
 
 
 def _write(exp: Experiment, producer: Producer, name: str, topic: str, vid: str, txn: int | None = None) -> None:

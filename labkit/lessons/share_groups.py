@@ -312,6 +312,8 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
         ``{"topic", "group", "worker", "sink"}``: ``sink`` is the SQLite file's path.
     Raises:
         ValueError: unknown ``order``.
+        RuntimeError: the worker ended otherwise than SIGKILLed at its crash point (e.g. "failed: ..."): its status
+            and its stderr log are named.
     """
     crash_at = {"ack_first": "before_sink", "sink_first": "after_sink"}
     if order not in crash_at:
@@ -321,7 +323,11 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
     observer = _observed(exp, topic, group)
     worker = exp.participant(f"worker-{order}", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
                              sink=str(sink), order=order, crash_at=crash_at[order], crash_iteration=1).start()
-    wait_for(lambda: worker.status == "crashed", f"worker-{order} never reached its crash point")
+    wait_for(lambda: worker.status not in ("running", "stalled"), f"worker-{order} never reached its crash point")
+    crash = exp.history.first("crash", worker.name)  # written by the worker at its step, just before its SIGKILL
+    if worker.status != "crashed" or crash is None or crash.step != crash_at[order]:
+        raise RuntimeError(f"worker-{order} ended {worker.status}, not at its crash point {crash_at[order]}: see "
+                           f"{worker.stderr_log}")
     worker.restart(crash_at=None, idle_ms=LOCK_MS + 5000)
     worker.wait(120)
     _settle(observer)

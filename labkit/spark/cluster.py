@@ -23,7 +23,7 @@ from labkit import lab
 from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.runtime import find_java, labkit_home
 from labkit.errors import LabkitError
-from labkit.procs import die_with_parent, process_state
+from labkit.procs import process_state, spawn, start_time, why_not_ours
 from labkit.spark.session import JVM_FLAGS, LOG4J, check_pyspark
 from labkit.waiting import Deadline, wait_until
 
@@ -46,7 +46,8 @@ def cluster_dir(env: dict[str, str] | None = None) -> Path:
 
 class StandaloneCluster:
     """A Spark master and ``workers`` workers on 127.0.0.1, each a JVM in its own process group (a worker's
-    executor JVMs join its group). No JVM outlives this Python process (atexit, Linux's parent-death signal).
+    executor JVMs join its group). No JVM outlives this Python process (atexit, Linux's parent-death signal:
+    :func:`labkit.procs.spawn`), whichever thread started it.
 
     Logs: errors only, plus the INFO lines of the ``Master`` and ``Worker`` classes, which is how :meth:`start`
     sees readiness. Each daemon's stdout and stderr go to ``<folder>/master.log``, ``<folder>/worker-<i>.log``
@@ -183,8 +184,8 @@ class StandaloneCluster:
         kind = name.split("-")[0]
         cmd = [str(home / "bin" / "spark-class"), f"org.apache.spark.deploy.{kind}.{kind.title()}", *args]
         with open(self.folder / f"{name}.log", "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=self.folder, start_new_session=True, preexec_fn=die_with_parent)
+            proc = spawn(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                         cwd=self.folder, start_new_session=True)
         self._procs.append((name, proc, Path(out.name)))
 
     @staticmethod
@@ -210,13 +211,14 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 # -- `python -m labkit spark-cluster up|down|status`: a cluster kept by a background `serve` process ---------
 def running_cluster() -> dict | None:
-    """``{"pid" (of ``serve``), "master_url", "pids", "folder"}`` of the cluster ``spark-cluster up`` started,
-    from ``<cluster_dir>/state.json``; ``None`` if none runs."""
+    """``{"pid" (of ``serve``), "started" (its start time), "master_url", "pids", "folder"}`` of the cluster
+    ``spark-cluster up`` started, from ``<cluster_dir>/state.json``; ``None`` if none runs, or if the pid is no
+    longer that ``serve`` process (another start time: the pid was reused, e.g. after a reboot; or a state file
+    of an older labkit, without one), which :func:`down` then never signals (:func:`labkit.procs.why_not_ours`)."""
     try:
         state = json.loads((cluster_dir() / "state.json").read_text())
-        os.kill(state["pid"], 0)
-        return state
-    except (OSError, ValueError, KeyError):
+        return None if why_not_ours(state) else state
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -226,7 +228,8 @@ def serve(workers: int = 1, cores: int = 1, memory: str = "1g") -> None:
     stop = lab.stop_on_signal()
     cluster = StandaloneCluster(workers, cores, memory).start()
     lab.serve_until(stop, cluster, cluster_dir() / "state.json", {
-        "pid": os.getpid(), "master_url": cluster.master_url, "pids": cluster.pids, "folder": str(cluster.folder)})
+        "pid": os.getpid(), "started": start_time(os.getpid()), "master_url": cluster.master_url, "pids": cluster.pids,
+        "folder": str(cluster.folder)})
 
 
 def up(workers: int = 1, cores: int = 1, memory: str = "1g", timeout_s: float = 150.0) -> str:

@@ -7,12 +7,13 @@ outputs are produced, then the consumer commits the offsets.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from labkit.crashlab.loop import (GROUP_OPTIONS, Fenced, IdleClock, Loop, close_consumer, group_consumer,
-                                  init_transactions, log_consumed)
+from labkit.crashlab.loop import (GROUP_OPTIONS, IdleClock, Loop, close_consumer, end_with, ending, error_name,
+                                  group_consumer, init_transactions, log_consumed)
 from labkit.crashlab.registry import CLIENTS, REQUIRED, Option, Role
 from labkit.history import derived_id
 from labkit.kafka.committed_start import CommittedStart
@@ -77,16 +78,21 @@ def _group_done(loop: Loop, consumer: Consumer, returned: dict[int, int]) -> boo
 
 
 def _end_if_fatal(loop: Loop, batch: list) -> None:
-    """Raise :class:`Fenced` (after a ``fenced`` event with the error) if the consumer of ``loop`` hit a fatal error
-    (e.g. GROUP_ID_NOT_FOUND after a broker restart, FENCED_INSTANCE_ID): it comes as an error message of
-    ``consume()``, code _FATAL (its ``fatal()`` says False in confluent-kafka 2.16), the cause in its text (the
-    producer's is raised by its calls: :meth:`Loop.flush`, :meth:`Loop.commit`). Such a client is done; only a new
-    instance (a supervisor's restart) carries on."""
+    """End the loop if the consumer of ``loop`` hit a fatal error: it comes as an error message of ``consume()``, code
+    _FATAL (its ``fatal()`` says False in confluent-kafka 2.16), the cause in its text only (the producer's is raised
+    by its calls: :meth:`Loop.flush`, :meth:`Loop.commit`). Such a client is done; only a new instance (a
+    supervisor's restart) carries on.
+
+    Raises:
+        Fenced: the cause is a fencing (FENCED_INSTANCE_ID: another member took this one's ``group.instance.id``,
+            KIP-345), after a ``fenced`` event naming it (:func:`~labkit.crashlab.loop.error_name`).
+        Failed: any other cause (e.g. GROUP_ID_NOT_FOUND, met after a broker restart), after a ``failed`` event.
+    """
     err = next((m.error() for m in batch if m.error() is not None
                 and (m.error().fatal() or m.error().code() == KafkaError._FATAL)), None)
     if err is not None:
-        loop.log("fenced", txn=loop.txn, error=err.name() if err.code() != KafkaError._FATAL else err.str())
-        raise Fenced(err.name())
+        print(f"consumer's fatal error: {err.str()}", file=sys.stderr)  # the text, beside the name in the history
+        end_with(loop, error_name(err), txn=loop.txn or None, step="consume")
 
 
 def _process(loop: Loop, consumer: Consumer, producer: Producer, msgs: list, transactional: bool,
@@ -144,7 +150,16 @@ def _commit(loop: Loop, consumer: Consumer, pending: dict) -> bool:
 def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: list) -> None:
     """``send_offsets_to_transaction``; the group coordinator rejects a zombie's (KIP-447). A spec's
     ``offsets_step`` (``{"source", "name"}``: a learner's function ``name(producer, consumer, offsets)``, notebook
-    02's exercise) runs in its place, under the same deadline."""
+    02's exercise) runs in its place, under the same deadline. On a Kafka error the transaction is aborted unless the
+    producer's error is fatal (librdkafka: ``abort_transaction`` after any abortable or retriable error; the coordinator
+    aborts it anyway after ``transaction.timeout.ms``), and the loop ends.
+
+    Raises:
+        Fenced: a fencing (:data:`~labkit.crashlab.loop.FENCED_ERRORS`: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION ... once
+            the group moved on, KIP-447; the producer's _FENCED), after a ``fenced`` event naming it.
+        Failed: any other error (e.g. _TIMED_OUT, COORDINATOR_NOT_AVAILABLE: not a fencing), after a ``failed``
+            event naming it.
+    """
     step = loop.spec["offsets_step"]
     if step:
         namespace: dict = {}
@@ -157,11 +172,11 @@ def _send_offsets(loop: Loop, producer: Producer, consumer: Consumer, offsets: l
         loop.call(*call)
     except KafkaException as exc:
         err = exc.args[0]
-        loop.log("fenced", txn=loop.txn, error=err.name())
-        if err.txn_requires_abort():
+        end = ending(loop, err.name(), txn=loop.txn, step=call[0])
+        if not err.fatal():  # an abort that fails too ends the loop with its own error (run.py records it)
             loop.call("abort_transaction", producer.abort_transaction)
             loop.log("txn_end", txn=loop.txn, outcome="aborted", definite=True)
-        raise Fenced(err.name()) from exc
+        raise end from exc
     loop.log("offsets_sent", topic=loop.spec["topic"], txn=loop.txn)
     loop.step("after_send_offsets")
 

@@ -12,14 +12,19 @@ final class ConsumerRole {
     private ConsumerRole() {
     }
 
-    /** A group consumer of the spec's group_id, group_protocol and isolation_level, committing by hand. */
+    /**
+     * A group consumer of the spec's group_id, group_protocol and isolation_level, committing by hand. A spec without
+     * isolation_level leaves isolation.level unset: the client's own default (ConsumerConfig: read_uncommitted).
+     */
     static KafkaConsumer<String, String> groupConsumer(Loop loop, Object... extra) {
         Object[] base = {"group.id", loop.text("group_id"), "group.protocol", loop.text("group_protocol"),
-            "isolation.level", loop.text("isolation_level"), "enable.auto.commit", false,
-            "auto.offset.reset", "earliest", "max.poll.records", loop.integer("batch")};
-        Object[] all = new Object[base.length + extra.length];
+            "enable.auto.commit", false, "auto.offset.reset", "earliest", "max.poll.records", loop.integer("batch")};
+        Object[] level = loop.text("isolation_level") == null ? new Object[0]
+            : new Object[] {"isolation.level", loop.text("isolation_level")};
+        Object[] all = new Object[base.length + level.length + extra.length];
         System.arraycopy(base, 0, all, 0, base.length);
-        System.arraycopy(extra, 0, all, base.length, extra.length);
+        System.arraycopy(level, 0, all, base.length, level.length);
+        System.arraycopy(extra, 0, all, base.length + level.length, extra.length);
         return new KafkaConsumer<>(loop.clientConfig(all), new StringDeserializer(), new StringDeserializer());
     }
 

@@ -1,5 +1,6 @@
 package labkit.participant;
 
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.common.errors.OutOfOrderSequenceException;
@@ -12,9 +13,17 @@ import java.util.Set;
 
 /** How the Java participant names and classifies the Java client's exceptions, for the history's error field. */
 final class KafkaErrors {
-    /** The errors that end a participant as fenced (labkit.crashlab.loop.FENCED_ERRORS). */
-    static final Set<String> FENCED = Set.of("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "FENCED_INSTANCE_ID",
-            "STALE_MEMBER_EPOCH", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID");
+    /**
+     * The errors that end a participant as fenced: its producer epoch or group membership is no longer current
+     * (labkit.crashlab.loop.FENCED_ERRORS, which says why each). Producer (KIP-98): PRODUCER_FENCED,
+     * INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE (an EndTxn for a transaction the coordinator already aborted, a
+     * timeout or a new instance: the Java client 4.4's answer to commitTransaction, notebook 03); librdkafka's _FENCED.
+     * Group (KIP-447, KIP-345, KIP-848): FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+     * STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH. Every other error ends it failed.
+     */
+    static final Set<String> FENCED = Set.of("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED",
+            "INVALID_TXN_STATE", "FENCED_INSTANCE_ID", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION",
+            "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH");
 
     private KafkaErrors() {
     }
@@ -22,7 +31,9 @@ final class KafkaErrors {
     /**
      * Kafka's name of the error behind {@code e} (org.apache.kafka.common.protocol.Errors), looking through its
      * causes; an exception the client made of one (CommitFailedException names the error in its message) is named
-     * "CommitFailedException(ILLEGAL_GENERATION)"; anything else by its class.
+     * "CommitFailedException(ILLEGAL_GENERATION)", a plain KafkaException by the error alone (the Java client's
+     * TransactionManager wraps e.g. INVALID_TRANSACTION_TIMEOUT from InitProducerId in one); anything else by its
+     * class.
      */
     static String name(Throwable e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
@@ -34,10 +45,24 @@ final class KafkaErrors {
         String message = String.valueOf(e.getMessage());
         for (Errors error : Errors.values()) {
             if (error != Errors.NONE && error.message() != null && message.contains(error.message())) {
-                return e.getClass().getSimpleName() + "(" + error.name() + ")";
+                return e.getClass() == KafkaException.class ? error.name()
+                        : e.getClass().getSimpleName() + "(" + error.name() + ")";
             }
         }
         return e.getClass().getSimpleName();
+    }
+
+    /**
+     * Whether the error named {@code error} ({@link #name}: "CommitFailedException(ILLEGAL_GENERATION)" counts as
+     * ILLEGAL_GENERATION) is a fencing, one of {@link #FENCED} (labkit.crashlab.loop.is_fencing).
+     */
+    static boolean fencing(String error) {
+        if (error == null) {
+            return false;
+        }
+        int open = error.indexOf('(');
+        String inner = open >= 0 && error.endsWith(")") ? error.substring(open + 1, error.length() - 1) : error;
+        return FENCED.contains(inner);
     }
 
     /**

@@ -199,7 +199,10 @@ final class Loop {
         }
     }
 
-    /** Wait for every delivery report; a fatal error among them (a fenced producer) raises Fenced. */
+    /**
+     * Wait for every delivery report; a fatal error among them (KafkaErrors.fatal) ends the loop: Fenced after a
+     * fenced event if it is a fencing (a fenced producer), else Failed after a failed event (Fenced.endWith).
+     */
     void flush(KafkaProducer<String, String> producer) throws Exception {
         call("flush", 30, () -> {
             producer.flush();
@@ -212,8 +215,7 @@ final class Loop {
             sendErrors.clear();
         }
         if (fatal != null) {
-            log("fenced", "txn", txnOrNull(), "error", KafkaErrors.name(fatal));
-            throw new Fenced(KafkaErrors.name(fatal));
+            throw Fenced.endWith(this, KafkaErrors.name(fatal), "txn", txnOrNull(), "step", "flush");
         }
     }
 
@@ -258,8 +260,9 @@ final class Loop {
     }
 
     /**
-     * Commit the open transaction, recording its outcome. A fatal error (KafkaErrors.fatal) raises Fenced; any
-     * other is abortable (KIP-588): the transaction is aborted and the loop goes on. Returns whether it committed.
+     * Commit the open transaction, recording its outcome. A fatal error (KafkaErrors.fatal) ends the loop: Fenced
+     * if it is a fencing, else Failed (Fenced.endWith); any other is abortable (KIP-588): the transaction is aborted
+     * and the loop goes on (an abort that fails ends it, see abort). Returns whether it committed.
      */
     boolean commit(KafkaProducer<String, String> producer) throws Exception {
         step("before_commit");
@@ -271,8 +274,7 @@ final class Loop {
             });
         } catch (KafkaException e) {
             if (KafkaErrors.fatal(e)) {
-                log("fenced", "txn", txn, "error", KafkaErrors.name(e));
-                throw new Fenced(KafkaErrors.name(e));
+                throw Fenced.endWith(this, KafkaErrors.name(e), "txn", txn, "step", "commit_transaction");
             }
             log("txn_end", "txn", txn, "error", KafkaErrors.name(e), "definite", false);
             abort(producer);
@@ -283,7 +285,10 @@ final class Loop {
         return true;
     }
 
-    /** abortTransaction, with its txn_end event; a fatal error there (the zombie of KIP-588) raises Fenced. */
+    /**
+     * abortTransaction, with its txn_end event. An error there ends the loop: Fenced if it is a fencing (the zombie of
+     * KIP-588: PRODUCER_FENCED; INVALID_TXN_STATE after the coordinator aborted the transaction), else Failed.
+     */
     void abort(KafkaProducer<String, String> producer) throws Exception {
         try {
             call("abort_transaction", 30, () -> {
@@ -291,8 +296,7 @@ final class Loop {
                 return null;
             });
         } catch (KafkaException e) {
-            log("fenced", "txn", txn, "error", KafkaErrors.name(e));
-            throw new Fenced(KafkaErrors.name(e));
+            throw Fenced.endWith(this, KafkaErrors.name(e), "txn", txn, "step", "abort_transaction");
         }
         log("txn_end", "txn", txn, "outcome", "aborted", "definite", true);
     }

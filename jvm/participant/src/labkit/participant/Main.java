@@ -5,13 +5,16 @@ import org.apache.kafka.common.KafkaException;
 
 /**
  * A Java participant's process: {@code java labkit.participant.Main <spec as JSON>} runs the role the spec names
- * (labkit.crashlab.run for the Python ones). Exit 0 when finished or stopped, 3 when fenced
- * (labkit.crashlab.loop.EXIT_FENCED), 4 when it gave up waiting for its first assignment or record (EXIT_GAVE_UP),
- * 1 on any other error (its stack trace on stderr).
+ * (labkit.crashlab.run for the Python ones). Exit 0 when finished or stopped; EXIT_FENCED (3,
+ * labkit.crashlab.loop.EXIT_FENCED) when fenced, after a fenced event (KafkaErrors.fencing); EXIT_GAVE_UP (4) when it
+ * gave up waiting for its first assignment or record; EXIT_FAILED (5) on any other error, after a failed event naming
+ * it (Kafka's name, KafkaErrors.name, or for an exception that is not Kafka's "Class: message"; its stack trace on
+ * stderr). An error before the loop exists (a bad spec) exits 1, the JVM's own code.
  */
 public final class Main {
     static final int EXIT_FENCED = 3;
     static final int EXIT_GAVE_UP = 4;
+    static final int EXIT_FAILED = 5;
 
     private Main() {
     }
@@ -31,13 +34,17 @@ public final class Main {
             System.exit(EXIT_FENCED);
         } catch (GaveUp e) {
             System.exit(EXIT_GAVE_UP);
+        } catch (Failed e) {
+            System.exit(EXIT_FAILED);
         } catch (KafkaException e) {
-            String error = KafkaErrors.name(e);
-            if (KafkaErrors.fatal(e) || KafkaErrors.FENCED.contains(error)) {
-                loop.log("fenced", "txn", loop.txnOrNull(), "error", error);
-                System.exit(EXIT_FENCED);
-            }
-            throw e;
+            e.printStackTrace();
+            System.exit(Fenced.endWith(loop, KafkaErrors.name(e), "txn", loop.txnOrNull()) instanceof Fenced
+                    ? EXIT_FENCED : EXIT_FAILED);
+        } catch (Exception e) {
+            e.printStackTrace();
+            String message = e.getMessage() == null ? "" : ": " + e.getMessage();
+            loop.log("failed", "txn", loop.txnOrNull(), "error", e.getClass().getSimpleName() + message);
+            System.exit(EXIT_FAILED);
         }
         loop.log(loop.stopping ? "stop" : "finished");
         System.exit(0);

@@ -108,7 +108,12 @@ final class ProcessorRole {
         }
     }
 
-    /** sendOffsetsToTransaction; the group coordinator rejects a zombie's (KIP-447): Fenced, after an abort. */
+    /**
+     * sendOffsetsToTransaction; the group coordinator rejects a zombie's (KIP-447). On an error the loop ends, after
+     * the error's event and an abort (unless the producer's error is fatal): Fenced if it is a fencing
+     * (CommitFailedException(ILLEGAL_GENERATION) ... once the group moved on), else Failed (a timeout, an
+     * unavailable coordinator: not a fencing).
+     */
     private static void sendOffsets(Loop loop, KafkaProducer<String, String> producer, KafkaConsumer<String, String> consumer,
                                     Map<TopicPartition, OffsetAndMetadata> offsets) throws Exception {
         try {
@@ -117,11 +122,12 @@ final class ProcessorRole {
                 return null;
             });
         } catch (KafkaException e) {
-            loop.log("fenced", "txn", loop.txn, "error", KafkaErrors.name(e));
+            Exception end = Fenced.endWith(loop, KafkaErrors.name(e), "txn", loop.txn, "step",
+                    "send_offsets_to_transaction");
             if (!KafkaErrors.fatal(e)) {
                 loop.abort(producer);
             }
-            throw new Fenced(KafkaErrors.name(e));
+            throw end;
         }
         loop.log("offsets_sent", "topic", loop.text("topic"), "txn", loop.txn);
         loop.step("after_send_offsets");
