@@ -7,8 +7,8 @@ import pytest
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.lessons.unassigned import epoch_paths, replay_paths
-from labkit.models.kip1287 import (ILLEGAL_GENERATION, NONE, STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION,
-                                     UNKNOWN_MEMBER_ID, GroupModel, rule_of)
+from labkit.models.kip1287 import (ILLEGAL_GENERATION, NO_EPOCH, NO_MEMBER, NONE, STALE_MEMBER_EPOCH,
+                                     UNASSIGNED_PARTITION, UNKNOWN_MEMBER_ID, GroupModel, rule_of)
 
 
 def group():
@@ -103,3 +103,52 @@ def test_the_release_rule_answers_as_the_real_broker(bootstrap, tmp_path):
     assert [r["real"] for r in replayed] == [r["release"] for r in replayed] == \
         [NONE, NONE, ILLEGAL_GENERATION, ILLEGAL_GENERATION], (kafka_version(), replayed)
     assert [r["path"] for r in replayed] == ["current", "lagging", "lagging", "newer"]
+
+
+# The non-member path (generation -1, no member id, no group instance id): ConsumerGroup.validateOffsetCommit and
+# ClassicGroup.validateOffsetCommit skip every check of such a TxnOffsetCommit, even in a group with members.
+NON_MEMBER = dict(member_id=NO_MEMBER, client_epoch=NO_EPOCH)
+
+
+@pytest.mark.parametrize("rule, version", [("4.2", 5), ("4.3", 5), ("4.4", 5), ("4.4", 6), ("kip1287", 5),
+                                           ("kip1287", 6)])
+def test_a_non_member_txn_commit_moves_any_partition_of_a_live_group(rule, version):
+    assert group().txn_offset_commit(**NON_MEMBER, partitions=[0, 1, 2], rule=rule, version=version) == \
+        {0: NONE, 1: NONE, 2: NONE}
+
+
+def test_a_non_member_plain_commit_to_a_live_group_is_an_unknown_member():
+    for rule in ("4.2", "4.3", "4.4", "kip1287"):
+        assert group().offset_commit(**NON_MEMBER, partitions=[0], rule=rule, transactional=False) == \
+            {0: UNKNOWN_MEMBER_ID}
+
+
+def test_kip1287_checked_reading_refuses_a_non_member_from_v6_only():
+    g = group()
+    assert g.txn_offset_commit(**NON_MEMBER, partitions=[0, 2], rule="kip1287", non_member="checked") == \
+        {0: UNASSIGNED_PARTITION, 2: UNASSIGNED_PARTITION}
+    assert g.txn_offset_commit(**NON_MEMBER, partitions=[0], rule="kip1287", non_member="checked",
+                               unassigned_error=STALE_MEMBER_EPOCH) == {0: STALE_MEMBER_EPOCH}
+    assert g.txn_offset_commit(**NON_MEMBER, partitions=[0], rule="kip1287", non_member="checked", version=5) == \
+        {0: NONE}  # the version gate: a client sending v5 or below keeps the release's rule
+    assert g.txn_offset_commit(**NON_MEMBER, partitions=[0], rule="4.4", non_member="checked") == {0: NONE}
+
+
+def test_an_empty_group_takes_any_commit_without_a_member():
+    empty = GroupModel()
+    for transactional in (True, False):
+        assert empty.offset_commit(**NON_MEMBER, partitions=[0], transactional=transactional) == {0: NONE}
+    assert empty.txn_offset_commit(**NON_MEMBER, partitions=[0], rule="kip1287", non_member="checked") == {0: NONE}
+
+
+def test_any_of_the_three_fields_takes_the_member_path():
+    g = group()
+    assert not GroupModel.is_non_member(NO_MEMBER, NO_EPOCH, "instance-1")
+    assert g.txn_offset_commit(NO_MEMBER, NO_EPOCH, [0], group_instance_id="instance-1") == {0: UNKNOWN_MEMBER_ID}
+    assert g.txn_offset_commit(NO_MEMBER, 5, [0]) == {0: UNKNOWN_MEMBER_ID}
+    assert g.txn_offset_commit("A", NO_EPOCH, [0], version=5) == {0: ILLEGAL_GENERATION}  # lagging, assigned at 3
+
+
+def test_a_bad_non_member_reading_names_the_options():
+    with pytest.raises(ValueError, match="non_member must be one of 'as drafted', 'checked'"):
+        group().txn_offset_commit(**NON_MEMBER, partitions=[0], non_member="closed")

@@ -131,8 +131,11 @@ def epochs_per_transaction(bootstrap: str, clients: tuple[str, ...] = CLIENTS, t
     With transaction version 2 (KIP-890, which Kafka 4.4 formats its storage with) a client that speaks it (Kafka's
     Java client 4.x) gets a new epoch at every commit and abort: the coordinator bumps it when it ends a transaction and
     returns it in the EndTxn response (TransactionManager.EndTxnHandler), and writes the markers with it.
-    librdkafka has no KIP-890 (librdkafka issue 5423): its transactions end on version 1, where the epoch changes
-    only at ``init_transactions`` or when the coordinator fences a timed-out transaction.
+    librdkafka has no KIP-890 (librdkafka issue 5423): its transactions end on version 1, where a commit keeps the
+    epoch. It changes at ``init_transactions``, when the coordinator fences a timed-out transaction, and at the abort
+    after an abortable error that needs a bump (KIP-360: an unknown producer id, a timed-out batch;
+    ``rdkafka_txnmgr.c``, ``txn_requires_epoch_bump``), as on the Java client (``TransactionManager``,
+    ``epochBumpRequired``).
 
     Returns:
         One row per client and transaction: client, txn (1 = the first), producer_id, producer_epoch

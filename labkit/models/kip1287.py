@@ -31,6 +31,27 @@ recorded on the real broker through each of them:
 
 The **assignment epoch** of a partition is the member epoch at which the partition was assigned to the
 member (KIP-1251); a partition the member keeps across rebalances keeps it.
+
+**The non-member path** (every rule): a request with generation or member epoch -1
+(``JoinGroupRequest.UNKNOWN_GENERATION_ID``), no member id (``UNKNOWN_MEMBER_ID``, "") and no group instance id
+comes from no member at all. The same in consumer and classic groups:
+
+* The group is empty: accepted, transactional or not (the admin client, a consumer with ``assign()``:
+  ``ConsumerGroup.validateOffsetCommit``'s and ``ClassicGroup.validateOffsetCommit``'s first check).
+* The group has members, TxnOffsetCommit: accepted, **every partition, whoever holds it**, before any member is
+  looked up (``ConsumerGroup.validateOffsetCommit`` returns ``CommitPartitionValidator.NO_OP``: apache/kafka PR
+  #17914, KAFKA-18060, reviewed in November 2024; ``ClassicGroup.validateOffsetCommit`` checks a member only if one
+  of the three fields is given, since KIP-447's apache/kafka PR #7897). Read in the 4.3.1 and 4.4.0 jars alike;
+  the "4.2" rule assumes it too (no 4.2 jar checked). It is what the Java client's ``new
+  ConsumerGroupMetadata(groupId)`` sends (-1, "", no instance id), and a librdkafka consumer that never subscribed
+  (:mod:`labkit.lessons.nonmember_commit`).
+* The group has members, plain OffsetCommit: UNKNOWN_MEMBER_ID (``ConsumerGroup``: no member ""; ``ClassicGroup``:
+  a non-empty group).
+
+The KIP-1287 draft (seed 001) does not mention this path: its rule needs the member's epoch at the broker, and
+there is no member. ``non_member`` picks the reading: "as drafted" (the path stays as it is, the default) or
+"checked" (from TxnOffsetCommit version 6, a non-member holds no partition, so every partition fails as an
+unassigned one: a variant no draft proposes). Versions 5 and below keep the release's rule either way.
 """
 
 from __future__ import annotations
@@ -43,6 +64,10 @@ STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
 ILLEGAL_GENERATION = "ILLEGAL_GENERATION"
 UNASSIGNED_PARTITION = "UNASSIGNED_PARTITION"  # proposed code 134, GROUP_DELETION_FAILED in Kafka 4.4.0
 RULES = ("4.2", "4.3", "4.4", "kip1287")
+#: What a request from no member carries (``JoinGroupRequest.UNKNOWN_MEMBER_ID`` and ``UNKNOWN_GENERATION_ID``).
+NO_MEMBER, NO_EPOCH = "", -1
+#: KIP-1287's readings of the non-member path (the draft is silent on it): see the module's docstring.
+NON_MEMBER_READINGS = ("as drafted", "checked")
 #: TxnOffsetCommit's newest version in each release's rule (``TxnOffsetCommitRequest.json``'s validVersions).
 NEWEST_TXN_OFFSET_COMMIT = {"4.2": 5, "4.3": 5, "4.4": 6, "kip1287": 6}
 FIRST_VALIDATING_VERSION = 6  # the draft's; Kafka 4.4.0's v6 is KIP-1319's
@@ -125,7 +150,8 @@ class GroupModel:
 
     def offset_commit(self, member_id: str, client_epoch: int, partitions: list[int], *, rule: str = "4.4",
                       transactional: bool = True, version: int | None = None,
-                      unassigned_error: str = UNASSIGNED_PARTITION) -> dict[int, str]:
+                      unassigned_error: str = UNASSIGNED_PARTITION, group_instance_id: str | None = None,
+                      non_member: str = "as drafted") -> dict[int, str]:
         """The per-partition answer to an offset commit from ``member_id`` carrying ``client_epoch``, as the
         client reads it on the wire.
 
@@ -138,6 +164,10 @@ class GroupModel:
                 (:data:`NEWEST_TXN_OFFSET_COMMIT`). librdkafka 2.16 sends one below 6.
             unassigned_error: the error KIP-1287 returns for a partition that fails its rule:
                 UNASSIGNED_PARTITION or STALE_MEMBER_EPOCH (the seed names both).
+            group_instance_id: the request's group instance id (static membership), ``None`` if it has none.
+            non_member: how the "kip1287" rule reads the non-member path (:data:`NON_MEMBER_READINGS`): a
+                request with ``member_id`` :data:`NO_MEMBER`, ``client_epoch`` :data:`NO_EPOCH` and no
+                ``group_instance_id``.
         Returns:
             Partition to error name ("NONE" when accepted).
         Raises:
@@ -148,12 +178,20 @@ class GroupModel:
             raise ValueError(f"unknown rule {rule!r}; the rules are {', '.join(RULES)}")
         if unassigned_error not in (UNASSIGNED_PARTITION, STALE_MEMBER_EPOCH):
             raise ValueError(f"unassigned_error must be {UNASSIGNED_PARTITION} or {STALE_MEMBER_EPOCH}")
+        if non_member not in NON_MEMBER_READINGS:
+            raise ValueError(f"non_member must be one of {', '.join(map(repr, NON_MEMBER_READINGS))}")
         version = NEWEST_TXN_OFFSET_COMMIT[rule] if version is None else version
         if transactional and version > NEWEST_TXN_OFFSET_COMMIT[rule]:
             raise ValueError(f"TxnOffsetCommit v{version} does not exist under rule {rule} "
                              f"(its newest is v{NEWEST_TXN_OFFSET_COMMIT[rule]})")
         stale = STALE_MEMBER_EPOCH if not transactional or version >= FIRST_STALE_MEMBER_EPOCH_VERSION \
             else ILLEGAL_GENERATION
+        if client_epoch < 0 and not self.members:
+            return dict.fromkeys(partitions, NONE)  # an empty group: the admin client, a consumer with assign()
+        if transactional and self.is_non_member(member_id, client_epoch, group_instance_id):
+            # KAFKA-18060's shortcut and the classic group's: no member looked up, no partition checked
+            checked = rule == "kip1287" and non_member == "checked" and version >= FIRST_VALIDATING_VERSION
+            return dict.fromkeys(partitions, unassigned_error if checked else NONE)
         member = self.members.get(member_id)
         if member is None:
             return dict.fromkeys(partitions, UNKNOWN_MEMBER_ID)
@@ -167,6 +205,11 @@ class GroupModel:
         # 4.3/4.4 lagging path (KIP-1251); kip1287 below v6 keeps it
         ok = all(0 <= member.assigned_at(p) <= client_epoch for p in partitions)
         return dict.fromkeys(partitions, NONE if ok else stale)  # one failing partition fails the request
+
+    @staticmethod
+    def is_non_member(member_id: str, client_epoch: int, group_instance_id: str | None = None) -> bool:
+        """Whether a request with these fields takes the non-member path (no member id, epoch -1, no instance id)."""
+        return member_id == NO_MEMBER and client_epoch == NO_EPOCH and group_instance_id is None
 
     def txn_offset_commit(self, member_id: str, client_epoch: int, partitions: list[int], **kw) -> dict[int, str]:
         """:meth:`offset_commit` of a TxnOffsetCommit (``send_offsets_to_transaction``)."""
