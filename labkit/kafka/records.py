@@ -122,7 +122,8 @@ def high_watermarks(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict
 
 
 def last_stable_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
-    """Last stable offset (LSO: the first offset of the oldest transaction still open, else the high
+    """Last stable offset (LSO: the first offset of the oldest transaction whose marker is not yet written and
+    replicated, open or already decided (``ProducerStateManager.firstUnstableOffset``), else the high
     watermark; what a read_committed consumer can read up to) of every partition of ``topic``:
     ``{partition: offset}``.
 

@@ -251,7 +251,7 @@ def check_lso(bootstrap: str, answer: object) -> Verdict:
     if not isinstance(answer, dict) or set(answer) != set(keys):
         return Verdict(False, f"The answer is a dict with exactly the keys {', '.join(keys)}.")
     topic = create_topic(bootstrap, "lso-quiz")
-    produce(bootstrap, topic, ["x1", "x2"], transactional_id=f"x-{topic}")
+    produce(bootstrap, topic, ["x1", "x2"], transactional_id=f"x-{topic}", wait_marker=True)
     produce(bootstrap, topic, ["p1"])
     open_txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"y-{topic}", "logger": KAFKA_LOG})
     open_txn.init_transactions(30)
@@ -270,7 +270,8 @@ def check_lso(bootstrap: str, answer: object) -> Verdict:
                              "behind it although it was never part of it.")
     hints = {"high_watermark": "The high watermark is the offset after the last entry in the log, and a COMMIT "
                                "marker takes an offset too.",
-             "last_stable_offset": "The LSO is the first offset of the oldest transaction still open.",
+             "last_stable_offset": "The LSO is the first offset of the oldest transaction whose marker is not yet in "
+                                   "the partition (open, or decided with its marker still to come).",
              "read_committed_after_commit": "Once every transaction has ended, read_committed returns committed "
                                             "and non-transactional records, in log order, and no markers."}
     return Verdict(False, " ".join(hints[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")
