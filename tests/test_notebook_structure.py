@@ -120,3 +120,14 @@ def test_the_glossary_defines_every_term_the_notebooks_introduce():
     missing = [t for t in GLOSSARY_TERMS if not any(t in term for term in defined)]
     assert not missing, f"notebooks/glossary.md lacks {missing}"
     assert all(row.count("|") >= 3 and row.split("|")[2].strip() for row in rows), "a glossary row without a definition"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_ends_in_a_collection_of_figures(nb):
+    """A cell's last expression that is a list, tuple or comprehension of figures is shown as a text dump
+    (``[Figure({'data': ...``), not as figures: each figure is displayed on its own (issue 37, item 1)."""
+    for cell, tree in code_cells(nb):
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr) and isinstance(last.value, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)):
+            calls = [ast.unparse(n.func) for n in ast.walk(last.value) if isinstance(n, ast.Call)]
+            assert not any("figure" in name for name in calls), (nb.name, cell.get("id"), ast.unparse(last))
