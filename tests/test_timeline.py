@@ -93,6 +93,36 @@ def test_a_fenced_zombies_write_is_aborted_not_uncommitted_forever():
                                                                         ("s-2>out by z", "aborted")]
 
 
+def zombie_and_successor() -> H:
+    """Zombie z sends s-2>out in its transaction 2 and is fenced before any ack; instance n writes s-2>out at
+    offset 2 and commits."""
+    h = H().add("txn_begin", "z", txn=2).add("send", "z", topic=OUT, partition=0, value_id="s-2>out", txn=2)
+    h.add("txn_begin", "n", txn=1).write("n", "s-2>out", 2, txn=1).add("fenced", "z", txn=2, error="_FENCED")
+    return h.txn("n", 1, "committed")
+
+
+def test_a_write_the_log_does_not_hold_is_drawn_not_in_the_log():
+    """Issue 37, item 8: the zombie's B was drawn aborted where the broker had refused it; the log read (the
+    read_uncommitted final read) holds one copy, the successor's at offset 2: the zombie's write is not in the log."""
+    h = zombie_and_successor().finals([(2, "s-2>out")])
+    drawn = {row: [state for r, state, *_ in segments(h.events) if r == row] for row, *_ in segments(h.events)}
+    assert drawn == {"s-2>out by z": ["uncommitted", "not in the log"], "s-2>out by n @2": ["uncommitted", "committed"]}
+    fig = timeline_figure(h.events)
+    assert contradictions(fig, h.events, OUT) == []
+    h.t += 10**10  # the lab's final reads, 10 s later, do not stretch the time axis
+    end = lambda events: max(b for *_, b in segments(events))  # noqa: E731
+    assert end(h.finals([(2, "s-2>out")]).events) == end(zombie_and_successor().events)
+
+
+def test_an_unacknowledged_write_the_log_holds_keeps_its_transactions_state():
+    """The zombie's copy is in the log at offset 1 (written, never acknowledged: a crashed or fenced producer's
+    buffered ack), aborted; without the log read the history cannot tell, and the transaction's state stands."""
+    logged = zombie_and_successor().finals([(2, "s-2>out")], uncommitted=[(1, "s-2>out"), (2, "s-2>out")])
+    unread = zombie_and_successor()
+    for h in (logged, unread):
+        assert [state for row, state, *_ in segments(h.events) if row == "s-2>out by z"] == ["uncommitted", "aborted"]
+
+
 def test_figure_truth_catches_each_contradiction_and_passes_a_true_figure():
     h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "committed")
     h.add("txn_begin", "p", txn=2).write("p", "p-2", 2, txn=2).txn("p", 2, "aborted")

@@ -3,7 +3,10 @@ segment per state; a second surviving write of a value id is marked a duplicate.
 
 States, from the history alone: *uncommitted* (sent, its transaction not yet ended), *written*
 (acked, no transaction), *committed*, *aborted* (also a fenced producer's transaction, from the fence on),
-*send failed*. Markers: consumed (per consumer),
+*send failed*, and *not in the log*: a write never acknowledged of which the log holds no copy, when the history
+holds the log's read (the read_uncommitted ``final_read`` of its topic, :meth:`Experiment.final_reads`); without that
+read an unacknowledged write keeps its transaction's state, since a crashed producer's write may be in the log
+unacknowledged. Markers: consumed (per consumer),
 and the lab's actions (crash, pause, resume, fenced, stalled, a supervisor's restart, a restart's
 init_transactions, the broker's crash and return) as vertical lines. Lines are drawn with
 ``Scattergl`` (WebGL), one trace per state, so 100 000 events still render.
@@ -21,7 +24,7 @@ from labkit.background import Periodic
 from labkit.history import Event, History
 
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
-                 "send failed": "#b279a2"}
+                 "send failed": "#b279a2", "not in the log": "#bab0ac"}
 DUPLICATE = " — duplicate"  # the end of a surviving write's row when the value id already survived once
 ACTION_COLOURS = {"crash": "#d62728", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b", "failed": "#e377c2",
                   "stalled": "#ff7f0e", "restart": "#9467bd", "txn_init": "#2ca02c", "broker back": "#1f77b4"}
@@ -41,13 +44,20 @@ def writes(events: list[Event]) -> list[dict]:
     sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
     by_vid: dict[str, list[dict]] = {}  # value id -> its writes in send order
     txn_end = {}
+    logged: dict[str, list[tuple]] = defaultdict(list)  # value id -> where the log holds a copy
+    log_read = set()  # the topics whose log the history holds
     for e in events:
+        if e.kind == "final_read" and e.isolation_level == "read_uncommitted":
+            log_read.add(e.topic)
+            if e.value_id is not None:
+                logged[e.value_id].append((e.topic, e.partition, e.offset))
         if e.kind == "send":
             by_vid.setdefault(e.value_id, []).append({"writer": e.participant, "sent": e.mono_ns, "topic": e.topic,
                                                       "partition": e.partition, "offset": None,
                                                       "txn": (e.participant, e.txn) if e.txn is not None else None})
-        elif e.kind in ("ack", "send_failed") and e.value_id in by_vid:  # the oldest write still unanswered
-            pending = next((w for w in by_vid[e.value_id] if "acked" not in w and "failed" not in w), None)
+        elif e.kind in ("ack", "send_failed") and e.value_id in by_vid:  # its writer's oldest write still unanswered
+            pending = next((w for w in by_vid[e.value_id] if w["writer"] == e.participant and "acked" not in w
+                            and "failed" not in w), None)
             if pending is not None:
                 pending["acked" if e.kind == "ack" else "failed"] = e.mono_ns
                 pending["offset"] = e.offset if e.kind == "ack" else None
@@ -58,6 +68,8 @@ def writes(events: list[Event]) -> list[dict]:
     out, taken = [], Counter()
     for vid, its in by_vid.items():
         survivors = 0
+        acked_at = {(w["topic"], w["partition"], w["offset"]) for w in its if "acked" in w}
+        unclaimed = [where for where in logged[vid] if where not in acked_at]  # in the log, acknowledged to no one
         for w in its:
             if w["txn"]:
                 outcome, at = txn_end.get(w["txn"], (None, t_end))
@@ -68,6 +80,13 @@ def writes(events: list[Event]) -> list[dict]:
                 w["states"] = [("send failed", sec(w["failed"]), sec(t_end))]
             else:
                 w["states"] = []
+            if "acked" not in w and w["topic"] in log_read:
+                if unclaimed:
+                    unclaimed.pop(0)  # this write's copy, as far as the log tells
+                else:
+                    w["states"] = [st for st in w["states"] if st[0] == "uncommitted"]
+                    w["states"].append(("not in the log", w["states"][-1][2] if w["states"] else sec(w["sent"]),
+                                        sec(t_end)))
             row = f"{vid} by {w['writer']}" + (f" @{w['offset']}" if w["offset"] is not None else "")
             taken[row] += 1
             row += f" #{taken[row]}" if taken[row] > 1 else ""
@@ -79,10 +98,11 @@ def writes(events: list[Event]) -> list[dict]:
 
 
 def _drawn_end(events: list[Event]) -> int:
-    """Where the time axis ends (ns): a little after the last event (4 % of the span, at least 0.3 s), so the
-    writes of the last moment are drawn with a width, not as a line on the edge."""
-    span = events[-1].mono_ns - events[0].mono_ns
-    return events[-1].mono_ns + max(span // 25, 300_000_000)
+    """Where the time axis ends (ns): a little after the last event that is not a final read (4 % of the span, at
+    least 0.3 s), so the writes of the last moment are drawn with a width, not as a line on the edge."""
+    last = next((e for e in reversed(events) if e.kind != "final_read"), events[-1])  # the lab's reads come later
+    span = last.mono_ns - events[0].mono_ns
+    return last.mono_ns + max(span // 25, 300_000_000)
 
 
 def segments(events: list[Event]) -> list[tuple[str, str, float, float]]:
