@@ -286,7 +286,9 @@ def slow_record_summary(exp: Experiment, runs: dict) -> pd.DataFrame:
 
 def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:
     """A consumer in ``share.acknowledgement.mode=implicit``: it never calls ``acknowledge``; each
-    poll accepts the records of the one before, and ``close()`` the last ones.
+    poll accepts the records of the one before. ``close()`` does not accept the last ones, on either client
+    (:func:`labkit.lessons.share_close.close_after_poll`): here the consumer stops after ``idle_ms`` of empty polls,
+    and the first of them accepted the last records before ``close()``.
 
     Returns:
         ``{"topic", "group", "consumer"}``.
@@ -398,9 +400,10 @@ def model_replay(exp: Experiment, run: dict) -> dict:
 
     Returns:
         ``{"unexplained", "late_accept", "broker", "model", "terminal"}``: ``unexplained``, the disagreements
-        between model and broker (none expected); ``late_accept``, the one known one: confluent-kafka reports
-        success for a late ACCEPT of a record another consumer has already committed, while the broker leaves the
-        record as it was (the model says INVALID_RECORD_STATE, which is what the broker did); ``broker`` and
+        between model and broker (none expected); ``late_accept``, the one known one: a late ACCEPT of a record
+        another consumer's ACCEPT has already moved the share-partition start offset past, which the broker skips
+        and answers without error (its ShareAcknowledge response says NONE, and each client reports success:
+        :func:`labkit.lessons.share_close.late_accept`), while the model says INVALID_RECORD_STATE; ``broker`` and
         ``model``, ``{offset: state}`` at the end (the broker's ARCHIVING read as ARCHIVED); ``terminal``,
         whether the model ended every record in a terminal state.
     """

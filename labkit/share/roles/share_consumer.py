@@ -14,7 +14,8 @@ repeating) says what the consumer does with each:
 With ``sink`` (a SQLite file, :class:`Sink`), accepted records have an effect written there, as a
 framework would, either before the acknowledgement (``order="sink_first"``) or after its commit
 (``order="ack_first"``). ``ack_mode="implicit"`` acknowledges nothing explicitly: the next poll
-accepts the previous batch (KIP-932's implicit acknowledgement).
+accepts the previous batch (KIP-932's implicit acknowledgement). ``max_polls`` closes the consumer right after
+the work of that many polls with records, without another poll: what ``close()`` does with the last poll's records.
 
 Steps (crash points): after_poll, before_sink, after_sink, after_acknowledge, before_commit, after_commit.
 
@@ -89,6 +90,8 @@ def run(loop: Loop) -> None:
             if sink and s["order"] == "ack_first":
                 _write_effects(loop, sink, processed)
             idle_since = time.monotonic()  # idle from the end of the last poll's work: slow work is not idleness
+            if s["max_polls"] and loop.iteration >= s["max_polls"]:
+                break  # close right after this poll's work: no further poll (implicit mode accepts nothing more)
         if not delivered and not loop.stopping:  # ShareConsumer tells no assignment: first_ms counts from the start
             give_up(loop, f"no record of {s['topic']} was delivered within first_ms ({s['first_ms']} ms) of the start")
     finally:
@@ -144,6 +147,8 @@ ROLE = Role(
         "renew_ms": Option(None, (int, type(None)), "while a 'hold' record is processed, renew its acquisition lock "
                            "every renew_ms (AcknowledgeType.RENEW, KIP-1222; confluent-kafka 2.16.1 has no RENEW)",
                            clients=("java",)),
+        "max_polls": Option(None, (int, type(None)), "close the consumer right after the work of its max_polls-th "
+                            "poll that returned records, without polling again (None: no limit)"),
         "idle_ms": Option(10_000, int, "stop after this long without records, once some came, counted from the "
                           "end of the last poll's work (ms)"),
         "first_ms": Option(30_000, int, "give up if no record came this long after the start (ms; a 'gave_up' "

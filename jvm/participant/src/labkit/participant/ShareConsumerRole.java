@@ -23,7 +23,8 @@ import java.util.function.Function;
  * KafkaShareConsumer. Decisions as in the Python role (accept, release, reject, hold); with renew_ms, a "hold"
  * record's processing renews its acquisition lock every renew_ms (AcknowledgeType.RENEW, KIP-1222): the
  * acknowledgement is sent by commitSync, the record stays acquired by this consumer with the same delivery count,
- * and the client hands it back on a later poll, when processing goes on until it is accepted.
+ * and the client hands it back on a later poll, when processing goes on until it is accepted. With max_polls, the
+ * consumer is closed right after the work of that many polls with records, without polling again.
  */
 final class ShareConsumerRole {
     private ShareConsumerRole() {
@@ -84,6 +85,10 @@ final class ShareConsumerRole {
                     acknowledge(loop, consumer, decided);
                 }
                 idleSince = System.nanoTime(); // idle from the end of the last poll's work
+                int maxPolls = loop.spec.path("max_polls").asInt(0);
+                if (maxPolls > 0 && loop.iteration >= maxPolls) {
+                    break; // close right after this poll's work: no further poll (implicit mode accepts nothing more)
+                }
             }
             if (!delivered && !loop.stopping) { // KafkaShareConsumer tells no assignment: first_ms is from the start
                 throw GaveUp.giveUp(loop, String.format("no record of %s was delivered within first_ms (%d ms) of the "
