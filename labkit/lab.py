@@ -3,9 +3,10 @@
 Usage: ``python -m labkit up|down|status``. ``up`` starts an :class:`EmbeddedBroker` of the Kafka
 release :func:`~labkit.broker.settings.kafka_version` names in a detached process (data kept in
 ``$LABKIT_HOME/lab/broker-data-<version>``) and JupyterLab on 127.0.0.1 with a random token, then
-prints the URL. Their pids, start times and addresses are kept in ``$LABKIT_HOME/lab/*.json``,
-which is how :func:`labkit.connect` finds the lab broker. A pid is trusted only while the process
-behind it has the start time recorded with it (psutil's ``create_time``): after a reboot or pid reuse
+prints the URL. JupyterLab serves the learner's working copies of the notebooks and runs with the settings of
+:mod:`labkit.workspace` (idle kernels culled). Their pids, start times and addresses are kept in
+``$LABKIT_HOME/lab/*.json``, which is how :func:`labkit.connect` finds the lab broker. A pid is trusted only while
+the process behind it has the start time recorded with it (psutil's ``create_time``): after a reboot or pid reuse
 the pid names a stranger, which ``down`` never signals.
 """
 
@@ -30,6 +31,7 @@ from labkit.broker.runtime import labkit_home
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
 from labkit.procs import process_state, start_time, why_not_ours
+from labkit.workspace import make_copies, work_dir, write_lab_settings, write_server_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,34 +129,18 @@ def _start_broker(timeout_s: float) -> str:
     return running_broker()
 
 
-#: Settings the lab's JupyterLab starts with (JupyterLab's ``overrides.json``, keyed by plugin): it never asks about
-#: "official Jupyter news" (that prompt covers the lower right of every notebook) and never looks for a newer
-#: JupyterLab (the lab pins its version; the check needs the news feed anyway). A learner can still change both.
-LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
-
-
-def write_lab_settings(app_settings_dir: Path | None = None) -> Path:
-    """Merge :data:`LAB_SETTINGS` into ``overrides.json`` of JupyterLab's application settings folder
-    (``app_settings_dir``; default ``<sys.prefix>/share/jupyter/lab/settings``: the lab's own virtual environment,
-    so no other JupyterLab is touched), keeping any other override found there. Returns the file's path."""
-    folder = app_settings_dir or Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
-    path = folder / "overrides.json"
-    overrides = json.loads(path.read_text()) if path.exists() else {}
-    for plugin, values in LAB_SETTINGS.items():
-        overrides[plugin] = {**overrides.get(plugin, {}), **values}
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(overrides, indent=2) + "\n")
-    return path
-
-
 def _start_jupyter(timeout_s: float) -> str:
     state = _read("jupyter")
     if state:
+        if state.get("root") != str(work_dir()):
+            raise LabkitError("The running JupyterLab serves the repository's own notebooks (an older labkit started "
+                              "it): `make stop` first, then `make lab` serves your own copies.")
         return state["url"]
     write_lab_settings()
+    config = write_server_config(labkit_home())
     port, token = free_port(), secrets.token_hex(16)
     args = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--ip={HOST}", f"--port={port}",
-            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO / 'notebooks'}"]
+            f"--IdentityProvider.token={token}", f"--config={config}"]
     if os.geteuid() == 0:  # containers and CI machines often run as root; JupyterLab refuses without this
         args.append("--allow-root")
     proc = _spawn(args, "jupyter.log")
@@ -169,23 +155,30 @@ def _start_jupyter(timeout_s: float) -> str:
 
     if not wait_until(answers, timeout_s, 0.3) or proc.poll() is not None:
         raise LabkitError(f"JupyterLab did not start; see {lab_dir() / 'jupyter.log'}")
-    (lab_dir() / "jupyter.json").write_text(json.dumps({"pid": proc.pid, "started": start_time(proc.pid), "url": url}))
+    (lab_dir() / "jupyter.json").write_text(json.dumps({"pid": proc.pid, "started": start_time(proc.pid), "url": url,
+                                                            "root": str(work_dir())}))
     return url
 
 
-def up(timeout_s: float = 120.0) -> dict[str, str]:
-    """Start (or find) the lab broker and JupyterLab. With ``LABKIT_BOOTSTRAP`` set, no broker is
-    started: that cluster must answer, and the notebooks use it. Returns ``{"bootstrap", "url"}``.
+def up(timeout_s: float = 120.0) -> dict:
+    """Start (or find) the lab broker and JupyterLab, after making or refreshing the learner's working copies of the
+    notebooks (:func:`labkit.workspace.make_copies`, in ``$LABKIT_HOME/work``: JupyterLab serves those, never the
+    repository's). With ``LABKIT_BOOTSTRAP`` set, no broker is started: that cluster must answer, and the notebooks
+    use it. Returns ``{"bootstrap", "url", "work"}`` and ``"notes"``, the copies' lines for the learner to read.
 
     Raises:
         BrokerUnreachableError: ``LABKIT_BOOTSTRAP`` is set and nothing answers there.
-        LabkitError: the broker or JupyterLab did not start (the message names the log file), or the
-            lab broker already runs another Kafka release than ``LABKIT_KAFKA_VERSION`` asks for.
+        LabkitError: the broker or JupyterLab did not start (the message names the log file), the
+            lab broker already runs another Kafka release than ``LABKIT_KAFKA_VERSION`` asks for, or the running
+            JupyterLab serves another folder than the copies (an older labkit's, serving the repository's notebooks).
+        OSError: the working copies cannot be written.
     """
     external = os.environ.get("LABKIT_BOOTSTRAP")
     if external:
         check_reachable(external)
-    return {"bootstrap": external or _start_broker(timeout_s), "url": _start_jupyter(timeout_s)}
+    notes = make_copies(work_dir())
+    return {"bootstrap": external or _start_broker(timeout_s), "url": _start_jupyter(timeout_s),
+            "work": str(work_dir()), "notes": notes}
 
 
 def down(timeout_s: float = 30.0) -> dict[str, str]:
@@ -215,7 +208,9 @@ def main(argv: list[str]) -> int:
     elif command == "up":
         where = up()
         kafka = "LABKIT_BOOTSTRAP" if os.environ.get("LABKIT_BOOTSTRAP") else f"Kafka {kafka_version()}"
-        print(f"Kafka broker: {where['bootstrap']} ({kafka})\nJupyterLab:   {where['url']}\n(`make stop` ends both)")
+        print(f"Kafka broker: {where['bootstrap']} ({kafka})\nJupyterLab:   {where['url']}\n"
+              f"Notebooks:    your own copies, in {where['work']} (the repository's stay as they are)\n"
+              + "".join(f"  {note}\n" for note in where["notes"]) + "(`make stop` ends both)")
     elif command == "down":
         print("\n".join(f"{name}: {what}" for name, what in down().items()) or "nothing was running")
     elif command == "status":

@@ -1,5 +1,7 @@
-"""`make lab` / `make stop`: the lab broker and JupyterLab in the background, and 00_tour in them."""
+"""`make lab` / `make stop`: the lab broker and JupyterLab in the background, and 00_tour in them (the learner's copy:
+the repository's notebooks stay as they are)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -8,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from labkit.broker.probe import check_reachable
@@ -17,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 from labkit.broker.settings import FEATURES_BY_VERSION, kafka_version
+from labkit.workspace import CULL_IDLE_TIMEOUT_S, WIDGET_VIEW
 
 
 def lab(command, env):
@@ -32,9 +36,28 @@ def alive(pid):
         return False
 
 
+def tracked_notebooks() -> tuple[str, dict]:
+    """``git status --porcelain notebooks/`` and the SHA-256 of every file in ``notebooks/``."""
+    status = subprocess.run(["git", "status", "--porcelain", "notebooks/"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout
+    return status, {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (REPO / "notebooks").iterdir()
+                    if p.is_file()}
+
+
+def api(base: str, token: str, path: str, body: dict | None = None, method: str | None = None) -> dict | None:
+    """A call of the Jupyter server's REST API: its JSON answer, or ``None`` when it has none."""
+    request = urllib.request.Request(f"{base}/api/{path}?token={token}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        answer = r.read()
+    return json.loads(answer) if answer else None
+
+
 def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "LABKIT_BOOTSTRAP"}
     env["LABKIT_HOME"] = str(tmp_path)
+    repository_before = tracked_notebooks()
     up = lab("up", env)
     try:
         assert up.returncode == 0, up.stderr + up.stdout
@@ -47,26 +70,50 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
         url = state["jupyter"]["url"]
         assert url in up.stdout and url.startswith("http://127.0.0.1:") and "token=" in url
         base, token = url.split("/lab/")[0], url.split("token=")[1]
-        with urllib.request.urlopen(f"{base}/api/contents/00_tour.ipynb?token={token}", timeout=10) as r:
-            assert json.load(r)["name"] == "00_tour.ipynb"
+        work = tmp_path / "work"  # JupyterLab serves the learner's copies, made by this first `up`
+        assert f"Notebooks:    your own copies, in {work}" in up.stdout and "made your copies of" in up.stdout
+        tour = api(base, token, "contents/00_tour.ipynb")
+        assert tour["name"] == "00_tour.ipynb"
+        assert (work / "00_tour.ipynb").exists() and (work / "glossary.md").exists()
+        # a learner's save (JupyterLab's autosave), with a widget view whose model is not saved: it lands in the copy,
+        # without the view (reopened, it would say "model not found")
+        nb = tour["content"]
+        code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        code["source"] += "\n# my change"
+        code["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {
+            "text/plain": "ControlPanel()", WIDGET_VIEW: {"model_id": "f00", "version_major": 2, "version_minor": 0}}}]
+        api(base, token, "contents/00_tour.ipynb", {"type": "notebook", "format": "json", "content": nb}, "PUT")
+        saved = json.loads((work / "00_tour.ipynb").read_text())
+        saved_code = next(c for c in saved["cells"] if c["cell_type"] == "code")
+        assert "# my change" in "".join(saved_code["source"])
+        assert list(saved_code["outputs"][0]["data"]) == ["text/plain"]
+        # a kernel started by the server: it runs with the lab's culling of idle kernels
+        session = api(base, token, "sessions", {"path": "01_idempotence.ipynb", "type": "notebook",
+                                                "name": "01_idempotence.ipynb", "kernel": {"name": "python3"}})
+        culling = f"Culling kernels with idle durations > {CULL_IDLE_TIMEOUT_S} seconds"
+        assert wait_until(lambda: culling in (tmp_path / "lab" / "jupyter.log").read_text(), 30)
+        assert "Culling kernels even with connected clients" in (tmp_path / "lab" / "jupyter.log").read_text()
+        api(base, token, f"sessions/{session['id']}", method="DELETE")
         plugin = "@jupyterlab/apputils-extension:notification"  # no "official Jupyter news?" prompt
         with urllib.request.urlopen(f"{base}/lab/api/settings/{plugin}?token={token}", timeout=10) as r:
             defaults = json.load(r)["schema"]["properties"]
         assert defaults["fetchNews"]["default"] == "false" and defaults["checkForUpdates"]["default"] is False
-        again = lab("up", env)  # a second `up` finds both running and starts nothing new
+        again = lab("up", env)  # a second `up` finds both running and starts nothing new, and makes no copy again
         assert url in again.stdout and state["broker"]["bootstrap"] in again.stdout
+        assert "made your copies" not in again.stdout and "newer version" not in again.stdout
+        assert "# my change" in (work / "00_tour.ipynb").read_text()
         assert json.loads((tmp_path / "lab" / "jupyter.json").read_text())["pid"] == state["jupyter"]["pid"]
         other = next(v for v in FEATURES_BY_VERSION if v != version)  # another release: refused, named
         mixed = lab("up", {**env, "LABKIT_KAFKA_VERSION": other})
         assert mixed.returncode != 0 and f"already runs Kafka {version}, not {other}" in mixed.stderr
         assert "make stop" in mixed.stderr
 
-        nb = nbformat.read(REPO / "notebooks" / "00_tour.ipynb", as_version=4)
+        nb = nbformat.read(work / "00_tour.ipynb", as_version=4)  # the learner's copy, run from its folder
         old_env = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)  # the kernel inherits this: no LABKIT_BOOTSTRAP, the lab's LABKIT_HOME
         try:
-            NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+            NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(work)}}).execute()
         finally:
             os.environ.clear()
             os.environ.update(old_env)
@@ -77,18 +124,7 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
     assert "broker" in down.stdout and "jupyter" in down.stdout
     assert wait_until(lambda: not any(alive(s["pid"]) for s in state.values()), 30)
     assert lab("status", env).stdout.count("not running") == 2
-
-
-def test_lab_settings_keep_other_overrides(tmp_path):
-    from labkit.lab import LAB_SETTINGS, write_lab_settings
-
-    (tmp_path / "overrides.json").write_text(json.dumps({
-        "@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"},
-        "@jupyterlab/apputils-extension:notification": {"doNotDisturbMode": True, "fetchNews": "true"}}))
-    written = json.loads(write_lab_settings(tmp_path).read_text())
-    assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
-    assert written["@jupyterlab/apputils-extension:notification"] == {
-        "doNotDisturbMode": True, **LAB_SETTINGS["@jupyterlab/apputils-extension:notification"]}
+    assert tracked_notebooks() == repository_before  # the repository's notebooks: not one byte written
 
 
 def test_stop_never_signals_a_process_that_reuses_a_recorded_pid(tmp_path):
@@ -113,3 +149,24 @@ def test_stop_never_signals_a_process_that_reuses_a_recorded_pid(tmp_path):
         for s in strangers:
             s.kill()
             s.wait()
+
+
+def test_up_refuses_a_running_jupyterlab_that_serves_the_repository(tmp_path, monkeypatch):
+    """A JupyterLab an older labkit started serves the repository's own notebooks (its state file names no root):
+    `make lab` says to stop it first rather than hand out its URL."""
+    from labkit import lab as lab_module
+    from labkit.errors import LabkitError
+    from labkit.procs import start_time
+
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    (tmp_path / "lab").mkdir()
+    old = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        (tmp_path / "lab" / "jupyter.json").write_text(json.dumps(
+            {"pid": old.pid, "started": start_time(old.pid), "url": "http://127.0.0.1:1/lab"}))
+        with pytest.raises(LabkitError, match="serves the repository's own notebooks.*make stop"):
+            lab_module._start_jupyter(5)
+        assert old.poll() is None
+    finally:
+        old.kill()
+        old.wait()
