@@ -35,7 +35,8 @@ $(STAMP): requirements.txt pyproject.toml
 jars: $(STAMP)
 	$(PY) -m labkit jars
 
-# With LABKIT_BOOTSTRAP set (e.g. docker compose), the lab uses that cluster: no Java or Maven needed.
+# With LABKIT_BOOTSTRAP set (e.g. docker compose), the lab uses that cluster: no Java or Maven needed. JupyterLab serves
+# the learner's own copies of the notebooks ($$LABKIT_HOME/work, labkit/workspace.py), never the repository's.
 lab: $(STAMP)
 	@if [ -z "$$LABKIT_BOOTSTRAP" ]; then $(PY) -m labkit jars; fi
 	$(PY) -m labkit up
@@ -55,10 +56,11 @@ browser:
 
 # The suite starts hundreds of Python processes (workers, kernels, participants): each reuses the bytecode the first
 # one compiled (__pycache__), even where the environment says PYTHONDONTWRITEBYTECODE (a worker's collection: 13.6 ->
-# 8.2 CPU s).
+# 8.2 CPU s). LABKIT_CI=1: the notebooks' CI-only cells press the playgrounds' buttons (labkit.under_test(); conftest.py
+# sets it too, for a pytest run without make); a learner's Run All leaves them to the learner.
 test: $(STAMP) browser
 	$(PY) -m labkit jars $(KAFKA_VERSIONS)
-	env -u LABKIT_BOOTSTRAP -u LABKIT_PROXIED -u PYTHONDONTWRITEBYTECODE LABKIT_KAFKA_VERSION=$(firstword $(KAFKA_VERSIONS)) \
+	env -u LABKIT_BOOTSTRAP -u LABKIT_PROXIED -u PYTHONDONTWRITEBYTECODE LABKIT_CI=1 LABKIT_KAFKA_VERSION=$(firstword $(KAFKA_VERSIONS)) \
 	  $(PYTEST) \
 	  -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests notebooks
 

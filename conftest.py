@@ -59,6 +59,12 @@ SLOWEST = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The test run says so (``LABKIT_CI=1``, :func:`labkit.under_test`): the kernels nbval starts inherit this
+    process's environment, and a notebook's CI-only cells (pressing a playground's buttons) act only then."""
+    os.environ.setdefault("LABKIT_CI", "1")
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the files of :data:`SLOWEST` first, in its order; a file's own items keep their order (a notebook's
     cells run top to bottom)."""

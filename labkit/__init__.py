@@ -2,7 +2,8 @@
 
 The names a notebook uses are here, imported when first used (a participant process, which imports
 ``labkit.crashlab.run``, pays for none of them): ``import labkit`` then ``labkit.connect()``,
-``labkit.Experiment(...)``, ``labkit.timeline_figure(...)``. Each lesson's own functions are in
+``labkit.Experiment(...)``, ``labkit.timeline_figure(...)``; ``labkit.under_test()`` tells a CI-only cell whether the
+test runner runs it (``LABKIT_CI``, :mod:`labkit.testmode`). Each lesson's own functions are in
 ``labkit.lessons.<notebook name>``.
 """
 
@@ -26,6 +27,7 @@ _PUBLIC = {
     "share_timeline_figure": "labkit.share.timeline",
     "StandaloneCluster": "labkit.spark.cluster",
     "wait_for": "labkit.waiting", "wait_until": "labkit.waiting",
+    "under_test": "labkit.testmode",
 }
 #: Public module name -> the module.
 _MODULES = {"records": "labkit.kafka.records", "logview": "labkit.logview"}

@@ -131,3 +131,81 @@ def test_no_cell_ends_in_a_collection_of_figures(nb):
         if isinstance(last, ast.Expr) and isinstance(last.value, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)):
             calls = [ast.unparse(n.func) for n in ast.walk(last.value) if isinstance(n, ast.Call)]
             assert not any("figure" in name for name in calls), (nb.name, cell.get("id"), ast.unparse(last))
+
+
+#: What a cell does to a playground's control panel (``labkit.ControlPanel``) in place of the learner: press a button
+#: (``press``, a button's ``click``: Pause, Resume, Crash, Restart) or close it.
+PANEL_ACTIONS = ("press", "click", "close")
+
+
+def _is_under_test(test: ast.expr) -> bool:
+    return isinstance(test, ast.Call) and ast.unparse(test.func) == "labkit.under_test"
+
+
+def _unguarded(tree: ast.AST, wanted, guarded: bool = False) -> list[ast.AST]:
+    """The nodes of ``tree`` for which ``wanted(node)`` holds and that do not run only inside the body of an
+    ``if labkit.under_test():`` (its ``else`` is a learner's run)."""
+    found = [tree] if not guarded and wanted(tree) else []
+    if isinstance(tree, ast.If) and _is_under_test(tree.test):
+        return (found + _unguarded(tree.test, wanted, guarded)
+                + [n for s in tree.body for n in _unguarded(s, wanted, True)]
+                + [n for s in tree.orelse for n in _unguarded(s, wanted, guarded)])
+    return found + [n for child in ast.iter_child_nodes(tree) for n in _unguarded(child, wanted, guarded)]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_only_the_test_run_plays_the_playgrounds(nb):
+    """A cell that presses a control panel's buttons through its functions or closes the panel (CI-only: nbval
+    exercises the playground headless) does so only under ``if labkit.under_test():``, so that a learner's Run All
+    leaves the panel to the learner (issue 37, item 6). A function the notebook defines around such a call (``def
+    stop_playing(): ... panel.close()``) counts as the call: each of its calls must be guarded the same way."""
+    cells = code_cells(nb)
+    panels = {target.id for _, tree in cells for node in ast.walk(tree) if isinstance(node, ast.Assign)
+              and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "labkit.ControlPanel"
+              for target in node.targets if isinstance(target, ast.Name)}
+    if not panels:
+        return
+
+    def panel_action(node: ast.AST) -> bool:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in PANEL_ACTIONS):
+            return False
+        root = node.func.value
+        while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+            root = root.func if isinstance(root, ast.Call) else root.value
+        return isinstance(root, ast.Name) and root.id in panels
+
+    wrappers = {f.name for _, tree in cells for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                and any(panel_action(n) for n in ast.walk(f))}
+
+    def wrapper_call(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in wrappers
+
+    acting = 0
+    for cell, tree in cells:
+        bodies = [s for s in tree.body if not isinstance(s, ast.FunctionDef) or s.name not in wrappers]
+        loose = [n for s in bodies for n in _unguarded(s, lambda n: panel_action(n) or wrapper_call(n))]
+        assert not loose, (f"{nb.name}: cell {cell.get('id')} acts on the control panel for the learner: "
+                           f"{[ast.unparse(n) for n in loose]}; put it under `if labkit.under_test():`")
+        acting += any(panel_action(n) or wrapper_call(n) for n in ast.walk(ast.Module(bodies, [])))
+    assert acting, f"{nb.name} has a control panel and no CI-only cell exercising it"
+    # What only the test run's presses set (paused_os, crashed_exit, ...) is asserted under test only: a learner's Run
+    # All skips those assertions (its verdict says so) and still passes.
+    def stored(guarded: bool) -> set[str]:
+        return {n.id for _, tree in cells for s in tree.body
+                for n in (_guarded_nodes(s) if guarded else _unguarded(s, lambda _n: True))
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    ci_only = stored(True) - stored(False)
+    for cell, tree in cells:
+        used = {n.id for s in tree.body for n in _unguarded(s, lambda n: isinstance(n, ast.Name)
+                                                              and isinstance(n.ctx, ast.Load) and n.id in ci_only)}
+        assert not used, (f"{nb.name}: cell {cell.get('id')} uses {sorted(used)}, set under test only, outside "
+                          "`if labkit.under_test():`")
+
+
+def _guarded_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` that run only inside the body of an ``if labkit.under_test():``."""
+    if isinstance(tree, ast.If) and _is_under_test(tree.test):
+        return [n for s in tree.body for n in ast.walk(s)] + [n for s in tree.orelse for n in _guarded_nodes(s)]
+    return [n for child in ast.iter_child_nodes(tree) for n in _guarded_nodes(child)]

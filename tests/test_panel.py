@@ -108,3 +108,38 @@ def test_a_press_shows_what_it_did_while_the_thread_refreshes_at_full_speed():
     finally:
         panel.close()
     assert counting.actions > 100
+
+
+#: DejaVu Sans's advance widths (its ``hmtx`` table, units per em 2048) of the letters of the buttons' labels: the
+#: widest of the sans-serif fonts JupyterLab's widget font falls back to on Linux (Arial, Liberation Sans and
+#: Helvetica are narrower). A letter not listed counts a whole em.
+DEJAVU_SANS = {"C": 1430, "P": 1235, "R": 1423, "a": 1255, "e": 1260, "h": 1298, "m": 1995, "r": 842, "s": 1067,
+               "t": 803, "u": 1298}
+FONT_PX = 13  # --jp-widgets-font-size (--jp-ui-font-size1)
+BUTTON_PADDING_PX, ICON_EM, ICON_MARGIN_PX = 2 * 10, 1.25, 4  # .jupyter-button padding; fa-fw width; its margin
+
+
+def text_px(label: str) -> float:
+    return sum(DEJAVU_SANS.get(ch, 2048) for ch in label) / 2048 * FONT_PX
+
+
+def test_every_button_shows_its_whole_label_and_the_row_wraps_instead_of_shrinking_them():
+    """Issue 37, item 5: at 1280 px with JupyterLab's file browser open, Resume and Restart shrank to "Res…" and
+    "Res…". Each button now has its own label and tooltip; it never shrinks (flex 0 0 auto) below a minimum width
+    that fits its label (and its icon, if it has one) and its padding; the row wraps (a whole item onto the next
+    line), and the status line is never squeezed into a narrow column."""
+    panel = ParticipantPanel(Counting())
+    buttons = panel.buttons.values()
+    for attribute in ("description", "tooltip"):
+        values = [getattr(b, attribute) for b in buttons]
+        assert all(values) and len(set(values)) == len(values), (attribute, values)
+    assert [b.description for b in buttons] == ["Crash", "Pause", "Resume", "Restart"]
+    for b in buttons:
+        icon = ICON_EM * FONT_PX + ICON_MARGIN_PX if b.icon else 0
+        needed = BUTTON_PADDING_PX + icon + text_px(b.description)
+        assert b.layout.flex == "0 0 auto" and b.layout.width in (None, "auto"), (b.description, b.layout)
+        assert float(b.layout.min_width.removesuffix("px")) >= needed, (b.description, b.layout.min_width, needed)
+    assert "wrap" in panel.widget.layout.flex_flow and "wrap" in panel.controls.layout.flex_flow
+    assert panel.controls.layout.flex == panel.title.layout.flex == panel.client.layout.flex == "0 0 auto"
+    assert float(panel.status.layout.min_width.removesuffix("px")) >= 300, panel.status.layout
+    assert list(panel.widget.children) == [panel.title, panel.controls, panel.client, panel.status, panel.message]

@@ -19,6 +19,25 @@ from labkit.errors import LabkitError
 
 ACTIONS = ("crash", "pause", "resume", "restart")
 _STYLE = {"crash": "danger", "pause": "warning", "resume": "info", "restart": "success"}
+#: Each button's label, shown whole, and its tooltip. No icon: a Font Awesome icon's glyph (CSS generated content)
+#: becomes part of the button's accessible name ("\uf04c Pause"), which a screen reader reads and a test's
+#: ``get_by_role("button", name="Pause", exact=True)`` no longer finds.
+LABELS = {"crash": "Crash", "pause": "Pause", "resume": "Resume", "restart": "Restart"}
+TOOLTIPS = {"crash": "Crash: SIGKILL the process (crash())",
+            "pause": "Pause: SIGSTOP the process, heartbeats and all (pause())",
+            "resume": "Resume: SIGCONT a paused process (resume())",
+            "restart": "Restart: start a new process on the client chosen beside (restart(client=...))"}
+#: Pixels a button's label takes at most per character (JupyterLab's widget font, 13 px: DejaVu Sans, the widest it
+#: falls back to, averages under 9 px a letter over these labels), and its padding (10 px a side) with room to spare:
+#: :func:`button_width` is never less than what the label needs.
+CHAR_PX, PADDING_PX = 9, 30
+#: The narrowest the status line gets before it goes onto a line of its own (it never wraps inside a narrow column).
+STATUS_MIN_PX = 320
+
+
+def button_width(label: str) -> int:
+    """Width in pixels that fits ``label`` whole on a button: its minimum width in the panel."""
+    return len(label) * CHAR_PX + PADDING_PX
 
 
 class ParticipantPanel:
@@ -29,7 +48,9 @@ class ParticipantPanel:
         status: ``widgets.HTML`` showing the participant's status and counters.
         message: ``widgets.HTML`` showing the last error (e.g. pausing a crashed participant).
         client: ``widgets.Dropdown`` of the role's clients: the one Restart runs the participant on.
-        widget: the whole panel, to display.
+        controls: the buttons, in a box of their own.
+        widget: the whole panel, to display: one row that wraps (whole items onto the next line) where it is too
+            narrow; no button, title or selector shrinks below its content (:func:`button_width`).
 
     :meth:`refresh` runs under a lock: a :class:`ControlPanel`'s thread refreshes while a button press refreshes in
     the notebook's thread, and without it a refresh that read the status before the press could show it after the
@@ -39,17 +60,25 @@ class ParticipantPanel:
     def __init__(self, participant: Participant) -> None:
         self.participant = participant
         self._refreshing = threading.Lock()
-        self.buttons = {a: widgets.Button(description=a.capitalize(), button_style=_STYLE[a],
-                                          layout=widgets.Layout(width="90px")) for a in ACTIONS}
+        # Nothing in a row shrinks below what it shows whole (a flex item shrinks by default: at 1280 px with the file
+        # browser open the buttons came down to "Res…" and "Res…"); a row too narrow wraps instead, a whole item onto
+        # the next line.
+        fixed = dict(flex="0 0 auto")
+        self.buttons = {a: widgets.Button(description=LABELS[a], tooltip=TOOLTIPS[a], button_style=_STYLE[a],
+                                          layout=widgets.Layout(width="auto", **fixed,
+                                                                min_width=f"{button_width(LABELS[a])}px"))
+                        for a in ACTIONS}
         for action, button in self.buttons.items():
             button.on_click(lambda _b, action=action: self.press(action))
-        self.status = widgets.HTML()
-        self.message = widgets.HTML()
+        self.status = widgets.HTML(layout=widgets.Layout(flex=f"1 1 {STATUS_MIN_PX}px", min_width=f"{STATUS_MIN_PX}px"))
+        self.message = widgets.HTML(layout=widgets.Layout(flex="0 1 auto"))
         clients = participant.role_def.clients
         self.client = widgets.Dropdown(options=clients, value=participant.spec["client"], disabled=len(clients) == 1,
-                                       description="restart on", layout=widgets.Layout(width="200px"))
-        self.title = widgets.HTML(layout=widgets.Layout(width="220px"))
-        self.widget = widgets.HBox([self.title, *self.buttons.values(), self.client, self.status, self.message])
+                                       description="restart on", layout=widgets.Layout(width="200px", **fixed))
+        self.title = widgets.HTML(layout=widgets.Layout(width="180px", **fixed))
+        self.controls = widgets.HBox(list(self.buttons.values()), layout=widgets.Layout(flex_flow="row wrap", **fixed))
+        self.widget = widgets.HBox([self.title, self.controls, self.client, self.status, self.message],
+                                   layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
         self.refresh()
 
     def press(self, action: str) -> None:
@@ -75,7 +104,8 @@ class ParticipantPanel:
         what an older refresh read)."""
         p = self.participant
         with self._refreshing:
-            self.title.value = f"<b>{p.name}</b> <small>({p.role} on {p.spec['client']})</small>"
+            self.title.value = (f"<div style='line-height:1.25'><b>{html.escape(p.name)}</b><br>"
+                                f"<small>({p.role} on {p.spec['client']})</small></div>")
             c = p.counters()
             where, status = p.stalled_in, p.status
             cause = p.cause if status in ("crashed", "fenced") else None  # a failed one's error is in its status
