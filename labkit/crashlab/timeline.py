@@ -21,6 +21,7 @@ from contextlib import nullcontext
 import plotly.graph_objects as go
 
 from labkit.background import Periodic
+from labkit.crashlab.colours import participant_colour
 from labkit.history import Event, History
 
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
@@ -138,7 +139,8 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
                            line=dict(width=10, color=STATE_COLOURS[state]))
               for state, (xs, ys, hover) in by_state.items()]
     traces += [go.Scattergl(x=xs, y=ys, mode="markers", name=f"consumed by {who}",
-                            marker=dict(symbol="diamond", size=9, line=dict(width=1, color="#222")))
+                            marker=dict(symbol="diamond", size=9, color=participant_colour(who),
+                                        line=dict(width=1, color="#222")))
                for who, (xs, ys) in consumed.items()]
     dupes = [(w["states"][-1][1], w["row"]) for w in drawn if w["row"].endswith(DUPLICATE)]
     if dupes:  # a cross where each duplicate begins to count, visible even when its bar is short

@@ -23,11 +23,11 @@ from contextlib import nullcontext
 import plotly.graph_objects as go
 
 from labkit.history import Event
+from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.timeline import ACTION_COLOURS
 
 BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#f58518", "ARCHIVED": "#7f7f7f",
                   "TX_PENDING": "#b279a2"}  # the last: KIP-1289's pending state, only in modelled runs
-CONSUMER_COLOURS = ("#e45756", "#4c78a8", "#b279a2", "#eeca3b", "#72b7b2", "#ff9da6")
 ACK_SYMBOLS = {"ACCEPT": "circle", "RELEASE": "triangle-up", "REJECT": "x-thin-open", "RENEW": "hourglass"}
 
 
@@ -97,8 +97,7 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
     traces += [go.Scatter(x=xs, y=ys, mode="lines", name=f"{state} (broker)", opacity=0.45,
                           line=dict(width=16, color=BROKER_COLOURS.get(state, "#bbbbbb")))
                for state, (xs, ys) in by_state.items()]
-    consumers = sorted({e.participant for e in events if e.kind == "delivered"})
-    colour = {c: CONSUMER_COLOURS[i % len(CONSUMER_COLOURS)] for i, c in enumerate(consumers)}
+    colour = {c: participant_colour(c) for c in sorted({e.participant for e in events if e.kind == "delivered"})}
     held = defaultdict(lambda: ([], [], []))
     for offset, who, count, a, b in acquisitions(events, t0, t_end):
         xs, ys, text = held[who]
