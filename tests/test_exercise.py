@@ -109,7 +109,7 @@ def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
 
 
 def test_03_predict_the_lso(bootstrap):
-    both_ways(lambda a: isolation.check_lso(bootstrap, a), "03", "first offset of the oldest transaction still open")
+    both_ways(lambda a: isolation.check_lso(bootstrap, a), "03", "first offset of the oldest transaction whose marker is not yet in")
 
 
 def test_04_the_crash_point_whose_replay_is_skipped():
@@ -157,7 +157,7 @@ def test_03_only_the_wrong_part_of_a_prediction_gets_a_hint(bootstrap):
     # the LSO taken for the high watermark: the other two parts are right and get no hint
     verdict = isolation.check_lso(bootstrap, {**SOLUTIONS["03"], "last_stable_offset": 6})
     assert not verdict.ok and verdict.message.endswith("(wrong: last_stable_offset)"), verdict
-    assert "oldest transaction still open" in verdict.message and "COMMIT marker" not in verdict.message, verdict
+    assert "whose marker is not yet in the partition" in verdict.message and "COMMIT marker" not in verdict.message, verdict
 
 
 def test_04_a_crash_point_whose_replay_ran_and_one_of_the_other_sink():
