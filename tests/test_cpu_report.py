@@ -27,7 +27,9 @@ def test_a_childs_cpu_counts_while_it_runs_and_once_it_was_reaped() -> None:
         child.wait()
     reaped = tree_cpu_s() - before
     assert live >= 0.6
-    assert reaped >= live  # no CPU lost when the child ended
+    # no CPU lost when the child ended, to one clock tick: a live child's times come from /proc in ticks, a reaped
+    # one's from wait()'s rusage, and the sums differ in their last bits (0.6099999999999994 against 0.61...0136)
+    assert reaped >= live - 0.01
     assert reaped < live + 1.0  # and none counted twice (this process's own loop adds a little)
 
 
