@@ -371,13 +371,16 @@ def test_a_fatal_error_that_is_not_a_fencing_ends_failed(bootstrap, history, cli
 
 
 def test_send_offsets_timing_out_is_a_failure_not_a_fencing(bootstrap, tmp_path):
-    """send_offsets_to_transaction that times out (here given 1 ms: the call needs the transaction coordinator and the
-    group coordinator) met no fencing: the transaction is aborted and the processor ends "failed: _TIMED_OUT"."""
+    """An offsets step whose send_offsets_to_transaction times out met no fencing: the transaction is aborted and the
+    processor ends "failed: _TIMED_OUT". The step raises what librdkafka raises when the call's deadline passes (a
+    retriable _TIMED_OUT KafkaException): a real 1 ms deadline usually passes, but not always (a run finished)."""
     exp = Experiment("offsets-timeout", bootstrap, folder=tmp_path)
     src, out = exp.topic("in"), exp.topic("out")
     exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
-    step = ("def finish_batch(producer, consumer, offsets):\n"
-            "    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 0.001)\n")
+    step = ("from confluent_kafka import KafkaError, KafkaException\n"
+            "def finish_batch(producer, consumer, offsets):\n"
+            "    raise KafkaException(KafkaError(KafkaError._TIMED_OUT, 'send_offsets_to_transaction timed out',\n"
+            "                                    retriable=True))\n")
     p = exp.participant("proc", "processor", topic=src, output_topic=out, group_id=f"g-{uuid.uuid4().hex[:6]}",
                         transactional_id=f"t-{uuid.uuid4().hex[:6]}", idle_ms=6000,
                         offsets_step={"source": step, "name": "finish_batch"})
