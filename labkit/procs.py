@@ -124,15 +124,21 @@ def spawn(argv: Sequence[str], *, timeout_s: float = SPAWN_TIMEOUT_S, **popen_kw
     return future.result()
 
 
-def process_state(pid: int) -> str:
-    """Linux state letter of process ``pid``, from psutil's status (``psutil.Process(pid).status()``): "R" running,
-    "S" sleeping, "D" disk sleep, "T" stopped (SIGSTOP), "t" stopped by a tracer, "Z" zombie (ended, not yet
-    reaped), "I" idle; "?" for a status without a letter here (psutil's "wake-kill", BSD's "locked" and "waiting");
-    "" if there is no such process."""
+def os_status(pid: int) -> str:
+    """psutil's status of process ``pid`` (``psutil.Process(pid).status()``: e.g. "running", "sleeping", "stopped"
+    after SIGSTOP, "zombie"), or "gone" if there is no such process (or it may not be read)."""
     try:
-        return _STATE_LETTERS.get(psutil.Process(pid).status(), "?")
-    except psutil.NoSuchProcess:
-        return ""
+        return psutil.Process(pid).status()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "gone"
+
+
+def process_state(pid: int) -> str:
+    """Linux state letter of process ``pid``, from :func:`os_status`: "R" running, "S" sleeping, "D" disk sleep, "T"
+    stopped (SIGSTOP), "t" stopped by a tracer, "Z" zombie (ended, not yet reaped), "I" idle; "?" for a status
+    without a letter here (psutil's "wake-kill", BSD's "locked" and "waiting"); "" if there is no such process."""
+    status = os_status(pid)
+    return "" if status == "gone" else _STATE_LETTERS.get(status, "?")
 
 
 def start_time(pid: int) -> float:

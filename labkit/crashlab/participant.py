@@ -31,7 +31,7 @@ from labkit.crashlab.registry import CLIENTS, Role, load
 from labkit.errors import LabkitError
 from labkit.history import History
 from labkit.waiting import wait_until
-from labkit.procs import spawn
+from labkit.procs import os_status, spawn
 
 #: The last started participant of each (experiment, name): an experiment is its history's folder and name without
 #: the run id (``<name>-<8 hex>.jsonl``), so a re-run notebook cell, which makes a new run of the same experiment,
@@ -55,20 +55,9 @@ SIGNAL_DEADLINE_S = 5.0
 
 
 def _os_stopped(proc: subprocess.Popen) -> bool:
-    """Whether the OS reports ``proc`` stopped (``psutil.Process(pid).status() == psutil.STATUS_STOPPED``: Linux's
-    state "T", after SIGSTOP); False if the process is gone."""
-    try:
-        return psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def _os_state(proc: subprocess.Popen) -> str:
-    """psutil's status of ``proc`` (e.g. "running", "sleeping", "stopped", "zombie"), or "gone"."""
-    try:
-        return psutil.Process(proc.pid).status()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return "gone"
+    """Whether the OS reports ``proc`` stopped (:func:`labkit.procs.os_status`: Linux's state "T", after SIGSTOP);
+    False if the process is gone."""
+    return os_status(proc.pid) == psutil.STATUS_STOPPED
 
 
 def last_error_line(text: str) -> str | None:
@@ -194,7 +183,7 @@ class Participant:
             raise ParticipantStateError(f"pause(): {self.name} ended {self.status} before it stopped.")
         if not _os_stopped(proc):
             raise ParticipantStateError(f"pause(): {self.name} (pid {proc.pid}) did not stop within "
-                                        f"{SIGNAL_DEADLINE_S:g} s of SIGSTOP: the OS reports it {_os_state(proc)}.")
+                                        f"{SIGNAL_DEADLINE_S:g} s of SIGSTOP: the OS reports it {os_status(proc.pid)}.")
         self.history.append("pause", self.name)
 
     def resume(self) -> None:
