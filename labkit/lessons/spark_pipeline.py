@@ -171,7 +171,7 @@ def pipeline(bootstrap: str, sink: str, *, records: int = 600, partitions: int =
     return PipelineRun(exp, driver, sink, src, out, markers, checkpoint, written)
 
 
-def realtime_pipeline(bootstrap: str, *, records: int = 800, partitions: int = 2, trigger_ms: int = 10_000,
+def realtime_pipeline(bootstrap: str, *, records: int = 800, partitions: int = 2, trigger_ms: int = 30_000,
                       master: str | None = None, idle_ms: int = 2000) -> PipelineRun:
     """Make the same pipeline in Spark's real-time mode (``trigger(realTime=...)``, Spark 4.1+, SPARK-53736) with
     Spark's Kafka sink, the one sink of the lab that real-time mode runs (:mod:`labkit.spark.roles.spark_realtime`):
@@ -182,7 +182,9 @@ def realtime_pipeline(bootstrap: str, *, records: int = 800, partitions: int = 2
         bootstrap, records, partitions, master, idle_ms: as for :func:`pipeline`.
         trigger_ms: the batch duration (Spark checkpoints at each batch's end), at least 5 000 ms. The batch's tasks
             read until the driver's planning time plus this (``RealTimeStreamScanExec``), so on a busy machine whose
-            tasks start seconds late a 5 s batch may end before it has read the whole input: 10 s by default.
+            tasks start seconds late (a restarted driver's, more than 10 s on a slow machine running the test suite)
+            a short batch ends before it has read the whole input: 30 s by default. A driver whose planned crash
+            point never came because its batch ended early fails saying so.
     Raises:
         ValueError: ``trigger_ms`` below Spark's minimum (``spark.sql.streaming.realTimeMode.minBatchDuration``).
     """

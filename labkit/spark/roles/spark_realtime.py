@@ -31,7 +31,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 
-from labkit.crashlab.loop import Loop
+from labkit.crashlab.loop import Loop, end_with
 from labkit.crashlab.registry import REQUIRED, Option, Role
 from labkit.kafka.records import high_watermarks
 from labkit.spark.roles.spark_pipeline import (SINKS, CheckpointWatcher, end_offsets, kafka_source, last_batch,
@@ -66,6 +66,10 @@ class BatchWatcher(threading.Thread):
         checkpoint: the query's checkpoint folder.
         timeout_s: the watcher gives up after this long, in seconds, without the batch's outputs (the driver
             then finishes without its planned crash, which ``PipelineRun.run_to_end`` reports).
+
+    ``short`` is set to why, if Spark ended the batch (wrote its ``offsets/N``) before the batch's outputs were all in
+    the log while its planned crash point had not come: its tasks started too late to read the whole input within
+    ``trigger_ms``; the driver then fails saying so (:func:`run`) instead of crashing in the next batch.
     """
 
     def __init__(self, loop: Loop, checkpoint: Path, timeout_s: float = 300.0) -> None:
@@ -77,11 +81,22 @@ class BatchWatcher(threading.Thread):
         start = end_offsets(checkpoint / "offsets" / str(done), s["topic"]) if done >= 0 else {}
         self.inputs = sum(hw - start.get(p, 0) for p, hw in high_watermarks(s["bootstrap"], s["topic"]).items())
         self.outputs_before = _total(high_watermarks(s["bootstrap"], s["output_topic"]))
+        self.checkpoint, self.start_offsets, self.short = checkpoint, start, ""
         loop.iteration = self.batch
 
     def written(self) -> int:
         """Outputs written since the driver started."""
         return _total(high_watermarks(self.loop.spec["bootstrap"], self.loop.spec["output_topic"])) - self.outputs_before
+
+    def read_by_spark(self) -> int | None:
+        """The inputs Spark's batch read, once it has ended the batch (its ``offsets/N`` is complete), else None."""
+        if last_batch(self.checkpoint, "offsets") < self.batch:
+            return None
+        try:
+            ends = end_offsets(self.checkpoint / "offsets" / str(self.batch), self.loop.spec["topic"])
+        except ValueError:  # Spark still writing it
+            return None
+        return sum(o - self.start_offsets.get(p, 0) for p, o in ends.items())
 
     def run(self) -> None:
         loop, first, deadline = self.loop, False, Deadline(self.timeout_s)
@@ -96,6 +111,12 @@ class BatchWatcher(threading.Thread):
             if n >= self.inputs:
                 loop.log("batch_written", batch_id=self.batch, topic=loop.spec["output_topic"])
                 loop.step("after_produce")
+                return
+            if (read := self.read_by_spark()) is not None and loop.crashes_at(loop.spec.get("crash_at") or ""):
+                self.short = (f"Spark ended real-time batch {self.batch} (offsets/{self.batch}: {read} of its "
+                              f"{self.inputs} inputs read) before its outputs were all in the log: its tasks started "
+                              f"too late for trigger_ms={loop.spec['trigger_ms']}, so the batch's "
+                              f"{loop.spec['crash_at']} crash point never came; use a longer trigger_ms")
                 return
             time.sleep(0.005)
 
@@ -124,6 +145,8 @@ def run(loop: Loop) -> None:
     finally:
         watcher.scan()
         spark.stop()
+    if batch.short:
+        end_with(loop, batch.short, batch_id=batch.batch)
 
 
 ROLE = Role(
