@@ -21,8 +21,9 @@ conflicted) and left widget views whose models were never saved (reopened: "widg
 
 Copies carry no widget state: the repository's notebooks hold no outputs and no ``widgets`` metadata today, and
 :func:`strip_widget_state` removes both from every copy should they ever gain some. After that, every save drops the
-views whose model is not saved in the notebook (JupyterLab saves none): a notebook reopened shows a widget's text form
-(``ControlPanel(...)``), never an error; running its cell again brings the widget back.
+views whose model is not saved in the notebook (JupyterLab saves none): a notebook reopened shows one line in its place
+("ControlPanel: a live widget, not saved with the notebook; run this cell again to see it"), never an error and never
+the widget's text form (a ``FigureWidget``'s is its whole figure as text); running its cell again brings it back.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -68,7 +70,8 @@ def strip_widget_state(nb: dict, keep_saved: bool = False) -> bool:
     """Remove widget state from notebook ``nb`` (nbformat 4, as JSON, changed in place): the ``widgets`` metadata and
     every widget view output (an output left with no other representation is dropped). With ``keep_saved``, the
     metadata stays and only the views whose model it does not hold go (those JupyterLab reopens as "model not
-    found"). Returns whether anything was removed."""
+    found"). A dropped view's plain-text form becomes :func:`unsaved_widget_note`. Returns whether anything was
+    removed."""
     saved = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {}) if keep_saved else {}
     changed = False
     if not keep_saved and "widgets" in nb.get("metadata", {}):
@@ -83,10 +86,20 @@ def strip_widget_state(nb: dict, keep_saved: bool = False) -> bool:
                 changed = True
                 if not data:
                     continue
+                if "text/plain" in data:
+                    data["text/plain"] = unsaved_widget_note(data["text/plain"])
             kept.append(output)
         if "outputs" in cell:
             cell["outputs"] = kept
     return changed
+
+
+def unsaved_widget_note(text: str | list[str]) -> str:
+    """What a widget output whose view is dropped shows instead of its plain-text form (``text``, e.g. a
+    ``FigureWidget``'s repr: its whole figure as text, thousands of lines): its class and how to bring it back."""
+    text = "".join(text) if isinstance(text, list) else text
+    name = re.match(r"[A-Za-z_][\w.]*(?=\()", text)
+    return f"{name.group(0) if name else 'A widget'}: a live widget, not saved with the notebook; run this cell again to see it"
 
 
 def strip_orphan_widget_views(model: dict, path: str, contents_manager=None, **_) -> None:

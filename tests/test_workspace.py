@@ -10,6 +10,7 @@ from traitlets.utils.importstring import import_item
 from labkit import workspace
 from labkit.workspace import CULL_IDLE_TIMEOUT_S, MANIFEST, SOURCES, WIDGET_STATE, WIDGET_VIEW, make_copies
 
+NOTE = "ControlPanel: a live widget, not saved with the notebook; run this cell again to see it"
 LINK = re.compile(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)")  # a relative Markdown link's target
 
 
@@ -98,7 +99,7 @@ def test_copies_carry_no_widget_state(sources, tmp_path):
     copy = json.loads((work / "02_c.ipynb").read_text())
     assert "widgets" not in copy["metadata"]
     assert copy["cells"][1]["outputs"] == [
-        {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "ControlPanel()"}}] * 2
+        {"output_type": "display_data", "metadata": {}, "data": {"text/plain": NOTE}}] * 2
 
 
 def test_the_repositorys_notebooks_copy_with_their_links_and_without_widget_state(tmp_path):
@@ -122,7 +123,8 @@ def test_the_pre_save_hook_drops_only_views_whose_model_is_not_saved():
     workspace.strip_orphan_widget_views({"type": "notebook", "content": nb}, "c.ipynb")
     outputs = nb["cells"][1]["outputs"]
     assert WIDGET_VIEW in outputs[0]["data"] and WIDGET_VIEW not in outputs[1]["data"]
-    assert outputs[1]["data"] == {"text/plain": "ControlPanel()"} and outputs[2]["text"] == "hi"
+    assert outputs[1]["data"] == {"text/plain": NOTE} and outputs[2]["text"] == "hi"
+    assert outputs[0]["data"]["text/plain"] == "ControlPanel()"  # a saved view keeps its text form
     assert nb["metadata"]["widgets"] == state
     text = {"type": "file", "content": "x"}
     workspace.strip_orphan_widget_views(text, "x.txt")
@@ -148,3 +150,15 @@ def test_lab_settings_keep_other_overrides(tmp_path):
     assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
     assert written["@jupyterlab/apputils-extension:notification"] == {
         "doNotDisturbMode": True, **LAB_SETTINGS["@jupyterlab/apputils-extension:notification"]}
+
+
+def test_a_dropped_figure_widget_view_leaves_one_line_not_its_figure_as_text():
+    """A LiveTimeline's FigureWidget prints its whole figure as its plain-text form: a reopened notebook showed
+    thousands of lines of it where the timeline was."""
+    dump = "FigureWidget({\n    'data': [],\n    'layout': {'height': 320" + ", 'x': 1" * 2000 + "}\n})"
+    nb = notebook("c", [{"output_type": "display_data", "metadata": {},
+                         "data": {WIDGET_VIEW: {"model_id": "m9"}, "text/plain": dump}}])
+    workspace.strip_orphan_widget_views({"type": "notebook", "content": nb}, "c.ipynb")
+    assert nb["cells"][1]["outputs"][0]["data"] == {
+        "text/plain": "FigureWidget: a live widget, not saved with the notebook; run this cell again to see it"}
+    assert workspace.unsaved_widget_note(["no class here"]).startswith("A widget: a live widget")
