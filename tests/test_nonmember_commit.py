@@ -9,7 +9,7 @@ import pytest
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.lessons import nonmember_commit as nm
-from labkit.lessons.unassigned import GroupMetadataFormatError
+from labkit.kafka.group_metadata import GroupMetadataFormatError
 from labkit.models.kip1287 import NONE, UNASSIGNED_PARTITION, UNKNOWN_MEMBER_ID
 
 

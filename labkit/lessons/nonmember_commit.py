@@ -26,7 +26,9 @@ from labkit.broker.probe import KAFKA_LOG
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
 from labkit.kafka.records import committed_offsets, produce
-from labkit.lessons.unassigned import LIBRDKAFKA_TXN_VERSION, GroupMember, describe_assignments, metadata_epoch
+from labkit.kafka.group_member import GroupMember, describe_assignments
+from labkit.kafka.group_metadata import metadata_epoch
+from labkit.lessons.unassigned import LIBRDKAFKA_TXN_VERSION
 from labkit.models import kip1287
 from labkit.waiting import wait_until
 
@@ -37,10 +39,10 @@ OUTSIDER = "non-member"
 def metadata_fields(metadata: bytes) -> dict:
     """The generation (member epoch), group id and member id in librdkafka's serialised group metadata
     (``CGMDv2:``, the epoch, then the group id and the member id, NUL-terminated;
-    :func:`labkit.lessons.unassigned.metadata_epoch`).
+    :func:`labkit.kafka.group_metadata.metadata_epoch`).
 
     Raises:
-        labkit.lessons.unassigned.GroupMetadataFormatError: not that format.
+        labkit.kafka.group_metadata.GroupMetadataFormatError: not that format.
     """
     epoch = metadata_epoch(metadata)
     group_id, member_id = metadata[len(b"CGMDv2:") + 4:].split(b"\0")[:2]
@@ -106,7 +108,7 @@ class Outsider:
 
 def nonmember_commit(exp: Experiment, protocol: str = "consumer", *, records: int = 12, member_offset: int = 3,
                      txn_offset: int = 9, plain_offset: int = 7) -> dict:
-    """On the real broker: member A (:class:`~labkit.lessons.unassigned.GroupMember`, ``group.protocol`` =
+    """On the real broker: member A (:class:`~labkit.kafka.group_member.GroupMember`, ``group.protocol`` =
     ``protocol``) joins a group on a one-partition topic of ``records`` records, holds partition 0 and commits
     ``member_offset`` in its own transaction. Then an :class:`Outsider` commits ``txn_offset`` for partition 0 in a
     transaction, and ``plain_offset`` with a plain OffsetCommit; after each the group's committed offset is read
@@ -117,7 +119,7 @@ def nonmember_commit(exp: Experiment, protocol: str = "consumer", *, records: in
         the outsider's group metadata (:func:`metadata_fields`), ``rows`` one dict per commit ``{"protocol",
         "client", "request", "generation", "member id", "offset", "answer", "committed after"}``, and ``held_by``
         the partition's holders when the outsider's commits were done (member id to partitions,
-        :func:`~labkit.lessons.unassigned.describe_assignments`).
+        :func:`~labkit.kafka.group_member.describe_assignments`).
     """
     topic = exp.topic("nonmember", partitions=1)
     produce(exp.bootstrap, topic, [f"r{i}" for i in range(records)])

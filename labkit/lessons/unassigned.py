@@ -9,21 +9,20 @@ modelled in :mod:`labkit.models.kip1287`), and the draft's wire numbers against 
 
 from __future__ import annotations
 
-import struct
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
-from labkit.broker.probe import KAFKA_LOG, admin
-from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS, kafka_version
+from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
-from labkit.errors import LabkitError
 from labkit.exercise import Verdict, unanswered
 from labkit.kafka import protocol
+from labkit.kafka.group_member import GroupMember, classic_session, describe_assignments, hold
+from labkit.kafka.offset_guard import UnassignedPartitionError
 from labkit.kafka.records import committed_offsets
 from labkit.models import kip1287
-from labkit.waiting import Deadline, wait_for
+from labkit.waiting import wait_for
 
 # The proposed fix, MODELLED (KIP-1287): notebook 05 replays B's commits through the group coordinator's model
 # (Kafka 4.2's rule, the running release's, the draft's) and names the draft's two candidate errors.
@@ -36,183 +35,6 @@ describe_consumer_group = protocol.describe_consumer_group
 #: The TxnOffsetCommit version the model assumes librdkafka 2.16 sends: any below 6 answers alike (the broker
 #: sends STALE_MEMBER_EPOCH as ILLEGAL_GENERATION below 6, which is what librdkafka gets).
 LIBRDKAFKA_TXN_VERSION = 5
-
-_CGMD_MAGIC = b"CGMDv2:"
-
-
-class GroupMetadataFormatError(LabkitError):
-    """Bytes that are not librdkafka's serialised consumer group metadata (``CGMDv2:``)."""
-
-
-def metadata_epoch(metadata: bytes) -> int:
-    """The member epoch (consumer protocol) or generation (classic) in ``consumer.consumer_group_metadata()``:
-    the epoch every offset commit made with that metadata carries. confluent-kafka returns librdkafka's
-    serialised form (``rd_kafka_consumer_group_metadata_write``): ``CGMDv2:``, then the epoch as a native
-    int32, then the group id and the member id, NUL-terminated (read from librdkafka 2.16's output).
-
-    Raises:
-        GroupMetadataFormatError: not that format (another librdkafka?).
-    """
-    if not metadata.startswith(_CGMD_MAGIC) or len(metadata) < len(_CGMD_MAGIC) + 4:
-        raise GroupMetadataFormatError(f"not librdkafka's CGMDv2 group metadata: {metadata[:12]!r}...")
-    return struct.unpack_from("=i", metadata, len(_CGMD_MAGIC))[0]
-
-
-def with_epoch(metadata: bytes, epoch: int) -> bytes:
-    """``metadata`` (see :func:`metadata_epoch`) carrying ``epoch`` instead: a commit made with it reaches the
-    group coordinator as if the member's client were at that epoch (a lagging client, say).
-
-    Raises:
-        GroupMetadataFormatError: see :func:`metadata_epoch`.
-    """
-    metadata_epoch(metadata)
-    start = len(_CGMD_MAGIC)
-    return metadata[:start] + struct.pack("=i", epoch) + metadata[start + 4:]
-
-
-class UnassignedPartitionError(LabkitError):
-    """Offsets were about to be committed for partitions outside the consumer's assignment."""
-
-
-def check_assigned(consumer: Consumer, offsets: list[TopicPartition]) -> None:
-    """Raise unless every partition in ``offsets`` is in ``consumer.assignment()``.
-
-    Raises:
-        UnassignedPartitionError: names the partitions outside the assignment; nothing is sent.
-    """
-    assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-    outside = sorted(f"{tp.topic}[{tp.partition}]" for tp in offsets if (tp.topic, tp.partition) not in assigned)
-    if outside:
-        raise UnassignedPartitionError(
-            f"refusing to commit offsets for {', '.join(outside)}: not assigned to this consumer (its assignment: "
-            f"{sorted(f'{t}[{p}]' for t, p in assigned) or 'none'}). Commit only partitions you consumed from.")
-
-
-def send_offsets_guarded(producer: Producer, consumer: Consumer, offsets: list[TopicPartition],
-                         timeout_s: float = 30.0) -> None:
-    """``producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata())``, after
-    :func:`check_assigned`.
-
-    Raises:
-        UnassignedPartitionError: a partition is outside the consumer's assignment (nothing sent).
-        confluent_kafka.KafkaException: the transaction coordinator or group coordinator refused.
-    """
-    check_assigned(consumer, offsets)
-    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout_s)
-
-
-class GroupMember:
-    """A real consumer group member with a transactional producer, driven from the notebook: it
-    joins, holds its assignment (it does not process), and commits offsets in a transaction.
-
-    Args:
-        exp: the experiment (its history records the member's offset commits).
-        group_id, topic: the group and the input topic it subscribes to.
-        protocol: ``group.protocol``, "consumer" (KIP-848) or "classic".
-        name: participant name in the history.
-    """
-
-    def __init__(self, exp: Experiment, group_id: str, topic: str, *, protocol: str = "consumer",
-                 name: str = "member-B") -> None:
-        self.exp, self.topic, self.name = exp, topic, name
-        self.consumer = Consumer({"bootstrap.servers": exp.bootstrap, "group.id": group_id, "group.protocol": protocol,
-                                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "logger": KAFKA_LOG, **classic_session(protocol)})
-        self.producer = Producer({"bootstrap.servers": exp.bootstrap, "logger": KAFKA_LOG,
-                                  "transactional.id": f"{name}-{uuid.uuid4().hex[:8]}"})
-        self.producer.init_transactions(30)
-        self.consumer.subscribe([topic])
-        exp.history.append("start", name)
-
-    @property
-    def assignment(self) -> list[int]:
-        """Partitions of the topic assigned to this member now."""
-        return sorted(tp.partition for tp in self.consumer.assignment())
-
-    @property
-    def member_id(self) -> str:
-        """This member's id, as the group coordinator gave it."""
-        return self.consumer.memberid()
-
-    @property
-    def epoch(self) -> int:
-        """The member epoch (generation, classic) this member's commits carry now (:func:`metadata_epoch`)."""
-        return metadata_epoch(self.consumer.consumer_group_metadata())
-
-    def join(self, partitions: int = 1, timeout_s: float = 60.0) -> list[int]:
-        """Poll (without keeping records) until exactly ``partitions`` partitions have been assigned
-        for 2 s in a row; returns them.
-
-        Raises:
-            TimeoutError: no such stable assignment within ``timeout_s``.
-        """
-        hold({self: partitions}, timeout_s)
-        return self.assignment
-
-    def commit_offsets(self, offsets: dict[int, int], *, guard: bool = False,
-                       epoch: int | None = None) -> dict[int, str]:
-        """Commit ``offsets`` ({partition: offset}) for the group inside one transaction with
-        ``send_offsets_to_transaction(..., consumer_group_metadata())`` (a TxnOffsetCommit request).
-
-        Args:
-            guard: send them with :func:`send_offsets_guarded`, which checks first that every partition is
-                assigned to this member.
-            epoch: send this member epoch instead of the member's own (:func:`with_epoch`), as a client that
-                has not yet heard of its new epoch would.
-        Returns:
-            Partition to the broker's answer: "NONE" if the commit went through, else the error name.
-        Raises:
-            UnassignedPartitionError: with ``guard``, a partition is not this member's; nothing was sent (the
-                transaction, empty, is aborted).
-        """
-        tps = [TopicPartition(self.topic, p, o) for p, o in offsets.items()]
-        self.consumer.poll(0)
-        self.producer.begin_transaction()
-        try:
-            if guard:
-                send_offsets_guarded(self.producer, self.consumer, tps)
-            else:
-                metadata = self.consumer.consumer_group_metadata()
-                if epoch is not None:
-                    metadata = with_epoch(metadata, epoch)
-                self.producer.send_offsets_to_transaction(tps, metadata, 30)
-            self.producer.commit_transaction(30)
-            answer = "NONE"
-        except UnassignedPartitionError:
-            self.producer.abort_transaction(30)
-            self.exp.history.append("offsets_sent", self.name, topic=self.topic, error="REFUSED_BY_GUARD",
-                                    definite=True)
-            raise
-        except KafkaException as exc:
-            answer = exc.args[0].name()
-            self.producer.abort_transaction(30)
-        for p, o in offsets.items():
-            self.exp.history.append("offsets_sent", self.name, topic=self.topic, partition=p, offset=o,
-                                    error=None if answer == "NONE" else answer, definite=True)
-        return dict.fromkeys(offsets, answer)
-
-    def close(self) -> None:
-        """Leave the group and close both clients."""
-        self.consumer.close()
-        self.producer.flush(10)
-        self.exp.history.append("stop", self.name)
-
-
-def classic_session(protocol: str) -> dict:
-    """Client session settings for ``protocol``: with "classic" the session timeout is the client's
-    (default 45 s; here the lab broker's consumer-protocol one,
-    :data:`~labkit.broker.settings.CONSUMER_SESSION_TIMEOUT_MS`); with "consumer" (KIP-848) it is the broker's
-    ``group.consumer.session.timeout.ms`` and the client must not set it."""
-    classic = {"session.timeout.ms": CONSUMER_SESSION_TIMEOUT_MS, "heartbeat.interval.ms": 1_000}
-    return classic if protocol == "classic" else {}
-
-
-def describe_assignments(bootstrap: str, group_id: str) -> dict[str, list[int]]:
-    """Member id to assigned partition numbers, as the group coordinator describes the group now."""
-    client = admin(bootstrap)
-    desc = client.describe_consumer_groups([group_id])[group_id].result(10)
-    return {m.member_id: sorted(tp.partition for tp in (m.assignment.topic_partitions if m.assignment else []))
-            for m in desc.members}
 
 
 def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: int = 12, skip_to: int = 9,
@@ -282,27 +104,6 @@ def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: i
             "a_committed": a_committed, "member_a": a, "b_epoch": b_epoch, "b_broker_epoch": b_broker_epoch,
             "group_epoch": group_epoch,
             "path": None if b_broker_epoch is None else kip1287.commit_path(b_epoch, b_broker_epoch)}
-
-
-def hold(members: dict[GroupMember, int], timeout_s: float = 60.0) -> None:
-    """Poll every member of ``members`` (member -> how many partitions it should hold), without keeping records,
-    until each holds exactly that many, for 2 s in a row.
-
-    Raises:
-        TimeoutError: no such stable assignment within ``timeout_s`` (s); the message names what each holds.
-    """
-    deadline, stable = Deadline(timeout_s), None
-    while not deadline.expired():
-        for member in members:
-            member.consumer.poll(0.2 / len(members))
-        if all(len(member.assignment) == n for member, n in members.items()):
-            stable = stable or Deadline(2)
-            if stable.expired():
-                return
-        else:
-            stable = None
-    holds = "; ".join(f"{m.name} holds {m.assignment}, not {n} partition(s)" for m, n in members.items())
-    raise TimeoutError(f"no stable assignment of {next(iter(members)).topic} for 2 s within {timeout_s:g} s ({holds})")
 
 
 def epoch_paths(exp: Experiment, *, plain_offset: int = 5) -> dict:

@@ -127,7 +127,7 @@ class GroupModel:
     def from_assignments(cls, assignments: dict[str, list[int]], epoch: int = 1,
                          assigned_at: dict[str, dict[int, int]] | None = None) -> "GroupModel":
         """A group built from a real group's description (member id to assigned partitions, e.g.
-        :func:`labkit.lessons.unassigned.describe_assignments`). Every member gets ``epoch`` (a broker's
+        :func:`labkit.kafka.group_member.describe_assignments`). Every member gets ``epoch`` (a broker's
         ConsumerGroupDescribe shows each member's, :func:`labkit.kafka.protocol.describe_consumer_group`)
         and each partition the assignment epoch ``assigned_at[member][partition]`` if given, else
         ``epoch``."""
