@@ -5,8 +5,8 @@ module, a notebook) runs whole in one worker (``--dist loadfile``), the slowest 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
+import psutil
 import pytest
 
 from labkit.broker import EmbeddedBroker
@@ -26,16 +26,14 @@ def session_broker() -> EmbeddedBroker:
 
 
 def labkit_children() -> list[int]:
-    """Pids of Kafka JVMs that are children of this test process (labkit starts them directly)."""
+    """Pids of Kafka JVMs that are children of this test process (labkit starts them directly), as psutil reads them."""
     found = []
-    for proc in Path("/proc").iterdir():
+    for child in psutil.Process().children():
         try:
-            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (proc / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
+            if any("kafka.Kafka" in arg for arg in child.cmdline()):
+                found.append(child.pid)
+        except psutil.Error:  # gone meanwhile, or not ours to read
             continue
-        if ppid == os.getpid() and b"kafka.Kafka" in cmdline:
-            found.append(int(proc.name))
     return found
 
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import nbformat
 import plotly.io as pio
 from nbclient import NotebookClient
 
+from labkit import browser
 from labkit.broker.runtime import labkit_home
 
-CHROMIUM = "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[1]
 PLOTLY = "application/vnd.plotly.v1+json"
 
@@ -36,16 +35,10 @@ def execute(path: Path, out: Path, timeout_s: int = 900) -> nbformat.NotebookNod
 
 def screenshots(nb: nbformat.NotebookNode, stem: str, out: Path, width: int) -> list[Path]:
     """One PNG per plotly figure output of ``nb``, rendered at ``width`` px by Chromium."""
-    from playwright.sync_api import sync_playwright
-
-    if not os.path.exists(CHROMIUM):
-        raise FileNotFoundError(f"{CHROMIUM} is missing: apt-get install chromium")
     figures = [o["data"][PLOTLY] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                if PLOTLY in o.get("data", {})]
     pngs = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": width, "height": 800})
+    with browser.chromium({**browser.LAPTOP, "width": width}) as page:
         for n, fig in enumerate(figures, 1):
             html = out / f"{stem}-{n}.html"  # plotly.js inlined (no network): 5 MB, removed once drawn
             pio.write_html(pio.from_json(json.dumps(fig)), html, include_plotlyjs=True, default_width="100%")
@@ -57,7 +50,6 @@ def screenshots(nb: nbformat.NotebookNode, stem: str, out: Path, width: int) -> 
                 pngs.append(png)
             finally:
                 html.unlink()
-        browser.close()
     return pngs
 
 

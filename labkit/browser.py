@@ -1,0 +1,163 @@
+"""The lab's pages as a learner sees them: Debian's Chromium driven by Playwright, and what a page shows that a learner
+could not read.
+
+One helper for every browser check of the lab (the control-panel test, the notebook pages test, ``docs/figures.py``,
+and the workshop hub's and the book's tests): :func:`chromium` launches the browser, :class:`ConsoleErrors` gathers the
+page's console errors, and :func:`figure_problems` and :func:`text_dumps` read, from the page itself, what is wrong with
+the figures a page shows: a figure taller than the window, two annotations on top of each other, a title or label cut at
+the figure's edge, a legend naming the same thing twice, a figure printed as a text dump of its object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: Debian's package (``apt-get install chromium``); Playwright's own browsers are not downloaded.
+CHROMIUM = "/usr/bin/chromium"
+#: No sandbox (root in a container), no GPU, nothing that reaches the internet.
+FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage")
+#: A laptop's window, in CSS px: every figure must fit it.
+LAPTOP = {"width": 1280, "height": 800}
+
+
+def missing() -> str | None:
+    """Why no browser check can run here (the fix named), or None when Chromium is installed."""
+    return None if os.path.exists(CHROMIUM) else f"needs Debian's chromium at {CHROMIUM}: apt-get install chromium"
+
+
+@contextmanager
+def chromium(viewport: dict[str, int] = LAPTOP) -> Iterator["object"]:
+    """A new headless Chromium page (a new profile) of ``viewport`` (``{"width", "height"}`` in CSS px), closed after.
+
+    Raises:
+        FileNotFoundError: Chromium is not installed (the message names the package).
+    """
+    from playwright.sync_api import sync_playwright
+
+    if (why := missing()):
+        raise FileNotFoundError(why)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(FLAGS))
+        try:
+            yield browser.new_page(viewport=viewport)
+        finally:
+            browser.close()
+
+
+#: Where Jupyter keeps a user's state: a page check's JupyterLab gets empty ones (a first start, no saved layout).
+JUPYTER_DIRS = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR")
+
+
+@contextmanager
+def lab_server(home: Path, bootstrap: str | None = None, settings: dict[str, dict] | None = None,
+               timeout_s: float = 180.0) -> Iterator[str]:
+    """The lab's JupyterLab as ``make lab`` starts it (``python -m labkit up``, run from the repository), in its own
+    ``LABKIT_HOME`` ``home`` with empty Jupyter state folders, stopped after (``labkit down``). The broker is
+    ``bootstrap`` ("host:port"), else ``LABKIT_BOOTSTRAP``'s if set, else one the lab starts. ``settings`` are a user's JupyterLab settings
+    (``{"<package>:<plugin>": {setting: value}}``, as JupyterLab's Settings Editor saves them). Yields the URL
+    ``labkit up`` printed (its token included).
+
+    Raises:
+        RuntimeError: ``labkit up`` failed or took more than ``timeout_s`` seconds (its stderr quoted).
+    """
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "LABKIT_HOME": str(home), **{name: str(home / name.lower()) for name in JUPYTER_DIRS},
+           **({"LABKIT_BOOTSTRAP": bootstrap} if bootstrap else {})}
+    for plugin, values in (settings or {}).items():
+        package, name = plugin.split(":")
+        path = home / "jupyterlab_settings_dir" / package / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    lab = lambda cmd: subprocess.run([sys.executable, "-m", "labkit", cmd], env=env, cwd=repo,  # noqa: E731
+                                     capture_output=True, text=True, timeout=timeout_s)
+    up = lab("up")
+    try:
+        if up.returncode != 0:
+            raise RuntimeError(f"labkit up failed: {up.stderr[-2000:]}")
+        yield json.loads((home / "lab" / "jupyter.json").read_text())["url"]
+    finally:
+        lab("down")
+
+
+class ConsoleErrors:
+    """The console errors and uncaught exceptions of ``page`` from now on, except those matching one of ``allowed``
+    (``{name: regex}``: each entry says why it is harmless)."""
+
+    def __init__(self, page, allowed: dict[str, str]) -> None:
+        self.allowed = {name: re.compile(rx) for name, rx in allowed.items()}
+        self.seen: list[str] = []
+        page.on("console", lambda msg: msg.type == "error" and self._add(msg.text))
+        page.on("pageerror", lambda exc: self._add(f"uncaught: {exc}"))
+
+    def _add(self, text: str) -> None:
+        if not any(rx.search(text) for rx in self.allowed.values()):
+            self.seen.append(text)
+
+
+#: Reads every drawn plotly figure inside ``root`` (the element the function gets): its box, its title's, its
+#: annotations' (action labels, ×n counts) and its legend's names, all in page px.
+_FIGURES_JS = """root => [...root.querySelectorAll('.js-plotly-plot')].map(plot => {
+  const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const title = plot.querySelector('.gtitle');
+  return {
+    box: box(plot),
+    title: title ? {text: title.textContent, box: box(title)} : null,
+    annotations: [...plot.querySelectorAll('.infolayer .annotation')].map(a => ({text: a.textContent, box: box(a)})),
+    legend: [...plot.querySelectorAll('.legend .legendtext')].map(t => t.textContent),
+  };
+})"""
+
+
+def _overlap(a: list[float], b: list[float]) -> float:
+    """The area (px²) two boxes ``[left, top, right, bottom]`` share."""
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _outside(inner: list[float], outer: list[float], slack: float = 1.0) -> bool:
+    return (inner[0] < outer[0] - slack or inner[1] < outer[1] - slack or inner[2] > outer[2] + slack
+            or inner[3] > outer[3] + slack)
+
+
+def figure_problems(element, window_height: int = LAPTOP["height"], where: str = "") -> list[str]:
+    """What is wrong with the plotly figures drawn inside ``element`` (a Playwright element handle, scrolled into view
+    by the caller so that the figures are laid out), each problem a sentence naming the figure: taller than
+    ``window_height`` px; two annotations sharing more than 4 px²; a title or annotation outside the figure's box
+    (cut off); a legend entry named twice. ``where`` prefixes each sentence (e.g. "cell 24")."""
+    problems = []
+    for n, fig in enumerate(element.evaluate(_FIGURES_JS), 1):
+        name = f"{where} figure {n}" + (f" ({fig['title']['text']!r})" if fig["title"] and fig["title"]["text"] else "")
+        height = fig["box"][3] - fig["box"][1]
+        if height > window_height:
+            problems.append(f"{name} is {height:.0f} px tall, more than the {window_height} px window")
+        labels = ([fig["title"]] if fig["title"] and fig["title"]["text"] else []) + fig["annotations"]
+        for label in labels:
+            if _outside(label["box"], fig["box"]):
+                problems.append(f"{name}: {label['text']!r} is cut at the figure's edge")
+        notes = fig["annotations"]
+        for i, a in enumerate(notes):
+            for b in notes[i + 1:]:
+                if _overlap(a["box"], b["box"]) > 4:
+                    problems.append(f"{name}: {a['text']!r} and {b['text']!r} are drawn on top of each other")
+        doubled = sorted({t for t in fig["legend"] if fig["legend"].count(t) > 1})
+        if doubled:
+            problems.append(f"{name}: the legend names {doubled} more than once")
+    return problems
+
+
+#: A figure object printed as text (its repr) instead of drawn: ``Figure({`` or ``FigureWidget({``.
+TEXT_DUMP = re.compile(r"\b(Figure|FigureWidget)\(\{")
+
+
+def text_dumps(element, where: str = "") -> list[str]:
+    """A sentence for each output inside ``element`` (a Playwright element handle) that prints a figure object as text
+    (:data:`TEXT_DUMP`) instead of drawing it."""
+    texts = element.evaluate("root => [...root.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText)")
+    return [f"{where} prints a figure object as text: {t[:80]!r}…" for t in texts if TEXT_DUMP.search(t)]
