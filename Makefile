@@ -73,3 +73,11 @@ bench: jars
 	$(PY) bench/share_observer.py
 	$(PY) bench/explore.py
 	$(PY) bench/spark_pipeline.py
+
+# The lab for a room (labkit/hub/, docs/instructor.md): JupyterHub as root on this machine, one Unix user per attendee.
+# Its own set-up, once per machine: a shared venv and a copy of labkit in /opt/labkit (LABKIT_HUB_PREFIX), the proxy
+# from npm in .hub/. Passwords: LABKIT_HUB_PASSWORD (attendees') and LABKIT_HUB_ADMIN_PASSWORD (the instructor's).
+# e.g. sudo LABKIT_HUB_PASSWORD=... LABKIT_HUB_ADMIN_PASSWORD=... make hub ARGS="--ip 0.0.0.0 --port 8000"
+.PHONY: hub
+hub: $(STAMP)
+	$(PY) -m labkit.hub $(ARGS)

@@ -1,0 +1,120 @@
+"""The workshop hub's JupyterHub configuration, built from a few settings (:class:`HubSettings`).
+
+:func:`configure` fills JupyterHub's config object ``c`` (what ``jupyterhub -f <file>`` runs the file with; the file is
+written by :func:`write_config_file`, two lines calling :func:`configure`). Every behaviour below is a JupyterHub 6.1
+setting, named as JupyterHub names it:
+
+* ``JupyterHub.ip``/``port``: where attendees connect (127.0.0.1 unless ``--ip``); ``ssl_cert``/``ssl_key`` for HTTPS.
+  ``JupyterHub.hub_port`` and ``ConfigurableHTTPProxy.api_url``: free ports of 127.0.0.1 (JupyterHub's defaults,
+  8081 and 8001, would clash with a second hub on the machine, e.g. the test's).
+* ``ConfigurableHTTPProxy.command``: the proxy ``make hub`` installed with npm
+  (:func:`labkit.hub.install.install_proxy`).
+* ``JupyterHub.db_url``, ``cookie_secret_file``, ``ConfigurableHTTPProxy.pid_file``: in the hub's state folder (0700).
+* ``JupyterHub.authenticator_class``: :class:`labkit.hub.auth.LabAuthenticator`; ``SharedPasswordAuthenticator``'s
+  ``user_password`` and ``admin_password`` from the hub process's environment (:data:`PASSWORD_ENV`,
+  :data:`ADMIN_PASSWORD_ENV`: never written to a file); ``Authenticator.admin_users``: the instructor's name.
+* ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`; ``Spawner.cmd``: the shared venv's Python
+  running :mod:`labkit.hub.singleuser`; ``Spawner.environment``: the shared venv first on ``PATH``;
+  ``Spawner.env_keep``: only the locale (nothing of root's environment, e.g. its ``VIRTUAL_ENV`` or a password,
+  reaches an attendee).
+* ``JupyterHub.services`` and ``load_roles``: ``jupyterhub-idle-culler`` (PyPI) as a hub-managed service with the
+  scopes its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``).
+* ``JupyterHub.cleanup_servers`` (True, JupyterHub's default, kept explicit): stopping the hub stops every attendee's
+  server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: The environment variable holding the attendees' shared password (at least 8 characters).
+PASSWORD_ENV = "LABKIT_HUB_PASSWORD"
+#: The environment variable holding the instructor's own password (at least 32 characters).
+ADMIN_PASSWORD_ENV = "LABKIT_HUB_ADMIN_PASSWORD"
+#: Idle time after which the culler stops an attendee's server, in seconds (issue 38: 60 min).
+CULL_IDLE_S = 60 * 60
+
+
+@dataclass
+class HubSettings:
+    """What :func:`configure` needs: addresses (``ip`` str, ``port``, ``hub_port``, ``proxy_api_port`` TCP ports),
+    folders (``prefix`` the shared install, ``state`` the hub's own 0700 folder, ``proxy`` the proxy command), the
+    instructor's hub name ``admin``, ``cull_idle_s`` seconds and the TLS ``ssl_cert``/``ssl_key`` paths (or "")."""
+
+    ip: str
+    port: int
+    hub_port: int
+    proxy_api_port: int
+    prefix: str
+    state: str
+    proxy: str
+    admin: str = "instructor"
+    cull_idle_s: int = CULL_IDLE_S
+    ssl_cert: str = ""
+    ssl_key: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        """The URL attendees open."""
+        host = "127.0.0.1" if self.ip in ("", "0.0.0.0") else self.ip
+        return f"{'https' if self.ssl_cert else 'http'}://{host}:{self.port}/"
+
+
+def configure(c, settings: dict) -> None:
+    """Fill JupyterHub's config ``c`` from ``settings`` (:class:`HubSettings` as a dict), as the module docstring says.
+
+    Raises:
+        KeyError: a setting is missing. (JupyterHub itself rejects a password too short, naming the trait.)
+    """
+    s = HubSettings(**settings)
+    state, venv_bin = Path(s.state), Path(s.prefix) / "venv" / "bin"
+    c.JupyterHub.ip, c.JupyterHub.port = s.ip, s.port
+    if s.ssl_cert:
+        c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = s.ssl_cert, s.ssl_key
+    c.JupyterHub.hub_ip, c.JupyterHub.hub_port = "127.0.0.1", s.hub_port
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{s.proxy_api_port}"
+    c.ConfigurableHTTPProxy.command = [s.proxy]
+    c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
+    c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+    c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+    c.JupyterHub.cleanup_servers = True
+
+    c.JupyterHub.authenticator_class = "labkit.hub.auth.LabAuthenticator"
+    c.SharedPasswordAuthenticator.user_password = os.environ.get(PASSWORD_ENV)
+    c.SharedPasswordAuthenticator.admin_password = os.environ.get(ADMIN_PASSWORD_ENV)
+    c.Authenticator.admin_users = {s.admin}
+    c.Authenticator.allow_all = True
+
+    c.JupyterHub.spawner_class = "labkit.hub.spawner.LabSpawner"
+    c.Spawner.cmd = [str(venv_bin / "python"), "-m", "labkit.hub.singleuser"]
+    c.Spawner.default_url = "/lab"
+    c.Spawner.env_keep = ["LANG", "LC_ALL"]
+    c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
+    c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
+    c.Spawner.http_timeout = 120
+
+    c.JupyterHub.services = [{"name": "idle-culler", "command": [
+        str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_idle_s}",
+        f"--cull-every={max(10, min(300, s.cull_idle_s // 4))}"]}]
+    c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"],
+                                "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]}]
+    for section, values in s.extra.items():  # tests: e.g. {"Spawner": {"start_timeout": 60}}
+        for name, value in values.items():
+            setattr(getattr(c, section), name, value)
+
+
+def write_config_file(settings: HubSettings) -> Path:
+    """Write ``<state>/jupyterhub_config.py`` (mode 0600) calling :func:`configure` with ``settings`` and return it.
+
+    Raises:
+        OSError: the state folder cannot be written.
+    """
+    path = Path(settings.state) / "jupyterhub_config.py"
+    path.write_text("import json\n\nfrom labkit.hub.config import configure\n\n"
+                    f"configure(c, json.loads({json.dumps(asdict(settings))!r}))\n")
+    path.chmod(0o600)
+    return path

@@ -1,0 +1,249 @@
+"""The workshop hub's set-up: what every attendee's processes run and read, installed once in a shared prefix, and the
+hub's proxy installed into the project.
+
+Everything an attendee's processes read must be readable by every attendee, so none of it can live under ``/root``
+(mode 0700: an attendee's ``jupyterhub-singleuser`` from a venv made by a Python under ``/root`` fails with
+"Permission denied", issue 38). :func:`install_shared` makes, under the prefix (:data:`DEFAULT_PREFIX`, or
+``LABKIT_HUB_PREFIX``), all world-readable and owned by root:
+
+* ``venv/``: a virtual environment of Debian's ``/usr/bin/python3`` with the lab's pinned packages
+  (``requirements.txt``, less the test tools and, in this phase, pyspark: :data:`DEFERRED`) and the hub's own
+  (:data:`HUB_PACKAGES`: ``jupyterhub`` brings ``jupyterhub-singleuser``), and JupyterLab's ``overrides.json``
+  (:func:`labkit.workspace.write_lab_settings`: every attendee's JupyterLab reads the venv's settings folder).
+* ``src/``: a **copy** of this repository's files (``labkit/``, ``jvm/``, ``notebooks/``; what ``git ls-files``
+  lists, untracked files included, ignored ones not), on the venv's path through a ``.pth`` file and byte-compiled
+  (attendees cannot write ``__pycache__`` there). A copy, not an editable install of the checkout: attendees must
+  not see a developer's edits, branch switches or half-pulled files mid-workshop; the copy changes only when
+  ``make hub`` starts again after the repository changed. Not a wheel either: labkit finds the notebooks and
+  ``jvm/`` beside its package (:data:`labkit.workspace.SOURCES`, ``labkit.broker.runtime.POM``), which a wheel
+  would not carry.
+
+Both steps are idempotent: a stamp file records the hash of what was installed (the pins; the copied files), and a
+second run with nothing changed only hashes the sources (well under a second). A file lock serialises two set-ups.
+"""
+
+from __future__ import annotations
+
+import compileall
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+from labkit.errors import LabkitError
+from labkit.workspace import write_lab_settings
+
+REPO = Path(__file__).resolve().parents[2]
+#: Where the shared install goes unless ``LABKIT_HUB_PREFIX`` or ``--prefix`` says otherwise.
+DEFAULT_PREFIX = Path("/opt/labkit")
+#: The Python the shared venv is made from: Debian's, readable by every user (a pyenv under /root is not).
+SYSTEM_PYTHON = "/usr/bin/python3"
+#: The hub's packages, pinned (PyPI): JupyterHub 6 (hub, ``jupyterhub-singleuser``) and the idle culler service.
+HUB_PACKAGES = ("jupyterhub==6.1.1", "jupyterhub-idle-culler==2.0.0")
+#: Packages of ``requirements.txt`` the shared venv leaves out: the test tools, and pyspark (450 MB, notebook 04
+#: only; deferred to the phase that runs notebooks on the hub).
+DEFERRED = frozenset({"pyspark", "pytest", "pytest-xdist", "nbval", "hypothesis", "playwright"})
+#: The repository folders copied into ``<prefix>/src`` (plus the top-level ``pyproject.toml``).
+COPIED = ("labkit", "jvm", "notebooks")
+#: configurable-http-proxy, the hub's proxy (npm), installed into the project by :func:`install_proxy`.
+PROXY_PACKAGE = "configurable-http-proxy@5.3.0"
+#: The project folder (git-ignored) of the proxy's npm install and of the hub's own state.
+HUB_DIR = REPO / ".hub"
+
+
+def shared_prefix(prefix: Path | str | None = None) -> Path:
+    """The shared install's folder: ``prefix``, else ``$LABKIT_HUB_PREFIX``, else :data:`DEFAULT_PREFIX`.
+
+    Raises:
+        LabkitError: the folder is under ``/root`` or another folder attendees cannot enter (the message names it).
+    """
+    path = Path(prefix or os.environ.get("LABKIT_HUB_PREFIX") or DEFAULT_PREFIX).resolve()
+    for parent in [*reversed(path.parents)]:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            raise LabkitError(f"The hub's shared install cannot go in {path}: {parent} is not open to other users "
+                              f"(mode {parent.stat().st_mode & 0o777:o}), so attendees could not run it. Choose "
+                              "another prefix (--prefix or LABKIT_HUB_PREFIX, e.g. /opt/labkit).")
+    return path
+
+
+def venv_python(prefix: Path) -> Path:
+    """The shared venv's ``python`` under ``prefix``."""
+    return prefix / "venv" / "bin" / "python"
+
+
+def pinned_packages(requirements: Path = REPO / "requirements.txt") -> list[str]:
+    """The requirement lines of ``requirements`` (comments dropped) less :data:`DEFERRED`, plus :data:`HUB_PACKAGES`."""
+    pins = []
+    for line in requirements.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        name = line.split("==", 1)[0].split(">", 1)[0].split("<", 1)[0].strip().lower()
+        if line and name not in DEFERRED:
+            pins.append(line)
+    return pins + list(HUB_PACKAGES)
+
+
+def source_files(repo: Path = REPO) -> list[str]:
+    """The repository's files to copy (paths relative to ``repo``): what ``git ls-files`` lists under :data:`COPIED`
+    (tracked and untracked, not ignored) plus ``pyproject.toml``; without git, every file there but caches."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                              "--", *COPIED], capture_output=True, check=True, timeout=60).stdout
+        files = [f for f in out.decode().split("\0") if f]
+    except (OSError, subprocess.CalledProcessError):
+        files = [str(p.relative_to(repo)) for d in COPIED for p in (repo / d).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts]
+    return sorted({f for f in files if (repo / f).is_file()} | {"pyproject.toml"})
+
+
+def _hash(parts: list[bytes]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+def _stamp(prefix: Path) -> dict:
+    try:
+        return json.loads((prefix / ".installed.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_stamp(prefix: Path, stamp: dict) -> None:
+    (prefix / ".installed.json.partial").write_text(json.dumps(stamp, indent=1) + "\n")
+    (prefix / ".installed.json.partial").rename(prefix / ".installed.json")
+
+
+@contextmanager
+def _locked(path: Path):
+    """Hold an exclusive ``flock`` on ``path`` (created) for the block: one set-up at a time."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(args: list[str], what: str, timeout_s: float = 1800) -> None:
+    """Run ``args``; on failure raise a LabkitError naming ``what`` with the end of its output."""
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise LabkitError(f"{what} failed ({' '.join(args[:4])} ...):\n{(done.stdout + done.stderr)[-3000:]}")
+
+
+def _install_packages(prefix: Path, pins: list[str], say: Callable[[str], None]) -> None:
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        raise LabkitError(f"The hub's venv is made from Debian's {SYSTEM_PYTHON}, which is missing: "
+                          "apt-get install python3 python3-venv")
+    if not venv_python(prefix).exists():
+        say(f"making the shared venv {prefix / 'venv'} from {SYSTEM_PYTHON}")
+        _run([SYSTEM_PYTHON, "-m", "venv", str(prefix / "venv")], "making the venv (apt-get install python3-venv?)")
+    say(f"installing {len(pins)} pinned packages into {prefix / 'venv'} (a few minutes the first time)")
+    _run([str(venv_python(prefix)), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
+         "pip install into the shared venv")
+
+
+def _copy_sources(prefix: Path, files: list[str], say: Callable[[str], None]) -> None:
+    """Copy ``files`` of the repository into ``<prefix>/src`` (a fresh folder swapped in), put it on the venv's path
+    and byte-compile it."""
+    say(f"copying labkit, jvm/ and notebooks/ ({len(files)} files) into {prefix / 'src'}")
+    fresh, old = prefix / "src.partial", prefix / "src.old"
+    for folder in (fresh, old):
+        shutil.rmtree(folder, ignore_errors=True)
+    for name in files:
+        (fresh / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / name, fresh / name)
+        shutil.copymode(REPO / name, fresh / name)
+    compileall.compile_dir(str(fresh / "labkit"), quiet=1, workers=1,
+                           ddir=str(prefix / "src" / "labkit"))  # tracebacks name the final path
+    if (prefix / "src").exists():
+        (prefix / "src").rename(old)
+    fresh.rename(prefix / "src")
+    shutil.rmtree(old, ignore_errors=True)
+    site = subprocess.run([str(venv_python(prefix)), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "labkit-hub-src.pth").write_text(f"{prefix / 'src'}\n")
+
+
+def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] = print) -> Path:
+    """Make or refresh the shared install under ``prefix`` (see :func:`shared_prefix`) as the module docstring says,
+    and return the prefix. Progress lines go to ``say``. Must run as root (it writes outside the project).
+
+    Raises:
+        LabkitError: not root, the prefix is not open to other users, Debian's python3 or its venv module is
+            missing, or pip failed (its output quoted; PyPI must be reachable the first time).
+    """
+    if os.geteuid() != 0:
+        raise LabkitError("The hub's set-up must run as root (it installs into a shared prefix and makes Unix users):"
+                          " sudo make hub")
+    prefix = shared_prefix(prefix)
+    old_umask = os.umask(0o022)  # everything readable by every attendee
+    try:
+        prefix.mkdir(parents=True, exist_ok=True)
+        prefix.chmod(0o755)
+        with _locked(prefix / ".setup.lock"):
+            stamp = _stamp(prefix)
+            pins = pinned_packages()
+            packages_hash = _hash([SYSTEM_PYTHON.encode(), *(p.encode() for p in pins)])
+            if stamp.get("packages") != packages_hash or not venv_python(prefix).exists():
+                _install_packages(prefix, pins, say)
+                stamp = {**stamp, "packages": packages_hash, "sources": None}
+                _write_stamp(prefix, stamp)
+            files = source_files()
+            sources_hash = _hash([f.encode() + b"\0" + (REPO / f).read_bytes() for f in files])
+            if stamp.get("sources") != sources_hash or not (prefix / "src" / "labkit").is_dir():
+                _copy_sources(prefix, files, say)
+                _write_stamp(prefix, {**stamp, "sources": sources_hash})
+            # every attendee's JupyterLab reads the venv's overrides.json (merged, so cheap to redo each time)
+            write_lab_settings(prefix / "venv" / "share" / "jupyter" / "lab" / "settings")
+    finally:
+        os.umask(old_umask)
+    return prefix
+
+
+def proxy_command(hub_dir: Path = HUB_DIR) -> Path:
+    """The path of the ``configurable-http-proxy`` command :func:`install_proxy` installs."""
+    return hub_dir / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+
+
+def install_proxy(hub_dir: Path = HUB_DIR, say: Callable[[str], None] = print) -> Path:
+    """Install :data:`PROXY_PACKAGE` with ``npm install --prefix <hub_dir>/proxy`` unless that version is there, and
+    return the command's path. ``hub_dir`` is made mode 0700 (it also holds the hub's state: cookie secret, database).
+
+    Raises:
+        LabkitError: ``npm`` is missing (apt-get install npm) or the install failed (its output quoted).
+    """
+    hub_dir.mkdir(parents=True, exist_ok=True)
+    hub_dir.chmod(0o700)
+    package = hub_dir / "proxy" / "node_modules" / "configurable-http-proxy" / "package.json"
+    wanted = PROXY_PACKAGE.rsplit("@", 1)[1]
+    try:
+        if json.loads(package.read_text())["version"] == wanted and proxy_command(hub_dir).exists():
+            return proxy_command(hub_dir)
+    except (OSError, ValueError, KeyError):
+        pass
+    npm = shutil.which("npm")
+    if not npm:
+        raise LabkitError("The hub's proxy (configurable-http-proxy) comes from npm, which is missing: "
+                          "apt-get install npm (Node.js 18 or newer)")
+    say(f"installing {PROXY_PACKAGE} into {hub_dir / 'proxy'} (npm)")
+    with _locked(hub_dir / ".proxy.lock"):
+        _run([npm, "install", "--prefix", str(hub_dir / "proxy"), "--no-audit", "--no-fund", "--loglevel=error",
+              PROXY_PACKAGE], "npm install of the hub's proxy")
+    return proxy_command(hub_dir)
+
+
+if __name__ == "__main__":
+    import time
+
+    t0 = time.monotonic()
+    install_shared(sys.argv[1] if len(sys.argv) > 1 else None)
+    install_proxy()
+    print(f"set-up: {time.monotonic() - t0:.1f} s")

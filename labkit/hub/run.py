@@ -1,0 +1,211 @@
+"""``make hub``: check what the workshop hub needs, set it up (:mod:`labkit.hub.install`), then run JupyterHub as root.
+
+Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password PW] [--admin-password PW]
+[--prefix DIR] [--state DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE]``, or through make:
+``make hub ARGS="--ip 0.0.0.0 --port 8000"``. The passwords come from ``--password``/``--admin-password`` or, better
+(a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
+``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
+
+Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.errors.LabkitError`):
+not root, a missing or short password (JupyterHub's ``SharedPasswordAuthenticator`` limits: 8 and 32 characters), the
+port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by the hub's process
+for its whole life), no ``npm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+from labkit.broker.ports import free_port
+from labkit.errors import LabkitError
+from labkit.hub import install
+from labkit.hub.config import ADMIN_PASSWORD_ENV, CULL_IDLE_S, PASSWORD_ENV, HubSettings, write_config_file
+from labkit.hub.names import why_refused
+
+#: Default state folder of the hub (database, cookie secret, generated config): in the project, git-ignored, 0700.
+STATE = install.HUB_DIR / "state"
+#: SharedPasswordAuthenticator's minimum lengths (jupyterhub/authenticators/shared.py, JupyterHub 6.1.1).
+MIN_PASSWORD, MIN_ADMIN_PASSWORD = 8, 32
+CLEAR_TEXT_WARNING = ("WARNING: no --ssl-cert/--ssl-key: the hub serves plain HTTP, so passwords and notebooks travel "
+                      "in clear over the network. Fine on 127.0.0.1; in a room, give a certificate and key.")
+
+
+def check_root() -> None:
+    """Refuse to go on unless this process is root.
+
+    Raises:
+        LabkitError: not root (the message says ``sudo make hub``).
+    """
+    if os.geteuid() != 0:
+        raise LabkitError("The hub runs as root (it makes a Unix user per attendee and starts their servers as them):"
+                          " sudo make hub")
+
+
+def check_passwords(password: str | None, admin_password: str | None) -> None:
+    """Refuse a missing or too short password.
+
+    Raises:
+        LabkitError: the attendees' password is missing or under 8 characters, the instructor's missing or under 32,
+            or both are the same (the message names the variable or option to set).
+    """
+    if not password or len(password) < MIN_PASSWORD:
+        raise LabkitError(f"The attendees' shared password is {'too short' if password else 'missing'}: set "
+                          f"{PASSWORD_ENV} (or --password) to one of at least {MIN_PASSWORD} characters.")
+    if not admin_password or len(admin_password) < MIN_ADMIN_PASSWORD:
+        raise LabkitError(f"The instructor's password is {'too short' if admin_password else 'missing'}: set "
+                          f"{ADMIN_PASSWORD_ENV} (or --admin-password) to one of at least {MIN_ADMIN_PASSWORD} "
+                          "characters, e.g. $(python3 -c 'import secrets; print(secrets.token_urlsafe(32))').")
+    if password == admin_password:
+        raise LabkitError(f"{PASSWORD_ENV} and {ADMIN_PASSWORD_ENV} must differ: the instructor's password is "
+                          "their own.")
+
+
+def check_port(ip: str, port: int) -> None:
+    """Refuse ``port`` (TCP) on ``ip`` when something listens there already.
+
+    Raises:
+        LabkitError: the port is in use or the address is not this machine's (the message names ``--port``/``--ip``).
+    """
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as tornado binds: TIME_WAIT is no conflict
+        try:
+            s.bind((ip, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise LabkitError(f"Port {port} on {ip} is in use (another hub, or another server): stop it, or "
+                                  "choose another with --port (or leave --port out for a free one).") from None
+            raise LabkitError(f"Cannot listen on {ip}:{port} ({exc.strerror}): --ip must be an address of this "
+                              "machine (0.0.0.0 for all).") from None
+
+
+def lock_state(state: Path) -> int:
+    """Take the hub's lock in ``state`` (made mode 0700) and return its file descriptor, inheritable so that the
+    JupyterHub process that replaces this one holds it while it runs.
+
+    Raises:
+        LabkitError: another hub holds it (its pid named, and how to stop it).
+    """
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o700)
+    fd = os.open(state / "hub.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise LabkitError(f"A hub already runs from {state} (pid {pid}): use it, stop it first (Ctrl-C in its "
+                          f"terminal, or kill {pid}), or give this one another --state folder.") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instructor",
+            prefix: Path | str | None = None, state: Path = STATE, cull_idle_s: int = CULL_IDLE_S,
+            ssl_cert: str = "", ssl_key: str = "", extra: dict | None = None,
+            say=print) -> tuple[list[str], HubSettings]:
+    """Everything before JupyterHub starts: root and port checks, the set-up (:func:`labkit.hub.install.install_shared`,
+    :func:`~labkit.hub.install.install_proxy`), the config file in ``state``. ``port`` None: a free one. Returns the
+    hub's command line and its settings. Takes no lock (:func:`lock_state`) and checks no password.
+
+    Raises:
+        LabkitError: not root, the port in use, the admin name refused, no npm, or the set-up failed.
+    """
+    check_root()
+    if bool(ssl_cert) != bool(ssl_key):
+        raise LabkitError("HTTPS needs both --ssl-cert and --ssl-key (PEM files).")
+    if (why := why_refused(admin)):
+        raise LabkitError(f"The admin name cannot be used: {why} (--admin NAME)")
+    port = port or free_port()
+    check_port(ip, port)
+    prefix = install.install_shared(prefix, say)
+    proxy = install.install_proxy(say=say)
+    settings = HubSettings(ip=ip, port=port, hub_port=free_port(), proxy_api_port=free_port(), prefix=str(prefix),
+                           state=str(Path(state).resolve()), proxy=str(proxy), admin=admin, cull_idle_s=cull_idle_s,
+                           ssl_cert=ssl_cert, ssl_key=ssl_key, extra=extra or {})
+    Path(settings.state).mkdir(parents=True, exist_ok=True)
+    Path(settings.state).chmod(0o700)
+    config = write_config_file(settings)
+    return [str(prefix / "venv" / "bin" / "jupyterhub"), "-f", str(config)], settings
+
+
+def hub_env(password: str, admin_password: str) -> dict[str, str]:
+    """The hub process's environment: this one without Python path settings (the hub imports the shared copy of
+    labkit only), plus the two passwords (:data:`~labkit.hub.config.PASSWORD_ENV`, ``ADMIN_PASSWORD_ENV``)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    return {**env, PASSWORD_ENV: password, ADMIN_PASSWORD_ENV: admin_password}
+
+
+def start(password: str, admin_password: str, state: Path, log_path: Path, **options) -> tuple[subprocess.Popen,
+                                                                                              HubSettings]:
+    """Start a hub in the background (the test's way): :func:`check_passwords`, :func:`lock_state` on ``state``,
+    :func:`prepare` with ``options``, then JupyterHub with its output in ``log_path``. Returns the process (its own
+    session: stop it with SIGTERM, it stops the attendees' servers) and the settings.
+
+    Raises:
+        LabkitError: as :func:`check_passwords`, :func:`lock_state` and :func:`prepare`.
+    """
+    check_passwords(password, admin_password)
+    fd = lock_state(state)
+    try:
+        argv, settings = prepare(state=state, **options)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(argv, env=hub_env(password, admin_password), cwd=settings.state, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    pass_fds=(fd,))
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{proc.pid}\n".encode(), 0)  # the pid a second hub's message names
+    finally:
+        os.close(fd)  # the hub holds its inherited copy
+    return proc, settings
+
+
+def main(argv: list[str]) -> int:
+    """The command line (module docstring): check, set up, print the URL and what to tell the room, then become
+    JupyterHub (``exec``), which keeps the lock."""
+    parser = argparse.ArgumentParser(prog="make hub ARGS=...", description="The lab for a room: JupyterHub on this "
+                                     "machine, one Unix user per attendee.")
+    parser.add_argument("--ip", default="127.0.0.1", help="address to listen on (0.0.0.0: every network of the room)")
+    parser.add_argument("--port", type=int, default=None, help="TCP port (default: a free one)")
+    parser.add_argument("--admin", default="instructor", help="the instructor's sign-in name (default instructor)")
+    parser.add_argument("--password", default=os.environ.get(PASSWORD_ENV),
+                        help=f"attendees' password ({PASSWORD_ENV})")
+    parser.add_argument("--admin-password", default=os.environ.get(ADMIN_PASSWORD_ENV),
+                        help=f"the instructor's password ({ADMIN_PASSWORD_ENV})")
+    parser.add_argument("--prefix", default=None, help="shared install (default $LABKIT_HUB_PREFIX or /opt/labkit)")
+    parser.add_argument("--state", type=Path, default=STATE, help=f"the hub's state folder (default {STATE})")
+    parser.add_argument("--timeout", type=float, default=CULL_IDLE_S / 60, help="minutes idle before a server stops")
+    parser.add_argument("--ssl-cert", default="", help="PEM certificate for HTTPS")
+    parser.add_argument("--ssl-key", default="", help="PEM key for HTTPS")
+    args = parser.parse_args(argv)
+    on_cli = [name for name in ("--password", "--admin-password")
+              if any(arg == name or arg.startswith(f"{name}=") for arg in argv)]
+    check_root()
+    check_passwords(args.password, args.admin_password)
+    fd = lock_state(args.state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
+    command, settings = prepare(args.ip, args.port, args.admin, args.prefix, args.state, int(args.timeout * 60),
+                                args.ssl_cert, args.ssl_key)
+    if on_cli:
+        print(f"note: {' and '.join(on_cli)} on the command line can be read by every user of this machine (ps): "
+              f"prefer {PASSWORD_ENV} / {ADMIN_PASSWORD_ENV}.")
+    if not args.ssl_cert:
+        print(CLEAR_TEXT_WARNING)
+    where = settings.url if args.ip != "0.0.0.0" else f"{settings.url} here; in the room, http://<this machine's " \
+        f"address>:{settings.port}/ (hostname -I lists them)"
+    print(f"The hub: {where}\n  attendees: any name of theirs (lowercase letters, digits, - _) and the shared "
+          f"password\n  instructor: {args.admin} and the admin password\n  idle servers stop after "
+          f"{args.timeout:g} min; Ctrl-C stops the hub and every attendee's server.", flush=True)
+    os.chdir(settings.state)
+    for sig in (signal.SIGINT, signal.SIGQUIT):  # a shell's background job ignores them, and so would the culler
+        signal.signal(sig, signal.SIG_DFL)
+    os.execve(command[0], command, hub_env(args.password, args.admin_password))
+    return 0  # not reached
+
