@@ -6,9 +6,10 @@ from labkit.crashlab.experiment import Experiment
 from labkit.errors import LabkitError
 from labkit.history import Event
 from labkit.lessons.share_groups import (LOCK_MS, configure_group, deliveries, dlq_supported, first_ns, framework_sink,
-                                         implicit_acknowledgement, lock_expiry, persisted, rewind, slow_record,
-                                         slow_record_summary, share_offsets)
+                                         handovers, held, implicit_acknowledgement, lock_expiry, persisted, playground,
+                                         rewind, slow_record, slow_record_summary, share_offsets)
 from labkit.share.reset import alter_share_group_offsets
+from labkit.waiting import wait_for
 
 
 def test_dlq_needs_kafka_4_4(monkeypatch):
@@ -86,3 +87,54 @@ def test_a_reset_start_offset_delivers_acknowledged_records_again_only_to_an_emp
 def test_a_reset_of_an_unknown_topic_is_refused_for_its_partition(bootstrap):
     result = alter_share_group_offsets(bootstrap, "no-such-share-group", {"no-such-topic": {0: 0}})
     assert result == {"error": None, "message": None, "partitions": {("no-such-topic", 0): "UNKNOWN_TOPIC_OR_PART"}}
+
+
+def test_held_and_handovers_follow_each_record_from_consumer_to_consumer(tmp_path):
+    exp = Experiment("hand", "127.0.0.1:1", folder=tmp_path)
+    for kind, who, ns, topic, offset, count in [("delivered", "a", 1, "t", 0, 1), ("delivered", "a", 1, "t", 1, 1),
+                                                ("ack_committed", "a", 2, "t", 0, None), ("delivered", "b", 3, "t", 1, 2),
+                                                ("delivered", "a", 4, "u", 5, 1)]:
+        extra = {"delivery_count": [count]} if kind == "delivered" else {"ack_type": ["ACCEPT"]}
+        exp.history.append_batch(kind, who, {"mono_ns": [ns], "offset": [offset], **extra}, topic=topic)
+    assert held(exp, "a", "t") == {1} and held(exp, "b", "t") == {1} and held(exp, "a", "u") == {5}
+    assert held(exp, "a", "t", min_s=1e9) == set()  # delivered less than min_s ago
+    log = handovers(exp, "t")
+    assert log[["consumer", "offset", "delivery_count", "previous"]].fillna("-").values.tolist() == [
+        ["a", 0, 1, "-"], ["a", 1, 1, "-"], ["b", 1, 2, "a"]]
+
+
+def test_the_playground_refuses_a_size_that_would_move_records_unpressed(tmp_path):
+    exp = Experiment("play", "127.0.0.1:1", folder=tmp_path)
+    with pytest.raises(ValueError, match=r"a poll's work \(2 x 4000 ms\) must take at most half the lock"):
+        playground(exp, per_record_ms=4000, poll_records=2, lock_ms=15_000)
+    with pytest.raises(ValueError, match="idle_ms \\(20000\\) must exceed the lock"):
+        playground(exp, idle_ms=20_000)
+    with pytest.raises(ValueError, match="at least 1"):
+        playground(exp, records=0)
+    assert exp.history.events() == []
+
+
+def test_the_playground_left_alone_delivers_each_record_once_and_keeps_it(bootstrap, tmp_path):
+    """Notebook 06's playground unpressed, on the real broker: its 16 records each go to one player, once (delivery
+    count 1), and are accepted by it; the panel's counters count each record once, the two players' adding up to
+    the records. (The old playground, one produce batch of 40 records and the broker's 5 s lock, gave all 40 to
+    each player in turn, every acknowledgement refused.)"""
+    exp = Experiment("play", bootstrap, folder=tmp_path)
+    play = playground(exp)
+    players, topic, records = play["players"], play["topic"], 16
+    try:
+        wait_for(lambda: sum(p.counters()["ack_committed"] for p in players) >= records,
+                 "the players never acknowledged every record", 180)
+        wait_for(lambda: set(persisted(exp, topic).state) == {"ACKNOWLEDGED"} and len(persisted(exp, topic)) == records,
+                 "the broker never persisted every record ACKNOWLEDGED", 30)
+    finally:
+        exp.stop_all()
+        play["observer"].stop()
+    log = handovers(exp, topic)
+    assert sorted(log.offset) == list(range(records)) and set(log.delivery_count) == {1}, log
+    assert log.previous.isna().all() and log.consumer.nunique() == 2, log
+    assert not [e for e in exp.history.events() if e.kind == "ack_committed" and e.error]
+    counters = [p.counters() for p in players]
+    assert all(c["ack_committed"] == c["delivered"] <= records for c in counters), counters
+    assert sum(c["delivered"] for c in counters) == records, counters
+    assert set(persisted(exp, topic).delivery_count) == {1}

@@ -2,8 +2,8 @@
 acknowledgement types, the delivery count limit and (Kafka 4.4) the dead-letter queue of KIP-1191,
 the acquisition lock under a pause and a crash, a slow record's lock renewed (RENEW, KIP-1222: Kafka's Java
 client) or expired (confluent-kafka, which has no RENEW), implicit acknowledgement, and a framework's sink that
-is either lossy or duplicating whichever order it acknowledges in, and an administrator's reset of a share group's
-start offset (AlterShareGroupOffsets).
+is either lossy or duplicating whichever order it acknowledges in, an administrator's reset of a share group's
+start offset (AlterShareGroupOffsets), and a playground of share consumers to pause and crash (:func:`playground`).
 
 Every function runs real share consumer participants (:mod:`labkit.share.roles.share_consumer`) while a
 :class:`~labkit.share.observer.ShareObserver` records what the broker persisted, and returns
@@ -39,16 +39,23 @@ DEFAULT_DELIVERY_LIMIT = 5
 
 
 def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None = None,
-                    dlq_topic: str | None = None, timeout_s: float = 10.0) -> None:
+                    dlq_topic: str | None = None, lock_ms: int | None = None, timeout_s: float = 10.0) -> None:
     """Set a share group's configs (IncrementalAlterConfigs on a GROUP resource, KIP-932 / KIP-1191):
     ``share.auto.offset.reset=earliest`` (so members that join late still get the first records),
-    ``share.delivery.count.limit`` and, on Kafka 4.4, ``errors.deadletterqueue.topic.name``.
+    ``share.delivery.count.limit``, ``share.record.lock.duration.ms`` (``lock_ms``: this group's acquisition lock,
+    ms, instead of the broker's ``group.share.record.lock.duration.ms``, :data:`LOCK_MS`) and, on Kafka 4.4,
+    ``errors.deadletterqueue.topic.name``.
 
     Raises:
         LabkitError: ``dlq_topic`` on a Kafka release without share-group DLQs (before 4.4).
-        confluent_kafka.KafkaException: the broker refused a value (e.g. a limit below 2).
+        confluent_kafka.KafkaException: the broker refused a value (e.g. a limit below 2, or a lock outside the
+            broker's ``group.share.min.record.lock.duration.ms``..``group.share.max.record.lock.duration.ms``: on the
+            lab broker 1 s to 60 s).
     """
     entries = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
+    if lock_ms is not None:
+        entries.append(ConfigEntry("share.record.lock.duration.ms", str(lock_ms),
+                                   incremental_operation=AlterConfigOpType.SET))
     if delivery_limit is not None:
         entries.append(ConfigEntry("share.delivery.count.limit", str(delivery_limit),
                                    incremental_operation=AlterConfigOpType.SET))
@@ -391,6 +398,92 @@ def rewind(exp: Experiment, run: dict, offset: int = 0, empty_within_s: float = 
             "after": after, "consumer": consumer}
 
 
+#: The playground's acquisition lock (its group's ``share.record.lock.duration.ms``), ms: long enough to press Pause
+#: and watch, short enough to wait for.
+PLAY_LOCK_MS = 15_000
+
+
+def playground(exp: Experiment, records: int = 16, players: int = 2, per_record_ms: int = 3000, poll_records: int = 2,
+               lock_ms: int = PLAY_LOCK_MS, idle_ms: int = 120_000) -> dict:
+    """Notebook 06's playground: ``players`` share consumers (``player-1``, ``player-2``, ...) of one fresh share group
+    on a fresh one-partition topic of ``records`` records, and a :class:`~labkit.share.observer.ShareObserver`, all
+    started; the notebook gives the players a control panel to pause, resume, crash and restart them.
+
+    Sized so that, left alone, every record is delivered once (delivery count 1) and stays with the player that got
+    it: each record is written in a produce batch of its own (the broker acquires whole batches, so one batch of all
+    the records would go to one player in one poll, whatever ``max.poll.records`` says: confluent-kafka 2.16's
+    ``ShareConsumer.poll`` returns everything its fetch acquired), and a poll's work (``poll_records`` x
+    ``per_record_ms``) takes at most half the group's lock. A paused player keeps its records until their locks
+    expire (``lock_ms`` after their delivery), then the other player gets them, delivery count 2; a crashed one's
+    come back at once (its connection closed).
+
+    Args:
+        records: records in the topic (one lane each in the timeline).
+        players: share consumers started.
+        per_record_ms: how long a player processes each record (ms; the role's ``per_record_ms``).
+        poll_records: the most records a poll acquires and returns (the consumer's ``max.poll.records``; with one
+            record per produce batch the broker hands out no more a poll).
+        lock_ms: the group's acquisition lock (ms; the group config ``share.record.lock.duration.ms``, KIP-932,
+            set by :func:`configure_group`; the lab broker allows 1 s to 60 s:
+            ``group.share.min.record.lock.duration.ms``, ``group.share.max.record.lock.duration.ms``).
+        idle_ms: a player stops after this long without records (ms; the role's ``idle_ms``): more than ``lock_ms``,
+            so that the others are still there to take a paused player's records when its locks expire.
+    Returns:
+        ``{"topic", "group", "players": [participants], "observer", "lock_ms"}``.
+    Raises:
+        ValueError: a count below 1, a poll's work longer than half the lock, or ``idle_ms`` not past the lock and a
+            poll's work.
+        confluent_kafka.KafkaException: the broker refused ``lock_ms``.
+    """
+    if min(records, players, per_record_ms, poll_records) < 1:
+        raise ValueError(f"records, players, per_record_ms and poll_records must be at least 1; got {records}, "
+                         f"{players}, {per_record_ms} and {poll_records}")
+    work_ms = poll_records * per_record_ms
+    if 2 * work_ms > lock_ms:
+        raise ValueError(f"a poll's work ({poll_records} x {per_record_ms} ms) must take at most half the lock "
+                         f"({lock_ms} ms), or records would change hands with nothing pressed")
+    if idle_ms <= lock_ms + work_ms:
+        raise ValueError(f"idle_ms ({idle_ms}) must exceed the lock and a poll's work ({lock_ms} + {work_ms} ms): the "
+                         "players would stop before a paused player's locks expire")
+    topic = exp.topic("play")
+    exp.participant("source-play", "producer", topic=topic, iterations=1, batch=records,
+                    single_record_batches=True).start().wait(60)
+    group = f"{exp.name}-play-{uuid.uuid4().hex[:6]}"
+    configure_group(exp.bootstrap, group, lock_ms=lock_ms)
+    observer = ShareObserver(exp.bootstrap, exp.history, group, topic, interval_s=0.5).start()
+    members = [exp.participant(f"player-{n}", "share_consumer", topic=topic, group_id=group,
+                               per_record_ms=per_record_ms, idle_ms=idle_ms,
+                               config={"max.poll.records": poll_records}).start() for n in range(1, players + 1)]
+    return {"topic": topic, "group": group, "players": members, "observer": observer, "lock_ms": lock_ms}
+
+
+def handovers(exp: Experiment, topic: str) -> pd.DataFrame:
+    """Every delivery of ``topic``'s records in time order (like :func:`deliveries`), with ``mono_ns`` (when it was
+    delivered, monotonic ns) and ``previous``: the consumer that had the record's delivery before (missing, ``NaN``,
+    for its first delivery)."""
+    rows, last = [], {}
+    for e in exp.history.events():
+        if e.kind == "delivered" and e.topic == topic:
+            rows.append((e.participant, e.offset, e.value_id, e.delivery_count, e.mono_ns, last.get(e.offset)))
+            last[e.offset] = e.participant
+    return pd.DataFrame(rows, columns=["consumer", "offset", "value_id", "delivery_count", "mono_ns", "previous"])
+
+
+def held(exp: Experiment, participant: str, topic: str, min_s: float = 0.0) -> set[int]:
+    """The offsets of ``topic`` that ``participant`` holds by its own account: delivered to it at least ``min_s``
+    seconds ago, and no acknowledgement of them committed (``ack_committed``) since. Once their locks expire the
+    broker may have given them to another consumer: this is what the participant last knew."""
+    since: dict[int, int] = {}
+    for e in exp.history.events():
+        if e.participant == participant and e.topic == topic:
+            if e.kind == "delivered":
+                since[e.offset] = e.mono_ns
+            elif e.kind == "ack_committed":
+                since.pop(e.offset, None)
+    now = time.monotonic_ns()
+    return {offset for offset, ns in since.items() if now - ns >= min_s * 1e9}
+
+
 def model_replay(exp: Experiment, run: dict) -> dict:
     """The model of a share partition (:mod:`labkit.models.share_partition`, MODELLED) against a real run of this
     notebook (:func:`acknowledgement_types` or :func:`lock_expiry`: ``run`` is what it returned): the run's client
@@ -399,19 +492,17 @@ def model_replay(exp: Experiment, run: dict) -> dict:
     with what the broker persisted.
 
     Returns:
-        ``{"unexplained", "late_accept", "broker", "model", "terminal"}``: ``unexplained``, the disagreements
-        between model and broker (none expected); ``late_accept``, the one known one: a late ACCEPT of a record
-        another consumer's ACCEPT has already moved the share-partition start offset past, which the broker skips
-        and answers without error (its ShareAcknowledge response says NONE, and each client reports success:
-        :func:`labkit.lessons.share_close.late_accept`), while the model says INVALID_RECORD_STATE; ``broker`` and
-        ``model``, ``{offset: state}`` at the end (the broker's ARCHIVING read as ARCHIVED); ``terminal``,
-        whether the model ended every record in a terminal state.
+        ``{"disagreements", "broker", "model", "terminal"}``: ``disagreements``, where the model's answer to a
+        client step differs from the broker's (none expected: a late ACCEPT of a record another consumer's ACCEPT has
+        already moved the share-partition start offset past is skipped without an error by both, as
+        :func:`labkit.lessons.share_close.late_accept` reads on the wire); ``broker`` and ``model``, ``{offset: state}``
+        at the end (the broker's ARCHIVING read as ARCHIVED); ``terminal``, whether the model ended every record in a
+        terminal state.
     """
     model, disagreements = replay_client_events(exp.history.events(), run["topic"], run["records"],
                                                 run["delivery_limit"], LOCK_MS)
-    late = [d for d in disagreements if "broker None, model INVALID_RECORD_STATE" in d and "ACCEPT" in d]
     frame = persisted(exp, run["topic"])
-    return {"unexplained": [d for d in disagreements if d not in late], "late_accept": late,
+    return {"disagreements": disagreements,
             "broker": {o: ("ARCHIVED" if s == "ARCHIVING" else s) for o, s in zip(frame.offset, frame.state)},
             "model": {o: r.state for o, r in enumerate(model.offsets)},
             "terminal": all(r.state in TERMINAL for r in model.offsets)}
