@@ -256,8 +256,8 @@ SHARE_ISOLATION_DEFAULT = {"4.4.0": "read_uncommitted", "4.3.1": "read_uncommitt
 def test_share_isolation_level_default():
     """A share group delivers aborted transactional records unless ``share.isolation.level`` (a group config, KIP-932)
     says otherwise: its default is read_uncommitted in 4.4.0 and 4.3.1 (the group coordinator's ``GroupConfig``).
-    No notebook states this default today: notebook 06's share consumers read records no transaction wrote; a cell
-    that names ``share.isolation.level`` must name the default too (checked here)."""
+    Notebook 06 part 2 shows it on the real broker (labkit/lessons/share_isolation.py); a cell that names
+    ``share.isolation.level`` must name the default too (checked here)."""
     version = kafka_version()
     default = release_facts(version)["share_isolation_level_default"]
     cells = [(nb.name, i, h) for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -268,10 +268,10 @@ def test_share_isolation_level_default():
         pytest.skip(f"no expectation recorded for Kafka {version} (its default is {default!r})")
     assert default == SHARE_ISOLATION_DEFAULT[version], (
         f"Kafka {version}'s share.isolation.level now defaults to {default!r} (GroupConfig.SHARE_ISOLATION_LEVEL_DEFAULT "
-        f"in kafka-group-coordinator-{version}.jar), not {SHARE_ISOLATION_DEFAULT[version]!r}. No notebook cell states "
-        "it (grep share.isolation.level notebooks/); notebook 06's share consumers leave it unset "
-        "(labkit/share/roles/share_consumer.py): check that parts 2-6 of notebook 06 still get every record they "
-        "count, and say it where a share group reads a transactional producer's records.")
+        f"in kafka-group-coordinator-{version}.jar), not {SHARE_ISOLATION_DEFAULT[version]!r}: update notebook 06's "
+        "section 'A transactional topic: the group's share.isolation.level' and its claims part 10 "
+        "(labkit/lessons/share_isolation.py), notebook 07's sentence on KIP-1289's loop, and check that parts 2-6 of "
+        "notebook 06 (share consumers that leave it unset) still get every record they count.")
 
 
 # --- librdkafka: no KIP-890 (no epoch bump per transaction) -----------------------------------------------------------
