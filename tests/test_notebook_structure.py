@@ -209,3 +209,30 @@ def _guarded_nodes(tree: ast.AST) -> list[ast.AST]:
     if isinstance(tree, ast.If) and _is_under_test(tree.test):
         return [n for s in tree.body for n in ast.walk(s)] + [n for s in tree.orelse for n in _guarded_nodes(s)]
     return [n for child in ast.iter_child_nodes(tree) for n in _guarded_nodes(child)]
+
+
+#: Each notebook's Run All, seconds: its wall time in a ``make test`` run at normal speed (four notebooks and tests at
+#: once on 2 cores: an upper bound for one learner's laptop), on the machine where ``bench/explore.py``'s
+#: configuration A takes 6.69 s on one process; 04 and 06 with what was added after (04's 30 s real-time trigger,
+#: 06's transactional-topic runs and the playground's lock hand-over, about 60 s).
+RUN_S = {"00": 15, "01": 42, "02": 120, "03": 32, "04": 270, "05": 70, "06": 270, "07": 30, "08": 176}
+#: Reading speed, words a minute: prose read carefully (issue 36: about 150), code skimmed at twice that.
+PROSE_WPM, CODE_WPM = 150, 300
+
+
+def reading_minutes(nb: Path) -> float:
+    """Minutes to read ``nb``'s prose at :data:`PROSE_WPM` and skim its code at :data:`CODE_WPM`."""
+    words = {"markdown": 0, "code": 0}
+    for cell in json.loads(nb.read_text())["cells"]:
+        words[cell["cell_type"]] = words.get(cell["cell_type"], 0) + len(re.findall(r"\w[\w'’-]*", "".join(cell["source"])))
+    return words["markdown"] / PROSE_WPM + words["code"] / CODE_WPM
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_stated_time_covers_reading_and_running(nb):
+    """"About N minutes." in the first cell is at least the reading time plus the Run All time (:data:`RUN_S`), and
+    not twice that: a notebook that grows must say so, or move depth into an optional section."""
+    stated = int(re.search(r"\*\*About (\d+) minutes\.\*\*", markdown(nb)[0]).group(1))
+    needed = reading_minutes(nb) + RUN_S[nb.name[:2]] / 60
+    assert needed <= stated < 2 * needed + 5, (f"{nb.name} says about {stated} minutes; reading it takes "
+                                               f"{reading_minutes(nb):.1f} and running it {RUN_S[nb.name[:2]] / 60:.1f}")
