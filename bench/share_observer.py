@@ -16,7 +16,7 @@ import tempfile
 from labkit.broker import EmbeddedBroker
 from labkit.crashlab.experiment import Experiment
 from labkit.share.observer import ShareObserver
-from labkit.lessons.share_groups import configure_group
+from labkit.share.group_config import configure_group
 
 
 def drain(bootstrap: str, folder: str, records: int, observed: bool) -> float:

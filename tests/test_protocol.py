@@ -7,7 +7,7 @@ from labkit.broker.settings import DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION
 from labkit.kafka import protocol
 from labkit.kafka.protocol import (ProtocolError, api_name, api_versions, describe_consumer_group, draft_collisions,
                                    error_names)
-from labkit.kafka.sharewire import ShareWireError
+from labkit.kafka.wire import WireError
 
 
 def test_the_jar_names_api_key_93_error_134_and_txn_offset_commit_v6():
@@ -69,5 +69,5 @@ def test_describe_consumer_group_shows_member_epochs(bootstrap, tmp_path):
         assert member["member_epoch"] == described["group_epoch"] >= 1 and described["state"] == "Stable"
     finally:
         consumer.close()
-    with pytest.raises(ShareWireError, match="GROUP_ID_NOT_FOUND"):
+    with pytest.raises(WireError, match="GROUP_ID_NOT_FOUND"):
         describe_consumer_group(bootstrap, "no-such-group-here")

@@ -4,7 +4,7 @@ and the broker's answer to a late ACCEPT (labkit/lessons/share_close.py)."""
 import struct
 
 from labkit.crashlab.experiment import Experiment
-from labkit.kafka.sharewire import Writer
+from labkit.kafka.wire import Writer
 from labkit.lessons.share_close import SHARE_ACKNOWLEDGE, AckTap, ack_tap, close_after_poll, close_summary, \
     late_accept, late_accept_summary
 

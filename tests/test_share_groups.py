@@ -3,23 +3,12 @@
 import pytest
 
 from labkit.crashlab.experiment import Experiment
-from labkit.errors import LabkitError
 from labkit.history import Event
-from labkit.lessons.share_groups import (LOCK_MS, configure_group, deliveries, dlq_supported, first_ns, framework_sink,
-                                         handovers, held, implicit_acknowledgement, lock_expiry, persisted, playground,
-                                         rewind, slow_record, slow_record_summary, share_offsets)
+from labkit.lessons.share_groups import (LOCK_MS, deliveries, first_ns, framework_sink, handovers, held,
+                                         implicit_acknowledgement, lock_expiry, persisted, playground, rewind,
+                                         slow_record, slow_record_summary, share_offsets)
 from labkit.share.reset import alter_share_group_offsets
 from labkit.waiting import wait_for
-
-
-def test_dlq_needs_kafka_4_4(monkeypatch):
-    monkeypatch.setenv("LABKIT_KAFKA_VERSION", "4.3.1")
-    assert not dlq_supported()
-    with pytest.raises(LabkitError, match="Kafka 4.3.1 has no share-group dead-letter queue.*LABKIT_KAFKA_VERSION=4.4.0"):
-        configure_group("127.0.0.1:1", "g", dlq_topic="dlq.x")  # refused before anything is sent
-    monkeypatch.setenv("LABKIT_KAFKA_VERSION", "4.4.0")
-    assert dlq_supported()
-
 
 
 def test_first_ns_is_the_earliest_event_matching_every_field_given():
@@ -32,6 +21,8 @@ def test_first_ns_is_the_earliest_event_matching_every_field_given():
     assert first_ns(events, "delivered", "a") == 3 and first_ns(events, "delivered") == 2
     with pytest.raises(ValueError):
         first_ns(events, "crash")
+
+
 def test_unknown_order_and_fault_are_refused_before_anything_runs(tmp_path):
     exp = Experiment("share", "127.0.0.1:1", folder=tmp_path)
     with pytest.raises(ValueError, match="unknown order 'both'; the orders are ack_first, sink_first"):
@@ -43,12 +34,6 @@ def test_unknown_order_and_fault_are_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="renew_ms \\+ per_record_ms stay within it"):
         slow_record(exp, renew_ms=LOCK_MS - 500, per_record_ms=500)
     assert exp.history.events() == []
-
-
-def test_a_limit_below_two_is_refused_by_the_broker(bootstrap):
-    from confluent_kafka import KafkaException
-    with pytest.raises(KafkaException):
-        configure_group(bootstrap, "limit-group", delivery_limit=1)
 
 
 def test_a_slow_record_is_renewed_on_java_and_redelivered_on_librdkafka(bootstrap, tmp_path):

@@ -2,7 +2,7 @@
 
 from labkit.crashlab.experiment import Experiment
 from labkit.share.observer import ShareObserver
-from labkit.lessons.share_groups import configure_group
+from labkit.share.group_config import configure_group
 
 
 def test_observer_sees_persisted_states_offsets_and_members(bootstrap, tmp_path):

@@ -7,7 +7,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.share.roles.share_consumer import decision
 from labkit.share.sink import Sink
-from labkit.lessons.share_groups import configure_group
+from labkit.share.group_config import configure_group
 from labkit.waiting import wait_until
 
 

@@ -17,7 +17,7 @@ import threading
 import time
 
 from labkit.broker.ports import HOST
-from labkit.kafka.sharewire import Writer
+from labkit.kafka.wire import Writer
 from labkit.waiting import wait_until
 
 #: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).

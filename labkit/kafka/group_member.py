@@ -5,7 +5,7 @@ group's assignments."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -13,10 +13,16 @@ from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
 from labkit.kafka.group_metadata import metadata_epoch, with_epoch
 from labkit.kafka.offset_guard import UnassignedPartitionError, send_offsets_guarded
+from labkit.history import History
 from labkit.waiting import Deadline
 
-if TYPE_CHECKING:
-    from labkit.crashlab.experiment import Experiment
+
+class Experiment(Protocol):
+    """What a member needs of its experiment (:class:`labkit.crashlab.experiment.Experiment`, a layer above this
+    one): the broker's address and the history its commits go into."""
+
+    bootstrap: str
+    history: History
 
 
 class GroupMember:

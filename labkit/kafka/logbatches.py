@@ -7,7 +7,7 @@ are read from the batches themselves, not inferred from offsets no producer was 
 
 How: Metadata (API key 3, v12) for the partition's leader, then Fetch (API key 1, v12: topic names, flexible
 encoding) at READ_UNCOMMITTED (isolation level 0), from ``start`` until the high watermark of the first answer, up to
-:data:`FETCH_MAX_BYTES` per request; both sent over a plain socket (:func:`labkit.kafka.sharewire.call`) and the
+:data:`FETCH_MAX_BYTES` per request; both sent over a plain socket (:func:`labkit.kafka.wire.call`) and the
 batches parsed by kafka-python's ``kafka.record.MemoryRecords``. confluent-kafka and Kafka's Java consumer return
 records without their batch headers and never return control records.
 
@@ -29,7 +29,7 @@ import pandas as pd
 from kafka.record import MemoryRecords
 
 from labkit.errors import BrokerUnreachableError, LabkitError, TopicNotFoundError
-from labkit.kafka.sharewire import Reader, Writer, call, error_name
+from labkit.kafka.wire import Reader, Writer, call, error_name
 from labkit.waiting import Deadline
 
 #: The columns of :func:`read_log`, in order.

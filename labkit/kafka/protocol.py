@@ -23,7 +23,7 @@ from pathlib import Path
 from labkit.broker.runtime import classpath, ensure_jars, find_java, jar_dir
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
-from labkit.kafka.sharewire import Reader, assignment, describe_group
+from labkit.kafka.wire import Reader, assignment, describe_group
 
 
 class ProtocolError(LabkitError):
@@ -205,7 +205,7 @@ def describe_consumer_group(bootstrap: str, group_id: str, timeout_s: float = 5.
 
     Raises:
         labkit.errors.BrokerUnreachableError: no broker answers.
-        labkit.kafka.sharewire.ShareWireError: a group-level error, e.g. GROUP_ID_NOT_FOUND for a group of the
+        labkit.kafka.wire.WireError: a group-level error, e.g. GROUP_ID_NOT_FOUND for a group of the
             classic protocol, which this request does not describe.
     """
     def member(r: Reader) -> dict:

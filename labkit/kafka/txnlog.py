@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from labkit.kafka.records import read_topic
-from labkit.kafka.sharewire import Reader
+from labkit.kafka.wire import Reader
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,7 +24,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.proxy import FaultProxy
 from labkit.crashlab.registry import CLIENTS
 from labkit.errors import LabkitError
-from labkit.kafka.sharewire import Reader, error_name
+from labkit.kafka.wire import Reader, error_name
 from labkit.lessons.share_groups import _observed, _settle, deliveries, persisted, share_group, share_offsets
 from labkit.waiting import wait_for
 

@@ -36,7 +36,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce
-from labkit.lessons.share_groups import configure_group
+from labkit.share.group_config import configure_group
 from labkit.waiting import wait_for
 
 #: The group config (``GroupConfig.SHARE_ISOLATION_LEVEL_CONFIG``, KIP-932).
@@ -71,7 +71,7 @@ def isolation_config(bootstrap: str, group_id: str, timeout_s: float = 10.0) -> 
 
 
 def share_group_at(bootstrap: str, group_id: str, setting: str, timeout_s: float = 10.0) -> dict:
-    """Configure share group ``group_id`` (:func:`~labkit.lessons.share_groups.configure_group`:
+    """Configure share group ``group_id`` (:func:`~labkit.share.group_config.configure_group`:
     ``share.auto.offset.reset=earliest``) and, unless ``setting`` is "default", set its :data:`CONFIG` to ``setting``
     (IncrementalAlterConfigs on the GROUP resource). Returns :func:`isolation_config` of the group afterwards.
 

@@ -11,7 +11,7 @@ Every ``interval_s`` seconds a background thread records, as history events
 * ``share_assignment``: which member (by client id, i.e. participant name) holds which partition
   (ShareGroupDescribe), when it changes.
 
-Decoding and requests are in :mod:`labkit.kafka.sharewire`.
+Decoding and requests are in :mod:`labkit.kafka.share_state`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from labkit.background import Periodic
 from labkit.broker.probe import KAFKA_LOG
 from labkit.history import History
-from labkit.kafka.sharewire import (STATE_TOPIC, decode_state_record, describe_share_group,
-                                       describe_share_group_offsets)
+from labkit.kafka.share_state import STATE_TOPIC, decode_state_record, describe_share_group, describe_share_group_offsets
 from labkit.errors import LabkitError
 from labkit.waiting import Deadline
 

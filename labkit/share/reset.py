@@ -1,7 +1,7 @@
 """A share group's start offset moved by an administrator: AlterShareGroupOffsets (KIP-932, API key 91, v0), the
 request behind ``kafka-share-groups.sh --reset-offsets`` (``ShareGroupCommand``) and the Java client's
 ``Admin.alterShareGroupOffsets``; confluent-kafka 2.16 has no such call, so it is sent here over a plain socket, like
-:mod:`labkit.kafka.sharewire`'s two read-only requests (same framing, same coordinator lookup).
+:mod:`labkit.kafka.wire`'s two read-only requests (same framing, same coordinator lookup).
 
 What the broker does with it (apache/kafka, the same in 4.3.1 and 4.4.0): ``GroupMetadataManager
 .alterShareGroupOffsets`` refuses a group that still has members (``throwIfShareGroupIsNotEmpty``: NON_EMPTY_GROUP),
@@ -14,7 +14,7 @@ seen on the lab broker in ``tests/test_share_groups.py``.
 
 from __future__ import annotations
 
-from labkit.kafka.sharewire import Reader, Writer, call, error_name, find_group_coordinator
+from labkit.kafka.wire import Reader, Writer, call, error_name, find_group_coordinator
 
 API_KEY, VERSION = 91, 0  # AlterShareGroupOffsetsRequest.json: "validVersions": "0", flexible
 
@@ -30,8 +30,8 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
         ``{(topic, partition): error name or None}`` (e.g. ``"UNKNOWN_TOPIC_OR_PART"``; empty when the whole request
         was refused).
     Raises:
-        labkit.errors.BrokerUnreachableError, labkit.kafka.sharewire.ShareWireError: no group coordinator (see
-            :func:`~labkit.kafka.sharewire.find_group_coordinator`).
+        labkit.errors.BrokerUnreachableError, labkit.kafka.wire.WireError: no group coordinator (see
+            :func:`~labkit.kafka.wire.find_group_coordinator`).
     """
     address = find_group_coordinator(bootstrap, group_id, timeout_s)
 

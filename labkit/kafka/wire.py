@@ -1,20 +1,10 @@
-"""Share-group state as the broker keeps it (KIP-932), read without a Java client.
-
-Two things confluent-kafka cannot show, in one small module:
-
-* the records of ``__share_group_state``, where the share coordinator persists each share
-  partition: ShareSnapshot (record type 0) and ShareUpdate (type 1) values, each a start offset
-  (the SPSO) and state batches ``(first offset, last offset, delivery state, delivery count)``.
-  ACQUIRED is never persisted. Framing: key = int16 record type + key struct (v0, not flexible);
-  value = int16 version + value struct (flexible: KIP-482 compact encoding and tagged fields); a
-  null value is a tombstone. Source: apache/kafka ``share-coordinator`` message definitions
-  ``ShareSnapshotValue`` / ``ShareUpdateValue`` and ``CoordinatorRecordSerde`` (same in 4.3.1 and 4.4.0).
-* two admin requests, sent to the group coordinator over a plain socket: DescribeShareGroupOffsets
-  (API key 90, v1: SPSO and lag per share partition) and ShareGroupDescribe (API key 77, v1:
-  members, their epochs and assignments), after FindCoordinator (API key 10, v4).
-
-Delivery states are ``SharePartition``'s ``RecordState`` ids: 0 AVAILABLE, 1 ACQUIRED,
-2 ACKNOWLEDGED, 3 ARCHIVING (4.4: on its way to the dead-letter queue, KIP-1191), 4 ARCHIVED.
+"""Kafka's wire protocol without a Java client: the codec (big-endian primitives, KIP-482's compact encodings and
+tagged fields: :class:`Reader`, :class:`Writer`) and a raw request client over a plain socket (:func:`call`, after
+FindCoordinator: :func:`find_group_coordinator`), with the group describe request the lab sends itself
+(ShareGroupDescribe, KIP-932; ConsumerGroupDescribe, KIP-848). The fault proxy, the share-group state reader
+(:mod:`labkit.kafka.share_state`), the share reset, the transaction log decoder, the raw Fetch of
+:mod:`labkit.kafka.logbatches` and the group protocol helpers all use it. Source: Kafka's protocol guide and the
+message definitions in apache/kafka ``clients/src/main/resources/common/message``.
 """
 
 from __future__ import annotations
@@ -24,20 +14,17 @@ import itertools
 import socket
 import struct
 import time
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaError
 
 from labkit.errors import BrokerUnreachableError, LabkitError
 from labkit.waiting import Deadline
 
-DELIVERY_STATES = {0: "AVAILABLE", 1: "ACQUIRED", 2: "ACKNOWLEDGED", 3: "ARCHIVING", 4: "ARCHIVED"}
-STATE_TOPIC = "__share_group_state"
 _correlation = itertools.count(1)
 
 
-class ShareWireError(LabkitError):
-    """A share-group admin request failed (the message names the request, the group and the error)."""
+class WireError(LabkitError):
+    """A request sent over a plain socket failed (the message names the request, the group and the error)."""
 
 
 class Reader:
@@ -139,82 +126,13 @@ class Writer:
         return b"".join(self.parts)
 
 
-@dataclass(frozen=True)
-class StateBatch:
-    """Persisted state of offsets ``first_offset..last_offset`` (inclusive) of a share partition."""
-
-    first_offset: int
-    last_offset: int
-    state: str
-    delivery_count: int
-
-
-@dataclass(frozen=True)
-class StateRecord:
-    """One ``__share_group_state`` record: ``kind`` "snapshot", "update" or "tombstone".
-
-    ``start_offset`` is the SPSO (-1 in an update that leaves it as it is); ``batches`` hold the
-    in-flight records' persisted states; epochs and ``delivery_complete_count`` as Kafka writes them
-    (``None`` where the record type has no such field).
-    """
-
-    kind: str
-    group_id: str
-    topic_id: str
-    partition: int
-    start_offset: int | None = None
-    batches: tuple[StateBatch, ...] = ()
-    snapshot_epoch: int | None = None
-    state_epoch: int | None = None
-    leader_epoch: int | None = None
-    delivery_complete_count: int | None = None
-
-
-def _state_batch(r: Reader) -> StateBatch:
-    first, last, state, count = r.int64(), r.int64(), r.int8(), r.int16()
-    r.tags()
-    return StateBatch(first, last, DELIVERY_STATES.get(state, f"UNKNOWN({state})"), count)
-
-
-def decode_state_record(key: bytes, value: bytes | None) -> StateRecord:
-    """Decode one ``__share_group_state`` record (its raw key and value bytes).
-
-    Raises:
-        ValueError: not a share-state record (unknown record type or value version), or truncated.
-    """
-    k = Reader(key)
-    record_type = k.int16()
-    if record_type not in (0, 1):
-        raise ValueError(f"record type {record_type} is not ShareSnapshot (0) or ShareUpdate (1)")
-    group_id, topic_id, partition = k.string(), k.uuid(), k.int32()
-    if value is None:
-        return StateRecord("tombstone", group_id, topic_id, partition)
-    v = Reader(value)
-    version = v.int16()
-    if version != 0:
-        raise ValueError(f"share state value version {version}: labkit decodes version 0 (Kafka 4.3/4.4)")
-    if record_type == 0:
-        snapshot_epoch, state_epoch, leader_epoch = v.int32(), v.int32(), v.int32()
-        start_offset = v.int64()
-        v.int64(), v.int64()  # create and write timestamps
-    else:
-        snapshot_epoch, leader_epoch, state_epoch = v.int32(), v.int32(), None
-        start_offset = v.int64()
-    batches = tuple(v.compact_array(_state_batch))
-    tags = v.tags()
-    complete = struct.unpack(">i", tags[0])[0] if 0 in tags else None
-    return StateRecord("snapshot" if record_type == 0 else "update", group_id, topic_id, partition, start_offset,
-                       batches, snapshot_epoch, state_epoch, leader_epoch, complete)
-
-
-# -- requests -------------------------------------------------------------------------------------
 def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float) -> Reader:
     """Send one flexible-version request (header v2) to ``address`` (``"host:port"``) and return a reader past the
     response header (v1). ``timeout_s``: the connect and each read's deadline (s).
 
     Raises:
         BrokerUnreachableError: no answer from ``address`` within ``timeout_s``.
-        ShareWireError: the answer is not to this request.
+        WireError: the answer is not to this request.
     """
     correlation = next(_correlation)
     header = Writer().pack(">h", api_key).pack(">h", version).pack(">i", correlation)
@@ -231,7 +149,7 @@ def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float
         raise BrokerUnreachableError(f"No answer from the Kafka broker at {address} within {timeout_s:g} s "
                                      f"({exc}); is it running?") from exc
     if response.int32() != correlation:
-        raise ShareWireError(f"the broker at {address} answered another request than the one sent")
+        raise WireError(f"the broker at {address} answered another request than the one sent")
     response.tags()
     return response
 
@@ -273,7 +191,7 @@ def describe_group(bootstrap: str, group_id: str, api_key: int, version: int, me
     ``member(r)``. ``timeout_s``: the coordinator lookup's and each call's deadline (s).
 
     Raises:
-        BrokerUnreachableError, ShareWireError: see :func:`find_group_coordinator`; the group's error (e.g.
+        BrokerUnreachableError, WireError: see :func:`find_group_coordinator`; the group's error (e.g.
             GROUP_ID_NOT_FOUND), named with the request.
     """
     request = {77: "ShareGroupDescribe", 69: "ConsumerGroupDescribe"}[api_key]
@@ -289,7 +207,7 @@ def describe_group(bootstrap: str, group_id: str, api_key: int, version: int, me
         r.int32()  # authorized operations
         r.tags()
         if code:
-            raise ShareWireError(f"{request} for group {gid!r}: {error_name(code)} ({message})")
+            raise WireError(f"{request} for group {gid!r}: {error_name(code)} ({message})")
         return out
 
     (group,) = r.compact_array(described)
@@ -302,7 +220,7 @@ def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0
 
     Raises:
         BrokerUnreachableError: no broker answers at the first bootstrap address.
-        ShareWireError: the broker kept answering with an error (named).
+        WireError: the broker kept answering with an error (named).
     """
     address = bootstrap.split(",")[0]
     deadline, error = Deadline(timeout_s), None
@@ -321,67 +239,4 @@ def find_group_coordinator(bootstrap: str, group_id: str, timeout_s: float = 5.0
             return f"{host}:{port}"
         error = f"{error_name(code)} ({message})"
         time.sleep(0.2)
-    raise ShareWireError(f"FindCoordinator for group {group_id!r} failed within {timeout_s:g} s: {error}")
-
-
-def describe_share_group_offsets(bootstrap: str, group_id: str, timeout_s: float = 5.0) -> list[dict]:
-    """SPSO and lag of every share partition of ``group_id`` (DescribeShareGroupOffsets v1, KIP-932,
-    lag from KIP-1226): one dict per partition ``{"topic", "topic_id", "partition", "start_offset",
-    "leader_epoch", "lag", "error"}`` (offsets in records; ``error`` a Kafka error name or ``None``).
-
-    Raises:
-        BrokerUnreachableError, ShareWireError: see :func:`find_group_coordinator`; a group-level error.
-    """
-    address = find_group_coordinator(bootstrap, group_id, timeout_s)
-
-    def group(w: Writer, gid: str) -> None:
-        w.compact_string(gid).uvarint(0).no_tags()  # Topics: null, every topic of the group
-
-    r = call(address, 90, 1, Writer().compact_array([group_id], group).no_tags().bytes(), timeout_s)
-    r.int32()
-    rows: list[dict] = []
-
-    def partition(r: Reader, topic: str, topic_id: str) -> None:
-        row = {"topic": topic, "topic_id": topic_id, "partition": r.int32(), "start_offset": r.int64(),
-               "leader_epoch": r.int32(), "lag": r.int64(), "error": error_name(r.int16())}
-        r.compact_string()
-        r.tags()
-        rows.append(row)
-
-    def topic(r: Reader) -> None:
-        name, topic_id = r.compact_string(), r.uuid()
-        r.compact_array(lambda r: partition(r, name, topic_id))
-        r.tags()
-
-    def group_result(r: Reader) -> None:
-        gid = r.compact_string()
-        r.compact_array(topic)
-        code, message = r.int16(), r.compact_string()
-        r.tags()
-        if code:
-            raise ShareWireError(f"DescribeShareGroupOffsets for group {gid!r}: {error_name(code)} ({message})")
-
-    r.compact_array(group_result)
-    return rows
-
-
-def describe_share_group(bootstrap: str, group_id: str, timeout_s: float = 5.0) -> dict:
-    """The share group as its coordinator describes it (ShareGroupDescribe v1, KIP-932):
-    ``{"group_id", "state", "group_epoch", "assignment_epoch", "assignor", "members": [{"member_id",
-    "member_epoch", "client_id", "assignment": {topic: [partitions]}}]}``.
-
-    Raises:
-        BrokerUnreachableError, ShareWireError: see :func:`find_group_coordinator`; a group-level
-            error (e.g. GROUP_ID_NOT_FOUND before any member joined).
-    """
-    def member(r: Reader) -> dict:
-        out = {"member_id": r.compact_string()}
-        r.compact_string()  # rack
-        out["member_epoch"], out["client_id"] = r.int32(), r.compact_string()
-        r.compact_string()  # host
-        r.compact_array(Reader.compact_string)  # subscribed topics
-        out["assignment"] = assignment(r)
-        r.tags()
-        return out
-
-    return describe_group(bootstrap, group_id, 77, 1, member, timeout_s)
+    raise WireError(f"FindCoordinator for group {group_id!r} failed within {timeout_s:g} s: {error}")

@@ -1,4 +1,4 @@
-"""The share-state decoder (on bytes recorded from a Kafka 4.4.0 broker, and live) and the raw admin requests."""
+"""The share-state decoder (on bytes recorded from a Kafka 4.4.0 broker, and live) and the share group describe requests."""
 
 import json
 import time
@@ -8,10 +8,10 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from labkit.broker.ports import free_port
-from labkit.kafka.sharewire import (Reader, ShareWireError, StateBatch, Writer, decode_state_record,
-                                       describe_share_group, describe_share_group_offsets)
+from labkit.kafka.share_state import StateBatch, decode_state_record, describe_share_group, describe_share_group_offsets
+from labkit.kafka.wire import WireError
 from labkit.errors import BrokerUnreachableError
-from labkit.lessons.share_groups import configure_group
+from labkit.share.group_config import configure_group
 from labkit.kafka.records import create_topic, produce
 from labkit.waiting import wait_until
 
@@ -43,13 +43,6 @@ def test_bad_records_are_refused_with_a_reason():
         decode_state_record(key, b"\x00\x03")
 
 
-def test_unsigned_varints_and_compact_strings_round_trip():
-    for n in (0, 1, 127, 128, 300, 2 ** 21, 2 ** 31):
-        assert Reader(Writer().uvarint(n).bytes()).uvarint() == n
-    r = Reader(Writer().compact_string("groupé").compact_array([1, 2], lambda w, x: w.pack(">i", x)).bytes())
-    assert r.compact_string() == "groupé" and r.compact_array(Reader.int32) == [1, 2]
-
-
 def test_describe_requests_show_the_members_and_the_spso(bootstrap):
     topic, group = create_topic(bootstrap, "wire"), f"wire-{time.monotonic_ns()}"
     configure_group(bootstrap, group)
@@ -75,7 +68,7 @@ def test_describe_requests_show_the_members_and_the_spso(bootstrap):
 
 
 def test_unknown_group_and_unreachable_broker_are_named(bootstrap):
-    with pytest.raises(ShareWireError, match="ShareGroupDescribe for group 'no-such-group': GROUP_ID_NOT_FOUND"):
+    with pytest.raises(WireError, match="ShareGroupDescribe for group 'no-such-group': GROUP_ID_NOT_FOUND"):
         describe_share_group(bootstrap, "no-such-group")
     address, started = f"127.0.0.1:{free_port()}", time.monotonic()
     with pytest.raises(BrokerUnreachableError, match=address):
