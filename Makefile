@@ -37,7 +37,7 @@ jars: $(STAMP)
 
 # With LABKIT_BOOTSTRAP set (e.g. docker compose), the lab uses that cluster: no Java or Maven needed. JupyterLab serves
 # the learner's own copies of the notebooks ($$LABKIT_HOME/work, labkit/workspace.py), never the repository's.
-lab: $(STAMP)
+lab: $(STAMP) preflight
 	@if [ -z "$$LABKIT_BOOTSTRAP" ]; then $(PY) -m labkit jars; fi
 	$(PY) -m labkit up
 
@@ -81,3 +81,13 @@ bench: jars
 .PHONY: hub
 hub: $(STAMP)
 	$(PY) -m labkit.hub $(ARGS)
+
+# Whether this machine can run the lab (labkit/doctor/): one line per prerequisite with its fix, then which notebooks
+# can run here; exit 1 when one cannot. `make lab` runs it first as `preflight` (about 0.6 s with the caches filled;
+# each network probe at most 3 s, and only for what is not cached), which stops only when no notebook can run.
+.PHONY: doctor preflight
+doctor: $(STAMP)
+	$(PY) -m labkit doctor $(ARGS)
+
+preflight: $(STAMP)
+	@$(PY) -m labkit doctor --lab

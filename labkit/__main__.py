@@ -4,6 +4,7 @@ Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's
 broker's and the Java participant's class-data archives, :mod:`labkit.jvm_archives`),
 ``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
 ``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`),
+``doctor [--lab]`` (whether this machine can run the lab, :mod:`labkit.doctor`),
 ``reset [--yes]`` (remove the topics the lab created and the experiment files; ``--yes``: no question on a broker
 that is not the lab's own, :mod:`labkit.reset`).
 A :class:`~labkit.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
@@ -23,6 +24,10 @@ if __name__ == "__main__":
             from labkit.spark import cluster
 
             sys.exit(cluster.main(args[1:]))
+        if args[:1] == ["doctor"]:
+            from labkit.doctor.cli import main as doctor
+
+            sys.exit(doctor(args[1:]))
         if args[:1] == ["reset"]:
             from labkit import reset
 

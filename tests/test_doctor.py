@@ -1,0 +1,223 @@
+"""`make doctor` (`python -m labkit doctor`, labkit/doctor/): on this machine every notebook can run; then each
+prerequisite is taken away in turn (javac, Maven, a free port, memory, Java 17) and the doctor names the fix, lists the
+notebooks that cannot run and exits non-zero. The PATH cases run the doctor as a subprocess with its own PATH: a folder
+of links to the tools kept, and fake ``java`` scripts."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from labkit.doctor import checks, needs, network, report
+from labkit.doctor.cli import run_checks
+
+REPO = Path(__file__).resolve().parents[1]
+ALL = [nb.number for nb in needs.NOTEBOOKS]
+JAVAC_NOTEBOOKS = ["01", "02", "03", "06", "08"]
+
+
+def base_env(**changes: str) -> dict[str, str]:
+    """This environment without what points the lab elsewhere (a test session's broker, JAVA_HOME), plus
+    ``changes``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LABKIT_BOOTSTRAP", "LABKIT_PROXIED", "JAVA_HOME")}
+    return env | changes
+
+
+def tools(folder: Path, *names: str) -> str:
+    """A PATH of one folder holding links to the real ``names`` (a PATH without every other tool)."""
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        if not shutil.which(name):
+            pytest.skip(f"no {name} on this machine's PATH")
+        (folder / name).symlink_to(os.path.realpath(shutil.which(name)))
+    return str(folder)
+
+
+def fake_java(folder: Path, version: str, *, with_javac: bool = False) -> None:
+    """A ``java`` script in ``folder`` that prints ``java -version``'s text of release ``version`` (and a ``javac``)."""
+    folder.mkdir(exist_ok=True)
+    scripts = {"java": f'echo \'openjdk version "{version}" 2024-01-16\' >&2'}
+    if with_javac:
+        scripts["javac"] = f"echo 'javac {version}'"
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+
+
+def doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m labkit doctor ARGS`` in ``env`` (default :func:`base_env`)."""
+    return subprocess.run([sys.executable, "-m", "labkit", "doctor", *args], env=env or base_env(), cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def line_of(out: str, name: str) -> str:
+    """The report's line of prerequisite ``name``."""
+    return next(line for line in out.splitlines() if re.match(rf"  (ok|warn|FAIL)\s+{re.escape(name)} ", line))
+
+
+def cannot_run(out: str) -> list[str]:
+    """The notebooks the verdict says cannot run."""
+    return [m.group(1) for m in re.finditer(r"^  (\d\d) .* cannot run", out, re.M)]
+
+
+def test_on_this_machine_every_notebook_can_run():
+    started = time.monotonic()
+    done = doctor()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "All 9 notebooks can run here." in done.stdout
+    assert "FAIL" not in done.stdout
+    for name in ("operating system", "cores", "memory", "disk", "python", "java", "javac", "maven", "make", "ports",
+                 "caches", "network", "chromium"):
+        assert line_of(done.stdout, name)
+    assert "not needed: everything is cached" in line_of(done.stdout, "network")
+    assert time.monotonic() - started < 10
+
+
+def test_no_javac_stops_the_java_participant_notebooks(tmp_path):
+    done = doctor(env=base_env(PATH=tools(tmp_path / "bin", "java", "mvn", "make")))
+    assert done.returncode == 1
+    javac = line_of(done.stdout, "javac")
+    assert javac.startswith("  FAIL") and "no javac" in javac and "openjdk-17-jdk-headless" in javac
+    assert line_of(done.stdout, "java").startswith("  ok")
+    assert cannot_run(done.stdout) == JAVAC_NOTEBOOKS
+    assert "01 idempotence           cannot run (parts 1-3 run; part 4 needs javac): javac" in done.stdout
+
+
+def test_no_maven_with_the_jars_cached_is_a_warning(tmp_path):
+    done = doctor(env=base_env(PATH=tools(tmp_path / "bin", "java", "javac", "make")))
+    assert done.returncode == 0, done.stdout
+    maven = line_of(done.stdout, "maven")
+    assert maven.startswith("  warn") and "every jar is cached" in maven and "apt-get install maven" in maven
+
+
+def test_no_maven_and_no_jars_stops_every_notebook(tmp_path):
+    env = base_env(PATH=tools(tmp_path / "bin", "java", "javac", "make"), LABKIT_HOME=str(tmp_path / "home"))
+    done = doctor(env=env)
+    assert done.returncode == 1
+    maven = line_of(done.stdout, "maven")
+    assert maven.startswith("  FAIL") and "not cached" in maven and "apt-get install maven" in maven
+    assert cannot_run(done.stdout) == ALL
+    assert "not cached" in line_of(done.stdout, "caches")
+
+
+def test_a_port_in_use_is_named_with_its_fix():
+    # The lab has no fixed port (it picks free ones); a port the user needs is checked with --port.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = doctor("--port", str(port))
+    assert done.returncode == 1
+    ports = line_of(done.stdout, "ports")
+    assert ports.startswith("  FAIL") and f"port {port}" in ports and f"ss -ltnp 'sport = :{port}'" in ports
+    assert cannot_run(done.stdout) == ALL
+
+
+def test_too_little_memory_names_the_notebooks_that_do_not_fit():
+    done = doctor("--memory-mib", "1000")
+    assert done.returncode == 1
+    memory = line_of(done.stdout, "memory")
+    assert memory.startswith("  FAIL") and "1000 MiB available" in memory and "free 1071 MiB more" in memory
+    assert cannot_run(done.stdout) == ["02", "04", "05", "06", "08"]  # peaks 1577, 2071, 1010, 1048, 1469
+
+
+def test_memory_is_read_with_psutil(monkeypatch):
+    real = psutil.virtual_memory()
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: real._replace(available=700 * 2**20))
+    monkeypatch.setattr(checks, "lab_rss_mib", lambda: 0)  # a lab running on this machine would count as free
+    check = checks.check_memory()
+    assert check.status == checks.FAIL and check.blocks == tuple(ALL) and "700 MiB available" in check.detail
+
+
+def test_make_lab_stops_only_when_no_notebook_can_run():
+    some = doctor("--lab", "--memory-mib", "1000")
+    assert some.returncode == 0 and "4 of 9 notebooks can run here" in some.stdout
+    assert "  ok  " not in some.stdout  # make lab's brief report: only what warns or fails
+    none = doctor("--lab", "--memory-mib", "500")
+    assert none.returncode == 1 and "make lab stops here" in none.stderr
+
+
+def test_java_11_stops_every_notebook(tmp_path):
+    fake_java(tmp_path / "bin", "11.0.22")
+    done = doctor(env=base_env(PATH=str(tmp_path / "bin") + os.pathsep + tools(tmp_path / "tools", "mvn", "make")))
+    assert done.returncode == 1
+    java = line_of(done.stdout, "java")
+    assert java.startswith("  FAIL") and "Java 11, too old (17+ needed)" in java and "openjdk-17-jdk" in java
+    assert line_of(done.stdout, "javac").startswith("  FAIL")
+    assert cannot_run(done.stdout) == ALL
+
+
+@pytest.mark.parametrize("version, status", [("25.0.1", "warn"), ("25", "warn"), ("25.0.3", "ok"), ("21.0.5", "ok")])
+def test_jdk_25_before_25_0_3_is_a_warning_for_spark(tmp_path, version, status):
+    fake_java(tmp_path / "bin", version, with_javac=True)
+    check = checks.check_java(base_env(PATH=str(tmp_path / "bin")))
+    assert check.status == status and not check.blocks
+    assert ("PR 55798" in check.detail) == (status == "warn")
+
+
+def test_with_another_cluster_only_the_jvm_notebooks_need_java(tmp_path):
+    with socket.socket() as cluster:  # LABKIT_BOOTSTRAP's cluster: the doctor only connects to it
+        cluster.bind(("127.0.0.1", 0))
+        cluster.listen()
+        env = base_env(PATH=tools(tmp_path / "bin", "mvn", "make"),
+                       LABKIT_BOOTSTRAP=f"127.0.0.1:{cluster.getsockname()[1]}")
+        done = doctor(env=env)
+    assert done.returncode == 1
+    assert line_of(done.stdout, "LABKIT_BOOTSTRAP").startswith("  ok")
+    assert cannot_run(done.stdout) == ["01", "02", "03", "04", "06", "07", "08"]  # 00 and 05 read the cached jar
+
+
+def test_a_cluster_that_does_not_answer_stops_every_notebook():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the check
+    check = checks.check_bootstrap(base_env(LABKIT_BOOTSTRAP=f"127.0.0.1:{port}"))
+    assert check.status == checks.FAIL and "docker compose up -d" in check.fix and check.blocks == tuple(ALL)
+
+
+def test_the_network_is_asked_only_for_what_is_not_cached(tmp_path, monkeypatch):
+    assert "everything is cached" in network.check_network(base_env()).detail
+    with socket.socket() as silent:  # accepts, never answers: the probe's deadline ends it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setattr(network, "MAVEN_CENTRAL", f"http://127.0.0.1:{silent.getsockname()[1]}/")
+        started = time.monotonic()
+        check = network.check_network(base_env(LABKIT_HOME=str(tmp_path)), timeout_s=0.5)
+    assert time.monotonic() - started < 2
+    assert check.status == checks.FAIL and "Maven Central" in check.detail and "make jars" in check.fix
+    assert check.blocks == tuple(ALL)
+
+
+def test_the_operating_systems():
+    assert checks.check_os("linux").status == checks.OK
+    mac = checks.check_os("darwin")
+    assert mac.status == checks.WARN and "not tested here" in mac.detail
+    windows = checks.check_os("win32")
+    assert windows.status == checks.FAIL and "WSL2" in windows.fix and windows.blocks == tuple(ALL)
+
+
+def test_every_notebook_has_its_needs():
+    on_disk = sorted(p.name[:2] for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert on_disk == ALL
+    assert needs.users(needs.JAVAC, external_broker=False) == tuple(JAVAC_NOTEBOOKS)
+    assert report.blocked(run_checks(base_env(), memory_mib=10**6)) == {}
+
+
+def test_without_the_venv_the_package_index_is_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(checks, "STAMP", tmp_path / "no-venv" / ".installed")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        check = network.check_network(base_env(PIP_INDEX_URL=f"http://127.0.0.1:{silent.getsockname()[1]}/simple/"),
+                                      timeout_s=0.5)
+    assert check.status == checks.FAIL and "the package index" in check.detail and "Maven" not in check.detail
+    assert check.blocks == tuple(ALL)
