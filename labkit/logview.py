@@ -67,13 +67,14 @@ def plot_log(log: pd.DataFrame, reads: dict[str, pd.DataFrame], title: str = "")
     for kind, part in log.groupby("kind", sort=False):
         labels = [marker if value is None else value for value, marker in zip(part["value"], part["marker"])]
         fig.add_trace(go.Scatter(x=part["offset"], y=["log"] * len(part), mode="markers+text", name=kind,
-                                 text=labels, textposition="top center",
+                                 text=labels, textposition="top center", cliponaxis=False,
                                  marker=dict(symbol="square", size=22, color=KIND_COLOURS.get(kind))))
-    for name, frame in reads.items():
+    for name, frame in reads.items():  # the y axis names each reader: no legend entry of their own (all alike)
         fig.add_trace(go.Scatter(x=frame["offset"], y=[name] * len(frame), mode="markers+text", name=name,
-                                 text=frame["value"], textposition="top center",
+                                 text=frame["value"], textposition="top center", showlegend=False,
                                  marker=dict(symbol="circle", size=14, color="#333")))
-    fig.update_layout(title=title, xaxis=dict(title="offset", dtick=1), height=220 + 60 * len(reads),
+    fig.update_layout(title=title, xaxis=dict(title="offset", dtick=1), height=240 + 60 * len(reads),
+                      margin=dict(t=100),
                       yaxis=dict(categoryorder="array", categoryarray=list(reversed(["log", *reads]))),
                       legend=dict(orientation="h", y=-0.35))
     return fig

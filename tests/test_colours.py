@@ -1,14 +1,19 @@
-"""Participants keep one colour across a kernel's figures, distinct from each other and never red or green
-(issue 37, item 4)."""
+"""Participants keep one colour across a kernel's figures, distinct from each other, from every state and action
+colour, and never red or green; red is only for what went wrong (issue 37, item 4)."""
 
 import uuid
 
 from labkit.crashlab.colours import PALETTE, participant_colour
-from labkit.crashlab.timeline import ACTION_COLOURS, STATE_COLOURS, timeline_figure
-from labkit.share.timeline import share_timeline_figure
+from labkit.crashlab.timeline import ACTION_STYLES, STATE_COLOURS, WRONG, timeline_figure
+from labkit.share.timeline import BROKER_COLOURS, share_timeline_figure
+from labkit.spark.timeline import COPY_COLOURS, RUN_COLOURS
 from tests.histories import OUT, SHARE, H, S
 
-WRONG_OR_RIGHT = {STATE_COLOURS["aborted"], STATE_COLOURS["committed"], ACTION_COLOURS["crash"], "#d62728"}
+REDS = {"#d62728", "#e45756"}
+WENT_WRONG = {"crash", "aborted", "crashed", "extra copies"}  # the states and actions drawn red
+GREENS = {"#54a24b", "#2ca02c"}
+ACTION_COLOURS = {colour for colour, _ in ACTION_STYLES.values()}
+STATES = [*STATE_COLOURS.items(), *BROKER_COLOURS.items(), *RUN_COLOURS.items(), *COPY_COLOURS.items()]  # (name, colour)
 
 
 def consumed_colours(fig) -> dict[str, str]:
@@ -32,4 +37,21 @@ def test_share_consumers_and_group_consumers_share_the_palette_and_none_is_red()
     fig = share_timeline_figure(h.events, SHARE)
     lines = [t.line.color for t in fig.data if t.name == f"ACQUIRED by {who} (client)"]
     assert lines == [participant_colour(who)]
-    assert not WRONG_OR_RIGHT & set(PALETTE) and len(set(PALETTE)) == len(PALETTE)
+    assert len(set(PALETTE)) == len(PALETTE) and not (REDS | GREENS) & set(PALETTE)
+
+
+def test_participants_states_and_actions_never_share_a_colour():
+    assert not set(PALETTE) & (ACTION_COLOURS | {colour for _, colour in STATES})
+    assert ACTION_COLOURS & {colour for _, colour in STATES} <= {WRONG}  # a crash line is as red as a crashed run, nothing else
+
+
+def test_red_is_only_for_what_went_wrong():
+    red_states = {name for name, colour in STATES if colour in REDS}
+    red_actions = {kind for kind, (colour, _) in ACTION_STYLES.items() if colour in REDS}
+    assert red_states | red_actions <= WENT_WRONG and red_actions == {"crash"}
+    green_states = {name for name, colour in STATES if colour in GREENS}
+    assert green_states == {"committed", "ACKNOWLEDGED", "once"}
+
+
+def test_each_action_kind_has_a_line_style_of_its_own():
+    assert len(set(ACTION_STYLES.values())) == len(ACTION_STYLES)

@@ -49,7 +49,8 @@ def test_the_figure_draws_every_persisted_state_where_and_when_it_was_written():
     names = [t.name for t in fig.data if t.showlegend is not False]
     assert {"ACKNOWLEDGED (broker)", "AVAILABLE (broker)", "ACQUIRED by c1 (client)", "ACQUIRED by c2 (client)",
             "SPSO (broker)", "SPEO (client view)", "ACCEPT refused (client)"} <= set(names)
-    assert all(n.endswith(("(broker)", "(client)", "(client view)", "(sink)")) for n in names)
+    assert all(n.endswith(("(broker)", "(client)", "(client view)", "(sink)", "(lab)")) for n in names)
+    assert {"pause (lab)", "resume (lab)"} <= set(names)  # each kind of line the figure draws has its entry
     refused = next(t for t in fig.data if t.name == "ACCEPT refused (client)")
     assert list(refused.y) == [2] and "INVALID_RECORD_STATE" in refused.hovertext[0]
     assert [a.text for a in fig.layout.annotations] == ["pause → resume c2"]

@@ -77,7 +77,7 @@ def test_figure_draws_the_rows():
     fig = spark_timeline_figure(events, IN, OUT, title="t")
     names = {t.name for t in fig.data}
     assert {"sink run: crashed", "sink run: committed", "sink run: skipped", "offsets/N written", "commits/N written",
-            "Kafka transaction committed", "once", "driver crash", "driver restart"} <= names
+            "Kafka transaction committed", "once", "crash (lab)", "restart (lab)"} <= names
     crashed = next(t for t in fig.data if t.name == "sink run: crashed")
     assert set(crashed.y) - {None} == {"batch 0"}  # the crashed run is drawn on batch 0's row only
     once = next(t for t in fig.data if t.name == "once")
@@ -86,8 +86,8 @@ def test_figure_draws_the_rows():
     assert sorted(labels.text) == ["skipped ▸", "✕ after_commit", "✕ mid_produce"]
     where = dict(zip(labels.text, labels.textposition))  # batch 1's crash and skip: one above, one below the row
     assert where["✕ after_commit"].startswith("top") and where["skipped ▸"].startswith("bottom")
-    restarts = [s for s in fig.layout.shapes if s.line.dash == "dot"]
-    assert len(restarts) == 2  # the first start is not a restart
+    assert [a.text for a in fig.layout.annotations[2:]] == ["crash → restart d"] * 2  # the first start is no restart
+    assert [s.line.dash for s in fig.layout.shapes] == ["longdash", "longdash", "solid", "solid"]  # crashes on top
     assert list(fig.layout.yaxis.categoryarray) == ["batch 1", "batch 0"]
 
 

@@ -37,7 +37,7 @@ def test_figure_has_a_trace_per_state_markers_and_action_lines():
     names = {t.name for t in fig.data}
     assert {"uncommitted", "committed", "aborted", "written", "consumed by c"} <= names
     assert all(isinstance(t, go.Scattergl) for t in fig.data)
-    assert sorted(a.text for a in fig.layout.annotations) == ["crash c", "pause p", "resume p"]
+    assert sorted(a.text for a in fig.layout.annotations) == ["crash c", "pause → resume p"]  # p's: 1 ns apart
     assert list(fig.layout.yaxis.categoryarray) == ["q-1 by q @4", "p-2 by p @2", "p-1 by p @0"]
     consumed = next(t for t in fig.data if t.name == "consumed by c")
     assert list(consumed.y) == ["p-1 by p @0"]  # on the row of the write it read
@@ -81,7 +81,7 @@ def test_each_write_of_a_record_has_its_own_row():
                                                     "s-3>out by p @3", "s-3>out by p @2"]
     duplicate = next(t for t in fig.data if t.name == "duplicate")
     assert list(duplicate.y) == ["q-1 by q @1 — duplicate"]
-    assert [a.text for a in fig.layout.annotations] == ["crash p", "restart p"]  # its next start is a restart
+    assert [a.text for a in fig.layout.annotations] == ["crash → restart p"]  # its next start is a restart
     committed = next(t for t in fig.data if t.name == "committed")
     assert "s-3>out by p @3: committed" in committed.hovertext
 
@@ -139,12 +139,16 @@ def test_figure_truth_catches_each_contradiction_and_passes_a_true_figure():
         "offset 5 is returned by read_committed but drawn nowhere"]
 
 
-def test_action_labels_close_in_time_take_rows_of_their_own():
-    # notebook 05: pause, crash, restart and init_transactions within a second of a 50 s run
+def test_one_participants_actions_close_in_time_share_a_label_and_others_take_rows_of_their_own():
+    # notebook 05: pause, crash, restart and init_transactions within a second of a 50 s run; notebook 08: another
+    # participant stalls at the same moment; notebook 02: a zombie's two fenced events (one per failed client call)
     h = H().write("p", "p-1", 0).add("pause", "a").add("crash", "a").add("start", "a").add("txn_init", "a")
-    h.t += 50 * 10**9  # 50 s later (ticks are ns): the four labels are close on its axis
+    h.add("stalled", "b").add("fenced", "z").add("fenced", "z")
+    h.t += 50 * 10**9  # 50 s later (ticks are ns): the labels above are close on its axis
     h.add("crash", "b")
     notes = timeline_figure(h.events).layout.annotations
     shifts = {n.text: n.yshift for n in notes}
-    assert len({shifts[t] for t in ("pause a", "crash a", "restart a", "txn_init a")}) == 4, shifts
+    assert sorted(shifts) == ["crash b", "fenced z", "pause → crash → restart → txn_init a", "stalled b"]
+    assert len({shifts[t] for t in ("pause → crash → restart → txn_init a", "stalled b", "fenced z")}) == 3, shifts
     assert shifts["crash b"] == min(shifts.values())  # far from the others: back on the first row
+    assert next(n for n in notes if n.text == "crash b").xanchor == "right"  # at the axis' end: ends at its line

@@ -2,7 +2,8 @@
 
 Red means something went wrong (an aborted write, a crash, a duplicate, a refused acknowledgement: the state and
 action colours of :mod:`labkit.crashlab.timeline`), and green a committed write, so a participant's colour (its
-``consumed by`` markers, a share consumer's ACQUIRED lines) comes from a palette without either. The first participant
+``consumed by`` markers, a share consumer's ACQUIRED lines) comes from a palette without either, nor any colour a
+state (a write's, a share record's, a sink run's) or an action line (dark greys) is drawn in. The first participant
 a kernel draws gets the palette's first colour, the next a new one, and each keeps its colour in every later figure,
 so instance-1 is the same colour in all of a notebook's figures. After :data:`PALETTE`'s ten names the colours repeat.
 """
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import threading
 
-#: Participant colours: Tableau 10 without its red and green, plus two more without either.
-PALETTE = ("#4c78a8", "#f58518", "#b279a2", "#72b7b2", "#9d755d", "#eeca3b", "#ff9da6", "#17becf", "#8c6d31", "#393b79")
+#: Participant colours: ten hues that are not red, green, nor a state's blue, amber, purple or grey.
+PALETTE = ("#f58518", "#393b79", "#72b7b2", "#9d755d", "#ff9da6", "#17becf", "#8c6d31", "#6b6ecf", "#bcbd22", "#7b4173")
 
 _assigned: dict[str, str] = {}
 _lock = threading.Lock()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from labkit.crashlab.timeline import STATE_COLOURS
+
 SURVIVING = ("committed", "written")
 
 
@@ -15,7 +17,7 @@ def last_drawn_states(fig) -> dict[str, str]:
     ``{row label: state}`` (states: committed, written, aborted, uncommitted ...)."""
     last = {}
     for trace in fig.data:
-        if trace.mode != "lines":
+        if trace.mode != "lines" or trace.name not in STATE_COLOURS:  # not a state: e.g. an action's legend entry
             continue
         for i in range(0, len(trace.x), 3):  # segments are [start, end, None]
             row, end = trace.y[i], trace.x[i + 1]

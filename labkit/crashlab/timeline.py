@@ -8,12 +8,17 @@ holds the log's read (the read_uncommitted ``final_read`` of its topic, :meth:`E
 read an unacknowledged write keeps its transaction's state, since a crashed producer's write may be in the log
 unacknowledged. Markers: consumed (per consumer),
 and the lab's actions (crash, pause, resume, fenced, stalled, a supervisor's restart, a restart's
-init_transactions, the broker's crash and return) as vertical lines. Lines are drawn with
-``Scattergl`` (WebGL), one trace per state, so 100 000 events still render.
+init_transactions, the broker's crash and return) as labelled vertical lines (:func:`action_marks`). Lines are drawn
+with ``Scattergl`` (WebGL), one trace per state, so 100 000 events still render.
+
+Every lab figure (this one, :mod:`labkit.share.timeline`'s and :mod:`labkit.spark.timeline`'s) fits a 1280x800
+laptop window (:func:`frame`): at most :data:`MAX_HEIGHT` px tall, its rows thinner the more there are, the title
+wrapped, the legend below the plot; action labels never overlap nor leave the figure.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -27,8 +32,17 @@ from labkit.history import Event, History
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
                  "send failed": "#b279a2", "not in the log": "#bab0ac"}
 DUPLICATE = " — duplicate"  # the end of a surviving write's row when the value id already survived once
-ACTION_COLOURS = {"crash": "#d62728", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b", "failed": "#e377c2",
-                  "stalled": "#ff7f0e", "restart": "#9467bd", "txn_init": "#2ca02c", "broker back": "#1f77b4"}
+WRONG = "#d62728"  # red: a crash, a duplicate, a refusal (and, lighter, an aborted write); nothing else is red
+#: The lab's actions as vertical lines, ``(colour, dash)``: dark greys told apart by their dash, a crash red. No
+#: participant's (:data:`~labkit.crashlab.colours.PALETTE`) nor state's colour.
+ACTION_STYLES = {"crash": (WRONG, "solid"), "pause": ("#555555", "dot"), "resume": ("#555555", "dash"),
+                 "stalled": ("#555555", "dashdot"), "fenced": ("#222222", "dot"), "failed": ("#222222", "dash"),
+                 "restart": ("#222222", "longdash"), "txn_init": ("#222222", "dashdot"),
+                 "broker back": ("#222222", "longdashdot")}
+MAX_HEIGHT = 760  # px: a figure with its title, legend and axes fits a 1280x800 laptop window
+ASSUMED_WIDTH = 850  # px: a figure's width in JupyterLab on such a laptop, file browser open (wider: more room)
+LABEL_FONT, CHAR_PX, LABEL_ROW_PX = 11, 6.8, 16  # action labels: font size, a character's width (generous), a row
+MERGE_PX = 40  # one participant's actions closer than this share a label
 
 
 def writes(events: list[Event]) -> list[dict]:
@@ -112,9 +126,13 @@ def segments(events: list[Event]) -> list[tuple[str, str, float, float]]:
     return [(w["row"], state, a, b) for w in writes(events) for state, a, b in w["states"]]
 
 
-def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | None = None) -> go.Figure:
+def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | None = None,
+                    end_s: float | None = None) -> go.Figure:
     """Draw the timeline of ``events`` into ``figure`` (a new static ``go.Figure`` by default, or a
-    ``go.FigureWidget`` to update live). Returns the figure."""
+    ``go.FigureWidget`` to update live). At most :data:`MAX_HEIGHT` px tall whatever the number of writes: rows get
+    thinner and plotly thins their labels. ``end_s``: where the time axis ends (seconds since the first event; default
+    a little after the last), e.g. one end for figures read one above the other; set it here, not on the figure
+    afterwards, so the action labels are laid out on the axis drawn. Returns the figure."""
     fig = figure if figure is not None else go.Figure()
     t0 = events[0].mono_ns if events else 0
     by_state = defaultdict(lambda: ([], [], []))
@@ -135,19 +153,7 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
             xs, ys = consumed[e.participant]
             xs.append((e.mono_ns - t0) / 1e9)
             ys.append(at.get((e.topic, e.partition, e.offset), e.value_id))
-    traces = [go.Scattergl(x=xs, y=ys, mode="lines", name=state, hovertext=hover, hoverinfo="text+x",
-                           line=dict(width=10, color=STATE_COLOURS[state]))
-              for state, (xs, ys, hover) in by_state.items()]
-    traces += [go.Scattergl(x=xs, y=ys, mode="markers", name=f"consumed by {who}",
-                            marker=dict(symbol="diamond", size=9, color=participant_colour(who),
-                                        line=dict(width=1, color="#222")))
-               for who, (xs, ys) in consumed.items()]
-    dupes = [(w["states"][-1][1], w["row"]) for w in drawn if w["row"].endswith(DUPLICATE)]
-    if dupes:  # a cross where each duplicate begins to count, visible even when its bar is short
-        traces.append(go.Scattergl(x=[x for x, _ in dupes], y=[r for _, r in dupes], mode="markers", name="duplicate",
-                                   marker=dict(symbol="x", size=13, color="#d62728", line=dict(width=1, color="#fff"))))
-    shapes, actions = [], []
-    crashed = set()  # participants crashed and not yet restarted: their next start is drawn as a restart
+    actions, crashed = [], set()  # crashed: participants not yet restarted; their next start is drawn as a restart
     for e in events:
         kind = "broker back" if (e.kind, e.participant) == ("start", "broker") else e.kind
         if kind == "crash":
@@ -155,37 +161,115 @@ def timeline_figure(events: list[Event], title: str = "", figure: go.Figure | No
         elif kind == "restart" or (kind == "start" and e.participant in crashed):
             kind = "restart"
             crashed.discard(e.participant)
-        if kind in ACTION_COLOURS:
-            x = (e.mono_ns - t0) / 1e9
-            shapes.append(dict(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1,
-                               line=dict(color=ACTION_COLOURS[kind], dash="dot", width=2)))
-            actions.append((x, kind, kind if kind == "broker back" else f"{kind} {e.participant}"))
-    notes, levels = _stagger(actions, span_s=(_drawn_end(events) - t0) / 1e9 if events else 1.0)
+        if kind in ACTION_STYLES:
+            actions.append(((e.mono_ns - t0) / 1e9, kind, e.participant))
+    span = (0.0, end_s if end_s is not None else (_drawn_end(events) - t0) / 1e9 if events else 1.0)
+    read_only = {y for _, ys in consumed.values() for y in ys if y not in rows}  # e.g. records of an input topic
+    categories = [*reversed(rows), *sorted(read_only, key=str)]  # bottom to top: the first write on top
+    longest = max((len(str(c)) for c in categories), default=0)  # the y labels' width, in characters
+    shapes, notes, legend, label_rows = action_marks(actions, span, ASSUMED_WIDTH - 7 * longest - 60)
+    dupes = [(w["states"][-1][1], w["row"]) for w in drawn if w["row"].endswith(DUPLICATE)]
+    names = [*by_state, *(f"consumed by {who}" for who in consumed), *(["duplicate"] if dupes else []),
+             *(t["name"] for t in legend)]
+    row_px = plot_height(title, label_rows, names, 22 * len(categories)) / max(1, len(categories))
+    bar, mark = max(1.0, min(10.0, 0.7 * row_px)), max(3.0, min(9.0, row_px))
+    traces = [go.Scattergl(x=xs, y=ys, mode="lines", name=state, hovertext=hover, hoverinfo="text+x",
+                           line=dict(width=bar, color=STATE_COLOURS[state]))
+              for state, (xs, ys, hover) in by_state.items()]
+    traces += [go.Scattergl(x=xs, y=ys, mode="markers", name=f"consumed by {who}",
+                            marker=dict(symbol="diamond", size=mark, color=participant_colour(who),
+                                        line=dict(width=1 if mark >= 6 else 0, color="#222")))
+               for who, (xs, ys) in consumed.items()]
+    if dupes:  # a cross where each duplicate begins to count, visible even when its bar is short
+        traces.append(go.Scattergl(x=[x for x, _ in dupes], y=[r for _, r in dupes], mode="markers", name="duplicate",
+                                   marker=dict(symbol="x", size=mark + 4, color=WRONG,
+                                               line=dict(width=1, color="#fff"))))
+    traces += [go.Scattergl(**t) for t in legend]
     with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
         fig.data = ()
         fig.add_traces(traces)
-        fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), shapes=shapes, annotations=notes,
-                          height=max(320, 150 + 14 * levels + 22 * len(rows)), margin=dict(t=70 + 14 * levels),
-                          xaxis=dict(title="seconds since the experiment started"),
-                          yaxis=dict(title="record (a write: value id by writer @offset)", categoryorder="array",
-                                     categoryarray=list(reversed(rows)), type="category"),
-                          legend=dict(orientation="v", x=1.01, y=1, yanchor="top"))
+        fig.update_layout(shapes=shapes, annotations=notes, **frame(title, label_rows, names, 22 * len(categories)),
+                          xaxis=dict(title="seconds since the experiment started", range=list(span)),
+                          yaxis=dict(title=dict(text="record: value id<br>by writer @offset", font=dict(size=12)),
+                                     categoryorder="array", categoryarray=categories, type="category",
+                                     tickfont=dict(size=10)))
     return fig
 
 
-def _stagger(actions: list[tuple[float, str, str]], span_s: float) -> tuple[list[dict], int]:
-    """Labels of the action lines ``(x_s, kind, text)``, each on the lowest row above the plot where it does not
-    overlap the previous label of that row (a label is taken as about 13 % of the time axis wide). Returns the
-    annotations and the number of rows used."""
-    ends: list[float] = []  # per row, the x where its last label ends
+def action_marks(actions: list[tuple[float, str, str]], span: tuple[float, float], plot_px: float
+                 ) -> tuple[list[dict], list[dict], list[dict], int]:
+    """The lab's actions ``(x, kind, participant)`` (kinds of :data:`ACTION_STYLES`) on an x axis over ``span``
+    drawn ``plot_px`` wide: a vertical line each, a label each above the plot, and a legend entry per kind.
+
+    One participant's actions less than :data:`MERGE_PX` apart share a label (``"crash → restart p"``; a kind
+    repeated is named once). Labels go on the lowest row above the plot where they overlap no other label, by their
+    width in px (:data:`CHAR_PX` a character): each starts at its line, or else ends there, or else ends at the axis'
+    end. Returns ``(shapes, annotations, legend traces as dicts of trace properties, rows of labels)``."""
+    px = lambda x: (x - span[0]) / max(span[1] - span[0], 1e-9) * plot_px  # noqa: E731
+    shapes = [dict(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1, line=dict(color=ACTION_STYLES[k][0],
+               dash=ACTION_STYLES[k][1], width=1.5)) for x, k, _ in sorted(actions, key=lambda a: a[1] == "crash")]
+    groups: list[list] = []  # [x of its first action, x of its last, kinds, participant]
+    for x, kind, who in sorted(actions, key=lambda a: a[0]):
+        group = next((g for g in reversed(groups) if g[3] == who and px(x) - px(g[1]) < MERGE_PX), None)
+        if group is None:
+            groups.append([x, x, [kind], who])
+        else:
+            group[1] = x
+            group[2] += [kind] if kind != group[2][-1] else []
+    ends: list[list[tuple[float, float]]] = []  # per row, the (left, right) px of its labels
     notes = []
-    for x, kind, text in sorted(actions):
-        width = span_s * 0.0085 * len(text)
-        row = next((i for i, end in enumerate(ends) if x >= end), len(ends))
-        ends[row:row + 1] = [x + width]
-        notes.append(dict(x=x, yref="paper", y=1.0, yshift=4 + 14 * row, yanchor="bottom", xanchor="left", text=text,
-                          showarrow=False, font=dict(size=10, color=ACTION_COLOURS[kind])))
-    return notes, len(ends)
+    for x, _, kinds, who in groups:
+        text = " → ".join(kinds) + ("" if who in kinds[-1].split() else f" {who}")  # "broker back" names its own
+        width = CHAR_PX * len(text) + 4
+        left = next((a for a in (px(x), px(x) - width) if 0 <= a <= plot_px - width), max(0.0, plot_px - width))
+        row = next((i for i, taken in enumerate(ends)
+                    if all(left >= b + 6 or left + width + 6 <= a for a, b in taken)), len(ends))
+        if row == len(ends):
+            ends.append([])
+        ends[row].append((left, left + width))
+        ends_at_line = left == px(x) - width  # exact whatever the font's real width; else shifted by the estimate
+        notes.append(dict(x=x, yref="paper", y=1.0, xshift=0 if ends_at_line else left - px(x), text=text,
+                          xanchor="right" if ends_at_line else "left", yshift=3 + LABEL_ROW_PX * row,
+                          yanchor="bottom", showarrow=False,
+                          font=dict(size=LABEL_FONT, color=WRONG if "crash" in kinds else "#333")))
+    legend = [dict(x=[None], y=[None], mode="lines", name=f"{k} (lab)", hoverinfo="skip",
+                   line=dict(color=ACTION_STYLES[k][0], dash=ACTION_STYLES[k][1], width=2))
+              for k in ACTION_STYLES if any(a[1] == k for a in actions)]
+    return shapes, notes, legend, len(ends)
+
+
+def _title(title: str) -> tuple[str, int]:
+    """The title wrapped to lines that fit :data:`ASSUMED_WIDTH`, and its number of lines."""
+    lines = textwrap.wrap(title, ASSUMED_WIDTH // 10) or [""]  # a character of the 15 px font: at most 10 px wide
+    return "<br>".join(lines), len(lines) if title else 0
+
+
+def _margins(title: str, label_rows: int, legend: list[str]) -> tuple[int, int]:
+    """Top (title, then the rows of action labels) and bottom (x axis, then the legend's rows) margins in px."""
+    columns = max(1, ASSUMED_WIDTH // max((40 + 7 * len(name) for name in legend), default=1))  # plotly's grid
+    legend_rows = -(-len(legend) // columns)
+    return 12 + 22 * _title(title)[1] + LABEL_ROW_PX * label_rows + 8, 60 + 22 * legend_rows
+
+
+def plot_height(title: str, label_rows: int, legend: list[str], body_px: float) -> float:
+    """The height in px left to the plot of a figure laid out by :func:`frame`."""
+    top, bottom = _margins(title, label_rows, legend)
+    return min(MAX_HEIGHT, top + max(body_px, 160) + bottom) - top - bottom
+
+
+def frame(title: str, label_rows: int, legend: list[str], body_px: float) -> dict:
+    """Layout of a lab figure: the title wrapped at the top, ``label_rows`` rows of action labels under it, the plot
+    ``body_px`` tall (less if the figure would pass :data:`MAX_HEIGHT`), the x axis, and below it a horizontal
+    legend of the entries named ``legend``."""
+    top, bottom = _margins(title, label_rows, legend)
+    # the title's bottom line sits just above the label rows, its lines going up from there: anchored at its top
+    # (yref "container"), JupyterLab's plotly drew a two-line title's first line above the figure, cut off
+    return dict(title=dict(text=_title(title)[0], x=0.01, xanchor="left", y=1, yanchor="bottom", yref="paper",
+                           pad=dict(b=7 + LABEL_ROW_PX * label_rows), font=dict(size=15)),
+                height=top + plot_height(title, label_rows, legend, body_px) + bottom,
+                margin=dict(t=top, b=bottom, r=20),
+                legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom",
+                            font=dict(size=11)))
 
 
 class LiveTimeline:

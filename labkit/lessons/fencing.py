@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.producers import describe_producers, describe_transaction
@@ -177,6 +178,7 @@ def epoch_figure(epochs: pd.DataFrame) -> go.Figure:
     """The producer epoch (DescribeProducers) after each commit, one line per client, from
     :func:`epochs_per_transaction`."""
     fig = px.line(epochs, x="txn", y="producer_epoch", color="client", markers=True,
+                  color_discrete_map={c: participant_colour(c) for c in epochs.client.unique()},
                   title="producer epoch after each commit (DescribeProducers): one producer per client",
                   labels={"txn": "transaction", "producer_epoch": "producer epoch"})
     return fig.update_xaxes(dtick=1).update_yaxes(dtick=1, range=[-0.5, epochs.producer_epoch.max() + 0.5])

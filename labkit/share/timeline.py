@@ -12,7 +12,9 @@ Two sources, drawn differently:
   the record stays acquired by the same consumer); a cross where the broker refused the commit), the effects a sink wrote (diamonds; red where the record's effect was already
   written: a duplicate), plus the SPEO as the clients saw it (one past the highest offset delivered).
 
-Crash, pause, resume and restart (a start after a crash) show as vertical dotted lines.
+Crash, pause, resume and restart (a start after a crash) show as labelled vertical lines
+(:func:`labkit.crashlab.timeline.action_marks`). The lanes are the partition's records, no more, and the figure fits a
+laptop window however many there are (:func:`labkit.crashlab.timeline.frame`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
-from labkit.history import Event
 from labkit.crashlab.colours import participant_colour
-from labkit.crashlab.timeline import ACTION_COLOURS
+from labkit.crashlab.timeline import ASSUMED_WIDTH, WRONG, action_marks, frame, plot_height
+from labkit.history import Event
 
-BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#f58518", "ARCHIVED": "#7f7f7f",
+BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#c7c7c7", "ARCHIVED": "#7f7f7f",
                   "TX_PENDING": "#b279a2"}  # the last: KIP-1289's pending state, only in modelled runs
+LANE_PX = 36  # an offset's lane, when the figure has room
 ACK_SYMBOLS = {"ACCEPT": "circle", "RELEASE": "triangle-up", "REJECT": "x-thin-open", "RENEW": "hourglass"}
 
 
@@ -79,7 +82,9 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
                           modelled: bool = False, figure: go.Figure | None = None) -> go.Figure:
     """Draw one share partition's records (``topic``/``partition``) into ``figure`` (a new
     ``go.Figure`` by default, or a ``go.FigureWidget`` to update live). ``modelled`` labels the
-    figure MODELLED (a history written by :mod:`labkit.models`, not by a broker). Returns the figure."""
+    figure MODELLED (a history written by :mod:`labkit.models`, not by a broker). The lanes are the offsets drawn,
+    no more; the figure is at most :data:`~labkit.crashlab.timeline.MAX_HEIGHT` px tall, its lanes thinner the more
+    there are. Returns the figure."""
     mine = [e for e in events if e.topic == topic and e.partition in (partition, None)]
     who = {e.participant for e in mine}  # lab actions (crash, pause...) only of this partition's consumers
     events = sorted(mine + [e for e in events if e.topic is None and e.participant in who], key=lambda e: e.mono_ns)
@@ -88,33 +93,73 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
         return fig
     t0, t_end = events[0].mono_ns, events[-1].mono_ns
     sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
-    traces = []
+    span = (-0.02 * sec(t_end), 1.02 * sec(t_end) or 1.0)  # a little room for the markers at either end
+    segments, held = broker_segments(events, t0, t_end), acquisitions(events, t0, t_end)
+    drawn = ("delivered", "ack_committed", "effect")  # records not yet delivered, and the SPSO and SPEO, get no lane
+    lanes = {o for o, *_ in segments} | {e.offset for e in events if e.kind in drawn and e.offset is not None}
+    low, high = (min(lanes), max(lanes)) if lanes else (0, 0)
+    actions, crashed = [], set()
+    for e in events:
+        if e.kind in ("crash", "pause", "resume") or (e.kind == "start" and e.participant in crashed):
+            actions.append((sec(e.mono_ns), "restart" if e.kind == "start" else e.kind, e.participant))
+        if e.kind == "crash":
+            crashed.add(e.participant)
+    shapes, notes, legend, label_rows = action_marks(actions, span, ASSUMED_WIDTH - 100)
+    heading = ("MODELLED: " if modelled else "") + (title or f"share partition {topic}[{partition}]")
+    body = LANE_PX * (high - low + 1)
+    traces = _traces(events, segments, held, sec, t_end)
+    names = [t.name for t in traces if t.showlegend is not False] + [t["name"] for t in legend]
+    lane_px = plot_height(heading, label_rows, names, body) / (high - low + 1)
+    thin = min(1.0, lane_px / LANE_PX)
+    for t in traces:  # thinner lanes, thinner lines and smaller markers; no delivery counts where they would overlap
+        t.update(line_width=max(1.0, t.line.width * thin) if t.line.width else None,
+                 marker_size=max(3.0, t.marker.size * thin) if t.marker.size else None,
+                 visible=t.mode != "text" or lane_px >= 12)
+    traces += [go.Scatter(**t) for t in legend]
+    with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
+        fig.data = ()
+        fig.add_traces(traces)
+        fig.update_layout(shapes=shapes, annotations=notes, **frame(heading, label_rows, names, body),
+                          xaxis=dict(title="virtual seconds (MODELLED)" if modelled else
+                                     "seconds since the experiment started", range=list(span)),
+                          yaxis=dict(title="offset", range=[high + 0.5, low - 0.8], tick0=0,  # -0.8: room for "×2"
+                                     dtick=next(d for d in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10**9)
+                                                if d * lane_px >= 14)))  # tick labels 14 px apart at least
+    return fig
+
+
+def _traces(events: list[Event], segments: list, held: list, sec, t_end: int) -> list[go.Scatter]:
+    """The records' states (broker bars, client lines), delivery counts, acknowledgements, effects and the SPSO and
+    SPEO, sized for lanes :data:`LANE_PX` tall."""
     by_state = defaultdict(lambda: ([], []))
-    for offset, state, a, b in broker_segments(events, t0, t_end):
+    for offset, state, a, b in segments:
         xs, ys = by_state[state]
         xs += [a, b, None]
         ys += [offset, offset, None]
-    traces += [go.Scatter(x=xs, y=ys, mode="lines", name=f"{state} (broker)", opacity=0.45,
-                          line=dict(width=16, color=BROKER_COLOURS.get(state, "#bbbbbb")))
-               for state, (xs, ys) in by_state.items()]
+    traces = [go.Scatter(x=xs, y=ys, mode="lines", name=f"{state} (broker)", opacity=0.45,
+                         line=dict(width=16, color=BROKER_COLOURS.get(state, "#bbbbbb")))
+              for state, (xs, ys) in by_state.items()]
     colour = {c: participant_colour(c) for c in sorted({e.participant for e in events if e.kind == "delivered"})}
-    held = defaultdict(lambda: ([], [], []))
-    for offset, who, count, a, b in acquisitions(events, t0, t_end):
-        xs, ys, text = held[who]
+    by_who = defaultdict(lambda: ([], [], []))
+    for offset, who, count, a, b in held:
+        xs, ys, text = by_who[who]
         xs += [a, b, None]
         ys += [offset, offset, None]
         text += [f"ACQUIRED by {who}, delivery {count}"] * 2 + [None]
     traces += [go.Scatter(x=xs, y=ys, mode="lines", name=f"ACQUIRED by {who} (client)", hovertext=text,
-                          hoverinfo="text+x", line=dict(width=4, color=colour[who])) for who, (xs, ys, text) in held.items()]
-    for e in events:  # delivery counts, where a record is delivered again
-        if e.kind == "delivered" and (e.delivery_count or 1) > 1:
-            traces.append(go.Scatter(x=[sec(e.mono_ns)], y=[e.offset], mode="text", text=[f"×{e.delivery_count}"],
-                                     textposition="top center", showlegend=False, hoverinfo="skip"))
+                          hoverinfo="text+x", line=dict(width=4, color=colour[who]))
+               for who, (xs, ys, text) in by_who.items()]
+    again = [e for e in events if e.kind == "delivered" and (e.delivery_count or 1) > 1]
+    if again:  # delivery counts above the lane, an em space right of where the record is delivered again (and of the
+        # marker of the acknowledgement that released it)
+        traces.append(go.Scatter(x=[sec(e.mono_ns) for e in again], y=[e.offset for e in again], mode="text",
+                                 text=[f"\u2003×{e.delivery_count}" for e in again], textposition="top right",
+                                 textfont=dict(size=10, color="#222"), cliponaxis=False, showlegend=False,
+                                 hoverinfo="skip"))
     acks = defaultdict(lambda: ([], [], []))
     for e in events:
         if e.kind == "ack_committed":
-            key = (e.ack_type, e.error is not None)
-            xs, ys, text = acks[key]
+            xs, ys, text = acks[e.ack_type, e.error is not None]
             xs.append(sec(e.mono_ns))
             ys.append(e.offset)
             text.append(f"{e.participant}: {e.ack_type}" + (f" refused: {e.error}" if e.error else " committed"))
@@ -122,42 +167,8 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
         traces.append(go.Scatter(x=xs, y=ys, mode="markers", hovertext=text, hoverinfo="text+x",
                                  name=f"{ack_type} {'refused' if refused else 'committed'} (client)",
                                  marker=dict(symbol="x" if refused else ACK_SYMBOLS.get(ack_type, "circle"), size=10,
-                                             color="#d62728" if refused else "#222",
-                                             line=dict(width=1, color="#222"))))
-    traces += _effects(events, sec) + _offset_lines(events, sec, t_end)
-    actions, crashed = [], set()
-    for e in events:
-        if e.kind in ("crash", "pause", "resume") or (e.kind == "start" and e.participant in crashed):
-            actions.append((sec(e.mono_ns), "restart" if e.kind == "start" else e.kind, e.participant))
-        if e.kind == "crash":
-            crashed.add(e.participant)
-    colours = {**ACTION_COLOURS, "restart": "#2ca02c"}
-    shapes = [dict(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1, line=dict(color=colours[k], dash="dot", width=2))
-              for x, k, _ in actions]
-    labels: list[list] = []  # one participant's actions within half a second share a label (no overlap)
-    for x, k, who in actions:
-        if labels and labels[-1][2] == who and x - labels[-1][0] < 0.5:
-            labels[-1][1] += f" → {k}"
-        else:
-            labels.append([x, k, who])
-    notes = [dict(x=x, yref="paper", y=1.0, yanchor="bottom", text=f"{k} {who}", showarrow=False,
-                  font=dict(size=10, color=colours[k.split(" ")[0]]), textangle=-90, xanchor="right")
-             for x, k, who in labels]
-    offsets = sorted({e.offset for e in events if e.kind in ("delivered", "ack") and e.offset is not None})
-    heading = ("MODELLED: " if modelled else "") + (title or f"share partition {topic}[{partition}]")
-    with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
-        fig.data = ()
-        fig.add_traces(traces)
-        _layout(fig, heading, shapes, notes, len(offsets), modelled)
-    return fig
-
-
-def _layout(fig: go.Figure, heading: str, shapes: list, notes: list, lanes: int, modelled: bool) -> None:
-    fig.update_layout(title=dict(text=heading, y=0.98), shapes=shapes, annotations=notes,
-                      height=max(440, 220 + 36 * lanes), margin=dict(t=110),
-                      xaxis=dict(title="virtual seconds (MODELLED)" if modelled else "seconds since the experiment started"),
-                      yaxis=dict(title="offset", autorange="reversed", dtick=1),
-                      legend=dict(orientation="v", x=1.02, y=1, font=dict(size=10)))
+                                             color=WRONG if refused else "#222", line=dict(width=1, color="#222"))))
+    return traces + _effects(events, sec) + _offset_lines(events, sec, t_end)
 
 
 def _effects(events: list[Event], sec) -> list[go.Scatter]:
@@ -172,7 +183,7 @@ def _effects(events: list[Event], sec) -> list[go.Scatter]:
     return [go.Scatter(x=xs, y=ys, mode="markers", name=name, marker=dict(symbol="diamond", size=11, color=colour,
                                                                            line=dict(width=1, color="#222")))
             for (xs, ys), name, colour in ((first, "effect written (sink)", "#f2b447"),
-                                           (again, "effect written again: duplicate (sink)", "#d62728")) if xs]
+                                           (again, "effect written again: duplicate (sink)", WRONG)) if xs]
 
 
 def _offset_lines(events: list[Event], sec, t_end: int) -> list[go.Scatter]:

@@ -3,10 +3,12 @@
 One row per micro-batch id. Left, on a time axis: when Spark wrote ``offsets/N`` (◆), each run of the sink
 for the batch (a bar from the sink's start to its end: *written* for Spark's Kafka writer, *committed* or
 *aborted* for a Kafka transaction, *skipped* when the batch's marker was already committed, *crashed* when
-the driver died inside it; a crash is labelled with its crash point on the row of the batch it hit), the Kafka transaction's commit (●) and
-``commits/N`` (■); crashes and restarts are vertical dotted lines. Right, on the same rows: what the batch's input records became in the read_committed
-output: written once, extra copies (duplicates), missing. Everything is computed from the history alone
-(:func:`batch_rows`), so a test can hold the figure to the history it draws.
+the driver died inside it; a crash is labelled with its crash point on the row of the batch it hit), the Kafka
+transaction's commit (●) and ``commits/N`` (■); crashes and restarts are labelled vertical lines
+(:func:`~labkit.crashlab.timeline.action_marks`). Right, on the same rows: what the batch's input records became in
+the read_committed output: written once, extra copies (duplicates), missing. Everything is computed from the history
+alone (:func:`batch_rows`), so a test can hold the figure to the history it draws. The figure fits a laptop window
+however many batches there are (:func:`~labkit.crashlab.timeline.frame`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from labkit.history import derived_id
-from labkit.history import Event
+from labkit.crashlab.timeline import ASSUMED_WIDTH, LABEL_ROW_PX, action_marks, frame, plot_height
+from labkit.history import Event, derived_id
 
 RUN_COLOURS = {"written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "crashed": "#d62728",
                "skipped": "#bab0ac", "running": "#f2b447"}
+ROW_PX = 34  # a batch's row, when the figure has room
 COPY_COLOURS = {"once": "#54a24b", "extra copies": "#d62728", "missing": "#7f7f7f"}
-LINE_COLOURS = {"crash": "#d62728", "start": "#2ca02c", "pause": "#7f7f7f", "resume": "#17becf", "fenced": "#8c564b",
-                "stalled": "#ff7f0e"}
 
 
 @dataclass
@@ -127,28 +128,37 @@ def _count_outputs(events, rows, ranges, input_topic, output_topic, stage) -> No
 def spark_timeline_figure(events: list[Event], input_topic: str, output_topic: str, title: str = "",
                           figure: go.Figure | None = None) -> go.Figure:
     """Draw the micro-batch timeline into ``figure`` (a new ``go.Figure`` by default, or a
-    ``go.FigureWidget`` to redraw live). Returns the figure."""
+    ``go.FigureWidget`` to redraw live), at most :data:`~labkit.crashlab.timeline.MAX_HEIGHT` px tall. Returns the
+    figure."""
     rows = batch_rows(events, input_topic, output_topic)
     label = {r.batch_id: f"batch {r.batch_id}" for r in rows}
     order = [label[r.batch_id] for r in reversed(rows)]
     fig = figure if figure is not None else go.Figure()
     grid = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.72, 0.28], horizontal_spacing=0.03,
                          subplot_titles=("micro-batches over time", "its inputs in the read_committed output"))
-    shapes = _action_lines(events)
+    last = next((e for e in reversed(events) if e.kind != "final_read"), None)  # the lab's reads come later
+    end_s = (last.mono_ns - events[0].mono_ns) / 1e9 if last else 1.0
+    span = (-0.02 * end_s, 1.02 * end_s or 1.0)
+    shapes, notes, legend, label_rows = action_marks(_actions(events), span, 0.72 * ASSUMED_WIDTH - 80)
     traces = _run_traces(rows, label) + _point_traces(rows, label) + _labels(rows, label) + _copy_traces(rows, label)
-    traces += [go.Scatter(x=[None], y=[None], mode="lines", name=name,
-                          line=dict(color=LINE_COLOURS[kind], dash="solid" if kind == "crash" else "dot"))
-               for kind, name in (("crash", "driver crash"), ("start", "driver restart"))
-               if any(s["line"]["color"] == LINE_COLOURS[kind] for s in shapes)]
+    names = [t.name for t in traces if t.showlegend is not False] + [t["name"] for t in legend]
+    thin = min(1.0, plot_height(title, label_rows + 2, names, ROW_PX * len(rows)) / max(1, len(rows)) / ROW_PX)
+    for t in traces:  # thinner rows: thinner bars, smaller markers, no words where they would overlap
+        if isinstance(t, go.Scatter):
+            t.update(line_width=max(1.0, t.line.width * thin) if t.line.width else None,
+                     marker_size=max(3.0, t.marker.size * thin) if t.marker.size else None,
+                     visible=t.mode != "text" or thin * ROW_PX >= 14)
+    traces += [go.Scatter(**t) for t in legend]
+    for note in grid.layout.annotations:  # the subplot titles, above the rows of action labels
+        note.update(yshift=4 + LABEL_ROW_PX * label_rows, font=dict(size=13))
     with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
         fig.data = ()
         fig.update_layout(grid.layout)
         fig.add_traces(traces)
-        height = 300 + 34 * len(rows)
-        fig.update_layout(title=dict(text=title, y=0.98), shapes=shapes, annotations=grid.layout.annotations,
-                          height=height, barmode="stack", bargap=0.35, margin=dict(t=90, b=160),
-                          legend=dict(orientation="h", x=0, yanchor="top", y=-60 / (height - 250)),
-                          xaxis=dict(title="seconds since the experiment started"), xaxis2=dict(title="input records"),
+        fig.update_layout(shapes=shapes, annotations=[*grid.layout.annotations, *notes], barmode="stack",
+                          bargap=0.35, **frame(title, label_rows + 2, names, ROW_PX * len(rows)),  # 2: subplot titles
+                          xaxis=dict(title="seconds since the experiment started", range=list(span)),
+                          xaxis2=dict(title="input records"),
                           yaxis=dict(type="category", categoryorder="array", categoryarray=order),
                           yaxis2=dict(type="category", categoryorder="array", categoryarray=order))
     return fig
@@ -207,20 +217,15 @@ def _labels(rows: list[BatchRow], label: dict) -> list[go.Scatter]:
                        textfont=dict(size=11, color="#333"))]
 
 
-def _action_lines(events: list[Event]) -> list[dict]:
-    """Vertical dotted lines for the lab's actions on the driver: crash, restart, pause, resume, fenced."""
-    if not events:
-        return []
-    t0, shapes, starts = events[0].mono_ns, [], 0
+def _actions(events: list[Event]) -> list[tuple[float, str, str]]:
+    """The lab's actions on the driver ``(time_s, kind, participant)``: crash, restart (a start but the first, which
+    begins the experiment), pause, resume, fenced, stalled."""
+    out, starts = [], 0
     for e in events:
-        if e.kind not in LINE_COLOURS or e.participant == "lab":
+        if e.kind not in ("crash", "start", "pause", "resume", "fenced", "stalled") or e.participant == "lab":
             continue
-        if e.kind == "start":
-            starts += 1
-            if starts == 1:
-                continue  # the first start is the experiment's beginning, not a restart
-        x = (e.mono_ns - t0) / 1e9
-        crash = e.kind == "crash"  # a thin solid line, drawn over a restart's wide dots at the same moment
-        shapes.append(dict(type="line", x0=x, x1=x, xref="x", yref="paper", y0=0, y1=1,
-                           line=dict(color=LINE_COLOURS[e.kind], dash="solid" if crash else "dot", width=1.5 if crash else 3)))
-    return sorted(shapes, key=lambda s: s["line"]["color"] == LINE_COLOURS["crash"])
+        starts += e.kind == "start"
+        if e.kind != "start" or starts > 1:
+            kind = "restart" if e.kind == "start" else e.kind
+            out.append(((e.mono_ns - events[0].mono_ns) / 1e9, kind, e.participant))
+    return out
