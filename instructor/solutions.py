@@ -35,7 +35,7 @@ SOLUTIONS = {
     # 07 (modelled): the abort returns the record to AVAILABLE; redelivered (count 2), then committed once.
     "07": {"state": "ACKNOWLEDGED", "delivery_count": 2, "outputs_committed": 1},
     # 08: killed after commit_transaction returned: the coordinator has CompleteCommit; nothing to abort; one copy.
-    "08": {"state": "CompleteCommit", "outcome": None, "read_uncommitted": 1},
+    "08": {"outcome": None, "first_input": 4, "read_uncommitted": 1},
 }
 
 WRONG = {
@@ -47,5 +47,5 @@ WRONG = {
     "05": lambda assignment, offsets: offsets,  # no guard at all: part 1's bug
     "06": "ack_first",
     "07": {"state": "ACKNOWLEDGED", "delivery_count": 1, "outputs_committed": 1},
-    "08": {"state": "Ongoing", "outcome": "aborted", "read_uncommitted": 2},  # part 4's answer, not this one's
+    "08": {"outcome": "aborted", "first_input": 3, "read_uncommitted": 2},  # part 4's answer, not this one's
 }

@@ -139,9 +139,18 @@ def test_07_predict_an_abort_modelled():
 
 
 def test_08_predict_the_restart_after_a_commit(bootstrap, tmp_path):
+    """On a real run. Right; wrong as part 4's answer (every part, each hinted); wrong in where the restart begins
+    only (that hint alone); the old question's keys (the coordinator's state, which part 3's table shows)."""
     exp = Experiment("exercise08", bootstrap, folder=tmp_path)
-    both_ways(lambda a: broker_crashes.check_restart_prediction(exp, a), "08", "what is left for init_transactions")
-    assert "exactly the keys" in broker_crashes.check_restart_prediction(exp, {"state": "x"}).message
+    check = lambda a: broker_crashes.check_restart_prediction(exp, a)  # noqa: E731
+    both_ways(check, "08", "what is left for init_transactions")
+    assert check(SOLUTIONS["08"]).message.startswith("The run agrees: {'outcome': None, 'first_input': 4, "
+                                                     "'read_uncommitted': 1}. init_transactions found the "
+                                                     "transaction CompleteCommit"), check(SOLUTIONS["08"])
+    assert check(WRONG["08"]).message.endswith("(wrong: outcome, first_input, read_uncommitted)")
+    restart_only = check({**SOLUTIONS["08"], "first_input": 3})
+    assert not restart_only.ok and restart_only.message.endswith("(wrong: first_input)"), restart_only
+    assert "exactly the keys" in check({"state": "CompleteCommit", "outcome": None, "read_uncommitted": 1}).message
     # every answer was graded against one real run: one processor, restarted once after its kill
     assert sum(e.kind == "txn_init" for e in exp.history.events()) == 1
     assert sum(e.kind == "crash" for e in exp.history.events()) == 1

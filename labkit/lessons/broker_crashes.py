@@ -18,7 +18,7 @@ from labkit.kafka.producers import describe_transaction
 from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.crashlab.timeline import timeline_figure
-from labkit.exercise import Verdict, compare, unanswered
+from labkit.exercise import Verdict, unanswered
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import Deadline, wait_for, wait_until
 
@@ -118,15 +118,12 @@ def client_timelines(exp: Experiment, runs: dict, titles: dict[str, str]) -> dic
     source's and processor's events and the broker's crash and return, in seconds since the experiment's first
     event, on the same x range, so the figures can be read one above the other."""
     events = exp.history.events()
-    figures = {}
-    for client, run in runs.items():
-        mine = {run["source"].name, run["processor"].name, "broker"}
-        figures[client] = timeline_figure(events[:1] + [e for e in events[1:] if e.participant in mine],
-                                          title=titles[client])
-    end = max(x for fig in figures.values() for trace in fig.data for x in trace.x if x is not None)
-    for fig in figures.values():
-        fig.update_xaxes(range=[0, end * 1.02])
-    return figures
+    mine = {client: events[:1] + [e for e in events[1:] if e.participant in {run["source"].name, run["processor"].name,
+                                                                             "broker"}] for client, run in runs.items()}
+    drawn = {client: timeline_figure(mine[client], title=titles[client]) for client in runs}
+    end = max(x for fig in drawn.values() for trace in fig.data for x in (trace.x or ()) if x is not None)
+    # drawn again on the common axis, so that each figure's action labels are laid out on the axis it shows
+    return {client: timeline_figure(mine[client], title=titles[client], end_s=end * 1.02) for client in runs}
 
 
 def coordinator_node(exp: Experiment, broker: EmbeddedBroker | EmbeddedCluster) -> EmbeddedBroker:
@@ -206,43 +203,73 @@ def supervised_processor(exp: Experiment, *, inputs: int = 6, crash_iteration: i
 
 
 def restart_after_commit(exp: Experiment) -> dict:
-    """Notebook 08's exercise run: :func:`supervised_processor` on ``exp`` killed ``after_commit`` (about 40 s), and
-    what its restart found: ``{"state"`` (the coordinator's state of the ``transactional.id`` when
-    ``init_transactions`` ran), ``"outcome"`` (what ``init_transactions`` did to the old transaction: "aborted",
-    "committed" or ``None``), ``"read_uncommitted"`` (copies of input 3's output that read_uncommitted returns)``}``.
-    The run is made once per experiment: when ``exp``'s history already holds it, it is read back, so every answer
-    is graded against the same real run.
+    """Notebook 08's exercise run: :func:`supervised_processor` on ``exp`` killed ``after_commit`` of input 3 (about
+    40 s), and what its restart did: ``{"outcome"`` (what the new instance's ``init_transactions`` did to the old
+    instance's last transaction: "aborted", "committed" or ``None``), ``"first_input"`` (the number ``n`` of the
+    first input ``source-<n>`` the restarted instance consumed), ``"read_uncommitted"`` (copies of input 3's output
+    ``source-3>out`` that read_uncommitted returns at the end), ``"state"`` (the coordinator's state of the
+    ``transactional.id`` when ``init_transactions`` ran)``}``, all from the history. The run is made once per
+    experiment: when ``exp``'s history already holds it, it is read back, so every answer is graded against the same
+    real run.
 
     Raises:
         TimeoutError: the processor did not finish within 120 s.
+        RuntimeError: the history has no restart, or the restarted instance consumed nothing.
     """
     if not any(e.kind == "txn_init" for e in exp.history.events()):
         supervised_processor(exp, crash_at="after_commit")
     events = exp.history.events()
     init = next(e for e in events if e.kind == "txn_init")  # the restart's
+    restart = next((e for e in events if e.kind == "restart"), None)
+    first = next((e.value_id for e in events if restart and e.kind == "consume"
+                  and e.participant == restart.participant and e.mono_ns > restart.mono_ns), None)
+    if first is None:
+        raise RuntimeError(f"{exp.name}: no restarted instance consumed an input (restart: {restart})")
     copies = sum(e.kind == "final_read" and e.isolation_level == "read_uncommitted" and e.value_id == "source-3>out"
                  for e in events)
-    return {"state": init.state, "outcome": init.outcome, "read_uncommitted": copies}
+    return {"outcome": init.outcome, "first_input": int(first.rsplit("-", 1)[1]), "read_uncommitted": copies,
+            "state": init.state}
+
+
+#: What notebook 08's exercise asks, and a hint for each part answered wrong (none gives the answer away).
+RESTART_HINTS = {
+    "outcome": "init_transactions ends what the old instance left unfinished. Once commit_transaction has returned, "
+               "the coordinator has logged the decision to commit and writes the markers itself: what is left for "
+               "init_transactions to end?",
+    "first_input": "The restarted instance starts where the group's committed offset says. Input 3's offset went "
+                   "into the same transaction as its output (send_offsets_to_transaction, KIP-447): did that "
+                   "transaction commit before the kill?",
+    "read_uncommitted": "read_uncommitted returns every copy in the log, aborted ones too: how many times was input "
+                        "3's output written, counting the restarted instance?",
+}
 
 
 def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
-    """Notebook 08's exercise: predict what the supervised processor's restart finds when it was killed
-    ``after_commit`` (``commit_transaction`` returned) instead of ``after_produce``. ``answer``:
-    ``{"state": <the coordinator's state of the transactional.id when init_transactions ran>, "outcome":
-    "aborted" | "committed" | None (what init_transactions did to the old transaction), "read_uncommitted":
-    <copies of input 3's output read_uncommitted returns>}``. Checked against a real run on ``exp``
-    (:func:`restart_after_commit`: made by the first answer checked, about 40 s; read back for the others)."""
-    if (v := unanswered(answer, '{"state": ..., "outcome": ..., "read_uncommitted": ...}')):
+    """Notebook 08's exercise: predict what the supervised processor's restart does when it was killed
+    ``after_commit`` (``commit_transaction`` of input 3 returned) instead of part 4's ``after_produce``. ``answer``:
+    ``{"outcome": "aborted" | "committed" | None (what init_transactions did to the old instance's last
+    transaction), "first_input": <n, int: the first input source-<n> the restarted instance processes>,
+    "read_uncommitted": <int: copies of input 3's output read_uncommitted returns>}``. None of the three is in a table
+    of the notebook: each follows from what a returned ``commit_transaction`` means. Checked against a real run on
+    ``exp`` (:func:`restart_after_commit`: made by the first answer checked, about 40 s; read back for the others);
+    each part answered wrong gets its own hint (:data:`RESTART_HINTS`), and the verdict names the wrong parts."""
+    keys = tuple(RESTART_HINTS)
+    if (v := unanswered(answer, '{"outcome": ..., "first_input": ..., "read_uncommitted": ...}')):
         return v
-    keys = {"state", "outcome", "read_uncommitted"}
-    if not isinstance(answer, dict) or set(answer) != keys:
+    if not isinstance(answer, dict) or set(answer) != set(keys):
         return Verdict(False, f"The answer is a dict with exactly the keys {sorted(keys)}.")
     real = restart_after_commit(exp)
-    return compare(real, answer,
-                   f"The run agrees: {real}. The transaction had committed before the kill, so init_transactions "
-                   "found it complete, had nothing to abort, and only bumped the epoch.",
-                   f"The run says otherwise: {answer} predicted. When commit_transaction has returned, the COMMIT "
-                   "markers are written: what is left for init_transactions to end?")
+    wrong = [k for k in keys if answer[k] != real[k] or type(answer[k]) is bool]
+    if not wrong:
+        asked = {k: real[k] for k in keys}
+        ended = ("had nothing to end and only bumped the epoch" if real["outcome"] is None
+                 else f"{real['outcome']} it")
+        seen = " (the state part 3's table shows after a returned commit)" if real["state"] == "CompleteCommit" else ""
+        copies = f"{real['read_uncommitted']} cop{'y' if real['read_uncommitted'] == 1 else 'ies'}"
+        return Verdict(True, f"The run agrees: {asked}. init_transactions found the transaction {real['state']}{seen} "
+                             f"and {ended}; the group's committed offset started the restarted instance at input "
+                             f"{real['first_input']}, and read_uncommitted returned {copies} of input 3's output.")
+    return Verdict(False, " ".join(RESTART_HINTS[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")
 
 
 def _commit_then_leave_open(bootstrap: str, topic: str, group: str, committed: int, pending: int) -> Producer:
