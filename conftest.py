@@ -11,8 +11,9 @@ import pytest
 
 from labkit.broker import EmbeddedBroker
 
-#: The per-file CPU report printed after the slowest items (tests/cpu_report.py).
-pytest_plugins = ("tests.cpu_report",)
+#: The per-file CPU report printed after the slowest items (tests/cpu_report.py); the page of notebooks 02, 06 and 07
+#: checked in a browser after their last cell (tests/notebook_pages.py).
+pytest_plugins = ("tests.cpu_report", "tests.notebook_pages")
 
 _session_broker: EmbeddedBroker | None = None
 
@@ -44,6 +45,7 @@ SLOWEST = (
     "notebooks/04_spark_pipeline.ipynb",
     "notebooks/08_broker_crashes.ipynb",
     "tests/test_exercise.py",
+    "tests/test_hub.py",
     "tests/test_java.py",
     "notebooks/06_share_groups.ipynb",
     "tests/test_soak.py",
