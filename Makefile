@@ -91,3 +91,19 @@ doctor: $(STAMP)
 
 preflight: $(STAMP)
 	@$(PY) -m labkit doctor --lab
+
+# The lab as a book of real runs (labkit/book/, issue 40): every notebook run against an embedded broker with
+# LABKIT_CI=1 (at most 2 at once; a notebook whose source and labkit have not changed since its last run is reused),
+# then a static site built offline by Sphinx + MyST-NB in its own venv (.venv-book, requirements-book.txt), into
+# $$LABKIT_HOME/book/html (default ~/.cache/labkit/book/html). Serve it: python -m http.server -d <that folder>.
+# ARGS: notebook numbers (ARGS="00 05"), --out DIR.
+BOOK_VENV := .venv-book
+.PHONY: book
+$(BOOK_VENV)/.installed: requirements-book.txt
+	$(PYTHON) -m venv $(BOOK_VENV)
+	$(BOOK_VENV)/bin/python -m pip install -q -r requirements-book.txt
+	touch $@
+
+book: $(STAMP) $(BOOK_VENV)/.installed
+	$(PY) -m labkit jars
+	env LABKIT_CI=1 $(CPUS) $(PY) -m labkit.book --builder $(BOOK_VENV)/bin/python $(ARGS)

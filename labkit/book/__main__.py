@@ -1,0 +1,72 @@
+"""``python -m labkit.book [NN ...] [--out DIR] [--builder PYTHON]``: run the notebooks (cached), then build the book.
+
+Folders (under ``$LABKIT_HOME/book`` unless ``--home``): ``executed/`` (the recorded runs and their stamps),
+``pages/`` (the cleaned pages), ``src/`` (Sphinx's sources), ``html/`` (the site; ``--out`` to put it elsewhere).
+Serve it with ``python -m http.server -d <html folder>``. Prints each notebook's run time (or "cached") and the
+build's. Exit 1 when a notebook raised in a cell (the page is still built, without the error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from labkit.book import clean, execute, provenance, site
+
+
+def notebooks(selection: list[str], repo: Path = site.REPO) -> list[Path]:
+    """The lab's notebooks in order, or those whose number or name starts with one of ``selection`` ("00", "05_u").
+
+    Raises:
+        SystemExit: a selection matches no notebook.
+    """
+    every = sorted((repo / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if not selection:
+        return every
+    chosen = [nb for nb in every if any(nb.name.startswith(s) for s in selection)]
+    if len(chosen) < len(selection):
+        raise SystemExit(f"no notebook matches one of {selection}: the notebooks are {[nb.name for nb in every]}")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    from labkit.broker.runtime import labkit_home
+
+    parser = argparse.ArgumentParser(prog="python -m labkit.book", description=__doc__.split("\n")[0])
+    parser.add_argument("notebooks", nargs="*", help="notebook numbers or name prefixes (default: all nine)")
+    parser.add_argument("--home", type=Path, help="build folder (default: $LABKIT_HOME/book)")
+    parser.add_argument("--out", type=Path, help="the site's folder (default: <home>/html)")
+    parser.add_argument("--builder", type=Path, help="the builder venv's python (default: .venv-book, made if missing)")
+    parser.add_argument("--parallel", type=int, default=execute.MAX_PARALLEL, help="notebooks run at once (max 2)")
+    args = parser.parse_args(argv)
+    home = args.home or labkit_home() / "book"
+    out = args.out or home / "html"
+    chosen = notebooks(args.notebooks)
+    start = time.monotonic()
+    runs = execute.run_all(chosen, home / "executed", parallel=min(args.parallel, execute.MAX_PARALLEL))
+    for run in runs:
+        print(f"{run.notebook.name}: {'cached' if run.cached else f'ran in {run.seconds:.1f} s'}"
+              + (f", {run.errors} cell(s) raised" if run.errors else ""))
+    pages = []
+    for run in runs:
+        page = home / "pages" / run.notebook.name
+        clean.write_page(run.executed, page, json.loads(run.executed.with_suffix(".versions.json").read_text()))
+        pages.append(page)
+    latest = json.loads(runs[-1].executed.with_suffix(".versions.json").read_text())
+    site.write_source(home / "src", pages, provenance.line(latest))
+    built = time.monotonic()
+    done = site.build_html(home / "src", out, args.builder or site.ensure_builder())
+    warnings = [line for line in done.stderr.splitlines() if "WARNING" in line]
+    (home / "sphinx-warnings.txt").write_text(done.stderr)
+    if warnings:
+        print(f"{len(warnings)} Sphinx warning(s) (broken links, mostly): {home / 'sphinx-warnings.txt'}")
+    print(f"book: {out}/index.html (runs {built - start:.1f} s, site {time.monotonic() - built:.1f} s); "
+          f"serve it with: python -m http.server -d {out}")
+    return 1 if any(run.errors for run in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Turns a recorded run (an executed notebook) into a book page, in place on a copy:
+
+* a provenance note after the title cell (:mod:`labkit.book.provenance`);
+* error outputs and stderr streams dropped (tracebacks, warnings, tqdm's progress bars write there);
+* each plotly figure (``application/vnd.plotly.v1+json``) rendered to an HTML ``<div>`` that the site's own
+  ``plotly.min.js`` draws (live: hover, zoom; no CDN);
+* each widget view (``application/vnd.jupyter.widget-view+json``, which a static page cannot draw) replaced by a note
+  that it is a recording and how to run it live; no figure is drawn from its saved widget state: labkit's live figures
+  (``FigureWidget``) are updated by deltas, so the state a notebook saves is their empty first frame, not what they
+  showed (a static figure a notebook draws of the same run is on the page as any figure); tqdm's progress bars dropped;
+* claims cells (the code after a "Check the lesson" heading, or printing "All claims hold") tagged ``hide-input`` so
+  the builder collapses the code and shows the verdict line;
+* every absolute path of the building machine (the repository, ``$HOME``, ``$LABKIT_HOME``, the temp folder) replaced
+  by a neutral name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from labkit.book import provenance
+
+REPO = Path(__file__).resolve().parents[2]
+WIDGET = "application/vnd.jupyter.widget-view+json"
+PLOTLY = "application/vnd.plotly.v1+json"
+RECORDING_NOTE = ("*A recording: this was a live widget (a panel, stepper or figure that answers clicks), which a "
+                  "static page cannot run. To use it, run the notebook in the lab: `make lab`.*")
+CLAIMS_HEADING = re.compile(r"^#+ .*check the lesson", re.I | re.M)
+
+
+def local_paths() -> list[tuple[str, str]]:
+    """(absolute path, its neutral name) pairs to scrub, longest first (a path inside another is replaced first)."""
+    from labkit.broker.runtime import labkit_home
+
+    pairs = {str(REPO): "labkit", str(labkit_home()): "$LABKIT_HOME", str(Path.home()): "~",
+             tempfile.gettempdir(): "<tmp>", os.path.realpath(tempfile.gettempdir()): "<tmp>"}
+    return sorted(((p, n) for p, n in pairs.items() if len(p) > 1), key=lambda pn: -len(pn[0]))
+
+
+def scrub(text: str, pairs: list[tuple[str, str]]) -> str:
+    """``text`` with every path of ``pairs`` replaced by its neutral name."""
+    for path, name in pairs:
+        text = text.replace(path, name)
+    return text
+
+
+def plotly_html(spec: dict, div_id: str) -> str:
+    """An HTML ``<div>`` drawing the plotly figure ``spec`` (its JSON) with the page's own plotly.js (not embedded)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    fig = go.Figure(spec, skip_invalid=True)
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def _is_progress_bar(state: dict, model_id: str) -> bool:
+    """True when the saved widget ``model_id`` is a progress bar (tqdm's: a box holding a ``FloatProgress``)."""
+    model = state.get(model_id, {}).get("state", {})
+    names = [model.get("_model_name", "")] + [
+        state.get(c.removeprefix("IPY_MODEL_"), {}).get("state", {}).get("_model_name", "")
+        for c in model.get("children", []) if isinstance(c, str)]
+    return any(name in ("FloatProgressModel", "IntProgressModel") for name in names)
+
+
+def page(nb: dict, prov: str) -> dict:
+    """The book page of the executed notebook ``nb`` (nbformat 4, as a dict; changed in place and returned)."""
+    pairs = local_paths()
+    widgets = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    state = widgets.get("state", {})
+    claims = False
+    figures = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            claims = bool(CLAIMS_HEADING.search("".join(cell["source"]))) or (claims and not
+                                                                               "".join(cell["source"]).startswith("#"))
+            continue
+        if cell["cell_type"] != "code":
+            continue
+        outputs = []
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "error" or (kind == "stream" and out.get("name") == "stderr"):
+                continue
+            data = out.get("data", {})
+            if PLOTLY in data:
+                figures += 1
+                out["data"] = {"text/html": plotly_html(data[PLOTLY], f"labkit-figure-{figures}")}
+            elif WIDGET in data and _is_progress_bar(state, data[WIDGET].get("model_id", "")):
+                continue
+            elif WIDGET in data:
+                out["data"] = {"text/markdown": RECORDING_NOTE}
+            outputs.append(out)
+        text = json.dumps(outputs)
+        cell["outputs"] = json.loads(scrub(text, pairs)) if any(p in text for p, _ in pairs) else outputs
+        printed = "".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
+        if claims or "All claims hold" in printed:
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if "hide-input" not in tags:
+                tags.append("hide-input")
+    nb.get("metadata", {}).pop("widgets", None)
+    first = nb["cells"][0] if nb["cells"] else {}
+    at = 1 if first.get("cell_type") == "markdown" and "".join(first.get("source", "")).startswith("# ") else 0
+    nb["cells"].insert(at, {"cell_type": "markdown", "id": "labkit-provenance",
+                                "metadata": {"tags": ["provenance"]},
+                           "source": admonition(prov)})
+    return nb
+
+
+def admonition(prov: str) -> str:
+    """The provenance note (MyST): a note box titled "Where these outputs come from"."""
+    return f"```{{admonition}} Where these outputs come from\n:class: note\n{prov}\n```\n"
+
+
+def write_page(executed: Path, out: Path, v: dict[str, str]) -> None:
+    """Read the executed notebook ``executed``, write its page (:func:`page`) to ``out``, with versions ``v``."""
+    nb = json.loads(executed.read_text())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(page(nb, provenance.line(v)), indent=1))
