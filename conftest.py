@@ -9,6 +9,7 @@ import os
 import psutil
 import pytest
 
+from labkit import testmode
 from labkit.broker import EmbeddedBroker
 
 #: The per-file CPU report printed after the slowest items (tests/cpu_report.py); the page of notebooks 02, 06 and 07
@@ -62,7 +63,7 @@ SLOWEST = (
 def pytest_configure(config: pytest.Config) -> None:
     """The test run says so (``LABKIT_CI=1``, :func:`labkit.under_test`): the kernels nbval starts inherit this
     process's environment, and a notebook's CI-only cells (pressing a playground's buttons) act only then."""
-    os.environ.setdefault("LABKIT_CI", "1")
+    os.environ.setdefault(testmode.ENV, "1")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

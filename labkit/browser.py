@@ -78,8 +78,11 @@ def lab_server(home: Path, bootstrap: str | None = None, settings: dict[str, dic
         path.write_text(json.dumps(values))
     lab = lambda cmd: subprocess.run([sys.executable, "-m", "labkit", cmd], env=env, cwd=repo,  # noqa: E731
                                      capture_output=True, text=True, timeout=timeout_s)
-    up = lab("up")
-    try:
+    try:  # a failed or late `up` may have started some of the lab: `down` stops what it recorded, either way
+        try:
+            up = lab("up")
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"labkit up took more than {timeout_s:g} s: {(exc.stderr or b'')[-2000:]!r}") from exc
         if up.returncode != 0:
             raise RuntimeError(f"labkit up failed: {up.stderr[-2000:]}")
         yield json.loads((home / "lab" / "jupyter.json").read_text())["url"]

@@ -138,7 +138,7 @@ def page_problems(url: str, name: str, nb: dict, shots: Path) -> list[str]:
                     cell.screenshot(path=str(shots / f"cell-{i:02d}.png"))
                 problems += browser.text_dumps(handle, where=where)
             page.keyboard.press("Control+s")
-            page.wait_for_timeout(1000)
+            expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)  # saved
         finally:
             page.screenshot(path=str(shots / "page.png"))
     if drawn != figures:

@@ -372,10 +372,11 @@ def check_bootstrap(env: Mapping[str, str] | None = None, timeout_s: float = 2.0
 
 
 def check_chromium(env: Mapping[str, str] | None = None) -> Check:
-    """Debian's ``chromium`` on PATH, for the browser test (``make test``; Playwright drives it). No notebook needs
-    it."""
-    chromium = shutil.which("chromium", path=_env(env).get("PATH"))
-    if chromium:
-        return Check("chromium", OK, f"{chromium} (for the browser test)")
-    return Check("chromium", WARN, "no chromium: `make test` skips the browser test (no notebook needs it)",
+    """Debian's ``chromium`` where the browser tests look for it (:data:`labkit.browser.CHROMIUM`; Playwright drives
+    it). No notebook needs it. ``env`` is unused: the path is fixed, not looked up on PATH."""
+    from labkit import browser
+
+    if not browser.missing():
+        return Check("chromium", OK, f"{browser.CHROMIUM} (for the browser test)")
+    return Check("chromium", WARN, f"no {browser.CHROMIUM}: `make test` skips the browser test (no notebook needs it)",
                  "`sudo apt-get install chromium` (Debian), or `make browser` as root")

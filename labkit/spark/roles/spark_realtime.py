@@ -112,7 +112,7 @@ class BatchWatcher(threading.Thread):
                 loop.log("batch_written", batch_id=self.batch, topic=loop.spec["output_topic"])
                 loop.step("after_produce")
                 return
-            if (read := self.read_by_spark()) is not None and loop.crashes_at(loop.spec.get("crash_at") or ""):
+            if loop.crashes_at(loop.spec.get("crash_at") or "") and (read := self.read_by_spark()) is not None:
                 self.short = (f"Spark ended real-time batch {self.batch} (offsets/{self.batch}: {read} of its "
                               f"{self.inputs} inputs read) before its outputs were all in the log: its tasks started "
                               f"too late for trigger_ms={loop.spec['trigger_ms']}, so the batch's "
