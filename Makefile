@@ -106,4 +106,4 @@ $(BOOK_VENV)/.installed: requirements-book.txt
 
 book: $(STAMP) $(BOOK_VENV)/.installed
 	$(PY) -m labkit jars
-	env LABKIT_CI=1 $(CPUS) $(PY) -m labkit.book --builder $(BOOK_VENV)/bin/python $(ARGS)
+	$(CPUS) $(PY) -m labkit.book --builder $(BOOK_VENV)/bin/python $(ARGS)

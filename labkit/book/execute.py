@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit import testmode
 from labkit.book import provenance, stamp
 
 #: At most this many notebooks at once (each is a kernel plus the JVMs it starts).
@@ -65,7 +66,7 @@ def run_all(notebooks: list[Path], folder: Path, *, parallel: int = MAX_PARALLEL
         nbclient.exceptions.CellTimeoutError / DeadKernelError: a cell ran past :data:`CELL_TIMEOUT_S` or the kernel
             died (re-raised from the worker).
     """
-    os.environ["LABKIT_CI"] = "1"
+    os.environ[testmode.ENV] = "1"
     labkit = stamp.labkit_digest()
     todo = [nb for nb in notebooks if not stamp.is_current(nb, folder / nb.name, labkit)]
     runs = {nb: Run(nb, folder / nb.name, True, 0.0, 0) for nb in notebooks if nb not in todo}
@@ -78,7 +79,7 @@ def run_all(notebooks: list[Path], folder: Path, *, parallel: int = MAX_PARALLEL
             os.environ["LABKIT_BOOTSTRAP"] = broker.bootstrap_servers
             os.environ["LABKIT_PROXIED"] = f"{broker.proxied_listener_port}:{broker.proxy_port}"
         try:
-            workers = max(1, min(parallel, len(todo), os.cpu_count() or 1))
+            workers = max(1, min(parallel, len(todo), len(os.sched_getaffinity(0))))
             # spawn, not fork: this process may hold the broker's threads (labkit.procs' spawner).
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {nb: pool.submit(_run_one, str(nb), str(folder / nb.name), labkit) for nb in todo}

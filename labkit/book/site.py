@@ -61,12 +61,13 @@ def ensure_builder(venv: Path = BUILDER_VENV, requirements: Path = REQUIREMENTS)
     ``make book``'s ``.venv-book/.installed`` rule (its stamp file is shared).
 
     Raises:
-        subprocess.CalledProcessError: venv creation or pip failed (pip's output is on stderr).
+        subprocess.CalledProcessError: venv creation or pip failed (pip's output is on stderr). subprocess.TimeoutExpired:
+            venv creation took more than 5 minutes, or pip more than 30.
     """
     installed = venv / ".installed"
     if not installed.exists() or installed.stat().st_mtime < requirements.stat().st_mtime:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(builder_python(venv)), "-m", "pip", "install", "-q", "-r", str(requirements)], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        subprocess.run([str(builder_python(venv)), "-m", "pip", "install", "-q", "-r", str(requirements)], check=True, timeout=1800)
         installed.touch()
     return builder_python(venv)
 
@@ -125,12 +126,12 @@ def build_html(src: Path, out: Path, python: Path) -> subprocess.CompletedProces
     """``sphinx-build -b html src out`` in the builder's venv (``python``), from scratch (a few seconds per page).
 
     Raises:
-        RuntimeError: Sphinx failed (its output quoted).
+        RuntimeError: Sphinx failed (its output quoted). subprocess.TimeoutExpired: Sphinx ran more than 15 minutes.
     """
     if out.exists():
         shutil.rmtree(out)
     done = subprocess.run([str(python), "-m", "sphinx", "-b", "html", "-q", "-d", str(src.parent / "doctrees"),
-                           str(src), str(out)], capture_output=True, text=True)
+                           str(src), str(out)], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"sphinx-build failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return done

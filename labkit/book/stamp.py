@@ -13,10 +13,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def labkit_digest(repo: Path = REPO) -> str:
-    """SHA-256 (hex) of labkit's sources (paths and bytes, sorted), ``requirements.txt`` and ``LABKIT_KAFKA_VERSION``."""
+    """SHA-256 (hex) of labkit's sources (paths and bytes, sorted), the Java the notebooks run (``jvm/``),
+    ``requirements.txt`` and ``LABKIT_KAFKA_VERSION``."""
     h = hashlib.sha256()
     files = sorted(p for p in (repo / "labkit").rglob("*.py") if "book" not in p.relative_to(repo / "labkit").parts[:1])
-    for path in [*files, repo / "requirements.txt"]:
+    java = sorted(p for p in (repo / "jvm").rglob("*") if p.is_file() and "target" not in p.parts)
+    for path in [*files, *java, repo / "requirements.txt"]:
         if path.exists():
             h.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
     h.update(os.environ.get("LABKIT_KAFKA_VERSION", "").encode())

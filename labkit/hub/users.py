@@ -16,6 +16,8 @@ import subprocess
 import threading
 import time
 
+import psutil
+
 from labkit.errors import LabkitError
 from labkit.hub.names import COMMENT, is_lab_user, unix_name, why_refused
 
@@ -53,18 +55,11 @@ def create(name: str) -> pwd.struct_passwd:
 
 
 def processes_of(uid: int) -> list[int]:
-    """The pids of every live process (zombies left out: they are only waiting for their parent) owned by ``uid``
-    (``/proc/<pid>``'s owner, i.e. the effective uid)."""
-    pids = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
-                with open(f"/proc/{pid}/stat") as stat:
-                    if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
-                        pids.append(int(pid))
-        except (OSError, IndexError):
-            pass
-    return pids
+    """The pids of every live process (zombies left out: they are only waiting for their parent) whose effective uid
+    is ``uid``, as psutil reads them."""
+    return [p.info["pid"] for p in psutil.process_iter(["pid", "uids", "status"])
+            if p.info["uids"] is not None and p.info["uids"].effective == uid
+            and p.info["status"] != psutil.STATUS_ZOMBIE]
 
 
 def remove(name: str, timeout_s: float = 10.0) -> bool:

@@ -34,6 +34,7 @@ from labkit.broker.probe import KAFKA_LOG
 from labkit.broker.runtime import classpath, ensure_jars, find_java
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.java import JVM_FLAGS, SOURCE as JAVA_PARTICIPANT
 from labkit.kafka.records import committed_offsets, produce
 from labkit.kafka.group_member import GroupMember, describe_assignments
 from labkit.kafka.group_metadata import metadata_epoch
@@ -51,9 +52,7 @@ JAVA_CONSUMER_METADATA = "kafka-clients (Java), consumer's metadata"
 #: beside the lab's other Java (``jvm/``) as a file one can read and run by hand, not a string in Python.
 JAVA_SOURCE = Path(__file__).resolve().parents[2] / "jvm" / "nonmember" / "NonMemberCommit.java"
 #: The Java client's log settings (warnings and errors to stderr), the Java participant's.
-JAVA_LOG_CONFIG = Path(__file__).resolve().parents[2] / "jvm" / "participant" / "log4j2.properties"
-#: JVM flags for a short-lived client: C1 only, the serial collector, a small heap (the Java participant's).
-JAVA_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m", "-XX:-UsePerfData")
+JAVA_LOG_CONFIG = JAVA_PARTICIPANT / "log4j2.properties"
 
 
 class JavaOutsiderError(RuntimeError):
@@ -161,7 +160,7 @@ def java_outsider_commit(exp: Experiment, group_id: str, topic: str, offsets: di
     """
     cp = classpath(ensure_jars(progress=False))
     pairs = ",".join(f"{p}:{o}" for p, o in offsets.items())
-    argv = [find_java(), *JAVA_FLAGS, f"-Dlog4j2.configurationFile={JAVA_LOG_CONFIG}", "-cp", cp, str(JAVA_SOURCE),
+    argv = [find_java(), *JVM_FLAGS, f"-Dlog4j2.configurationFile={JAVA_LOG_CONFIG}", "-cp", cp, str(JAVA_SOURCE),
             exp.bootstrap, group_id, topic, pairs, f"{JAVA_OUTSIDER}-{uuid.uuid4().hex[:8]}",
             str(int(deadline_s * 1000 * 0.4)), metadata_from]
     exp.history.append("start", JAVA_OUTSIDER)
