@@ -168,7 +168,7 @@ def _copy_sources(prefix: Path, files: list[str], say: Callable[[str], None]) ->
     fresh.rename(prefix / "src")
     shutil.rmtree(old, ignore_errors=True)
     site = subprocess.run([str(venv_python(prefix)), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     (Path(site) / "labkit-hub-src.pth").write_text(f"{prefix / 'src'}\n")
 
 
