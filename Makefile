@@ -23,12 +23,22 @@ PYTEST := $(CPUS) $(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cac
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# BUNDLE=<archive> (what `make bundle` wrote, labkit/bundle/): set up with no network. The system python (standard
+# library only: the venv does not exist yet) checks the archive and unpacks its wheels into .bundle/wheels and its jar
+# caches into $$LABKIT_HOME; pip then installs from those wheels alone, and Maven is never needed.
+ifneq ($(BUNDLE),)
+PIP_FROM := --no-index --find-links .bundle/wheels
+endif
+.PHONY: unbundle
+unbundle:
+	$(if $(BUNDLE),$(PYTHON) -m labkit.bundle install $(BUNDLE),@:)
+
+$(STAMP): requirements.txt pyproject.toml | unbundle
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "labkit needs Python 3.11 or newer: install it, or run make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q $(PIP_FROM) --upgrade pip
+	$(PY) -m pip install -q $(PIP_FROM) -r requirements.txt
+	$(PY) -m pip install -q $(PIP_FROM) --no-deps -e .
 	touch $(STAMP)
 
 # The Kafka jars (LABKIT_KAFKA_VERSION, default 4.4.0), resolved once with Maven into ~/.cache/labkit (or $$LABKIT_HOME).
@@ -40,6 +50,13 @@ jars: $(STAMP)
 lab: $(STAMP) preflight
 	@if [ -z "$$LABKIT_BOOTSTRAP" ]; then $(PY) -m labkit jars; fi
 	$(PY) -m labkit up
+
+# One archive for a venue with no network (labkit/bundle/): this platform's wheels, the jar caches of the lab's Kafka
+# release and of Spark's connector, the compiled Java code, a manifest; dist/labkit-bundle-*.tar, about 700 MB.
+# ARGS: --out DIR, Kafka releases. The offline test (outside make test): python -m labkit.bundle.offline_check.
+.PHONY: bundle
+bundle: $(STAMP)
+	$(PY) -m labkit.bundle build $(ARGS)
 
 stop:
 	@if [ -x $(PY) ]; then $(PY) -m labkit down; $(PY) -m labkit spark-cluster down; fi
