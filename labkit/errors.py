@@ -9,6 +9,19 @@ class JavaError(LabkitError):
     """No Java, or a Java older than 17, to run the Kafka broker with (Kafka 4.x needs Java 17+)."""
 
 
+class JavaTooOldError(JavaError):
+    """A ``java`` was found, older than 17 or of a version it does not say.
+
+    Attributes:
+        java: its path.
+        major: its feature release (11 for "11.0.22", 8 for "1.8.0_x"; 0 if unknown).
+    """
+
+    def __init__(self, message: str, java: str, major: int) -> None:
+        super().__init__(message)
+        self.java, self.major = java, major
+
+
 class MavenError(LabkitError):
     """The broker jars are not cached and Maven is missing or could not resolve them."""
 

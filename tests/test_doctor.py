@@ -22,7 +22,11 @@ from labkit.doctor.cli import run_checks
 
 REPO = Path(__file__).resolve().parents[1]
 ALL = [nb.number for nb in needs.NOTEBOOKS]
-JAVAC_NOTEBOOKS = ["01", "02", "03", "06", "08"]
+#: The notebooks that need a JDK (needs.JAVAC): the Java participant (01 part 4, 02, 03, 06, 08), and 05's Java
+#: program on the source launcher.
+JAVAC_NOTEBOOKS = ["01", "02", "03", "05", "06", "08"]
+#: The notebooks that run with Docker alone: LABKIT_BOOTSTRAP, no Java, no jar cache (tests/test_bootstrap_route.py).
+DOCKER_ALONE = ["00", "07"]
 
 
 def base_env(**changes: str) -> dict[str, str]:
@@ -89,7 +93,7 @@ def test_no_javac_stops_the_java_participant_notebooks(tmp_path):
     assert javac.startswith("  FAIL") and "no javac" in javac and "openjdk-17-jdk-headless" in javac
     assert line_of(done.stdout, "java").startswith("  ok")
     assert cannot_run(done.stdout) == JAVAC_NOTEBOOKS
-    assert "01 idempotence           cannot run (parts 1-3 run; part 4 needs javac): javac" in done.stdout
+    assert "01 idempotence           cannot run (parts 1-3 and 5-7 run; part 4 needs a JDK): javac" in done.stdout
 
 
 def test_no_maven_with_the_jars_cached_is_a_warning(tmp_path):
@@ -156,6 +160,14 @@ def test_java_11_stops_every_notebook(tmp_path):
     assert cannot_run(done.stdout) == ALL
 
 
+def test_an_old_java_is_named_from_the_error_s_fields(tmp_path):
+    """find_java's JavaTooOldError carries the java and its major release: "1.8.0_402" is Java 8."""
+    fake_java(tmp_path / "bin", "1.8.0_402")
+    check = checks.check_java(base_env(PATH=str(tmp_path / "bin")))
+    assert check.status == checks.FAIL
+    assert check.detail == f"{tmp_path / 'bin' / 'java'} is Java 8, too old (17+ needed)"
+
+
 @pytest.mark.parametrize("version, status", [("25.0.1", "warn"), ("25", "warn"), ("25.0.3", "ok"), ("21.0.5", "ok")])
 def test_jdk_25_before_25_0_3_is_a_warning_for_spark(tmp_path, version, status):
     fake_java(tmp_path / "bin", version, with_javac=True)
@@ -164,24 +176,41 @@ def test_jdk_25_before_25_0_3_is_a_warning_for_spark(tmp_path, version, status):
     assert ("PR 55798" in check.detail) == (status == "warn")
 
 
-def test_with_another_cluster_only_the_jvm_notebooks_need_java(tmp_path):
-    with socket.socket() as cluster:  # LABKIT_BOOTSTRAP's cluster: the doctor only connects to it
-        cluster.bind(("127.0.0.1", 0))
-        cluster.listen()
-        env = base_env(PATH=tools(tmp_path / "bin", "mvn", "make"),
-                       LABKIT_BOOTSTRAP=f"127.0.0.1:{cluster.getsockname()[1]}")
-        done = doctor(env=env)
+def test_with_docker_alone_the_doctor_names_the_notebooks_that_run(tmp_path, bootstrap):
+    """LABKIT_BOOTSTRAP names a real broker (the session's, standing in for docker compose's), no java or javac on
+    PATH, an empty jar cache: the report ends with exactly the notebooks that run with Docker alone."""
+    env = base_env(PATH=tools(tmp_path / "bin", "mvn", "make"), LABKIT_BOOTSTRAP=bootstrap,
+                   LABKIT_HOME=str(tmp_path / "home"))
+    done = doctor(env=env)
     assert done.returncode == 1
     assert line_of(done.stdout, "LABKIT_BOOTSTRAP").startswith("  ok")
-    assert cannot_run(done.stdout) == ["01", "02", "03", "04", "06", "07", "08"]  # 00 and 05 read the cached jar
+    assert line_of(done.stdout, "java").startswith("  FAIL") and line_of(done.stdout, "javac").startswith("  FAIL")
+    runs = [nb for nb in ALL if nb not in cannot_run(done.stdout)]
+    assert runs == DOCKER_ALONE, done.stdout
+    assert "01 idempotence           cannot run (parts 1-3 and 5-7 run; part 4 needs a JDK): java, javac" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    can = f"{len(DOCKER_ALONE)} of 9 notebooks can run here: {', '.join(DOCKER_ALONE)}; cannot: "
+    assert last.startswith(can), last
 
 
 def test_a_cluster_that_does_not_answer_stops_every_notebook():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again before the check
-    check = checks.check_bootstrap(base_env(LABKIT_BOOTSTRAP=f"127.0.0.1:{port}"))
+    check = checks.check_bootstrap(base_env(LABKIT_BOOTSTRAP=f"127.0.0.1:{port}"), timeout_s=1.0)
     assert check.status == checks.FAIL and "docker compose up -d" in check.fix and check.blocks == tuple(ALL)
+
+
+def test_a_port_that_accepts_connections_is_not_yet_a_broker():
+    """Something listens at LABKIT_BOOTSTRAP but never answers Kafka's metadata request: not a cluster."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        started = time.monotonic()
+        check = checks.check_bootstrap(base_env(LABKIT_BOOTSTRAP=f"127.0.0.1:{silent.getsockname()[1]}"),
+                                       timeout_s=1.0)
+    assert check.status == checks.FAIL and "no Kafka broker answers" in check.detail, check
+    assert time.monotonic() - started < 15
 
 
 def test_the_network_is_asked_only_for_what_is_not_cached(tmp_path, monkeypatch):
@@ -209,6 +238,10 @@ def test_every_notebook_has_its_needs():
     on_disk = sorted(p.name[:2] for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert on_disk == ALL
     assert needs.users(needs.JAVAC, external_broker=False) == tuple(JAVAC_NOTEBOOKS)
+    # With another cluster, only 00 and 07 need nothing on this machine: no JVM, no Kafka jars, no Spark jars.
+    local = (needs.JVM, needs.JAVAC, needs.KAFKA_JARS, needs.SPARK_JARS)
+    assert [nb.number for nb in needs.NOTEBOOKS
+            if not any(needs.users(key, external_broker=True).count(nb.number) for key in local)] == DOCKER_ALONE
     assert report.blocked(run_checks(base_env(), memory_mib=10**6)) == {}
 
 

@@ -1,47 +1,46 @@
-"""The release's protocol definitions, read from its kafka-clients jar (item 11 of issue 24: the KIP drafts'
-numbers are taken in Kafka 4.4.0), and ConsumerGroupDescribe against the real broker."""
+"""The KIP drafts' numbers against the running release (item 11 of issue 24: taken in Kafka 4.4.0): API key and
+TxnOffsetCommit version as the real broker answers ApiVersions, error codes from the release's kafka-clients jar; and
+ConsumerGroupDescribe against the real broker."""
 
 import pytest
 
-from labkit.broker.settings import DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION
+from labkit.broker.settings import DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION, kafka_at_least
 from labkit.kafka import protocol
-from labkit.kafka.protocol import (ProtocolError, api_name, api_versions, describe_consumer_group, draft_collisions,
-                                   error_names)
+from labkit.kafka.protocol import ProtocolError, describe_consumer_group, draft_collisions, error_names
 from labkit.kafka.wire import WireError
 
 
-def test_the_jar_names_api_key_93_error_134_and_txn_offset_commit_v6():
-    """Kafka 4.4.0 (the default release): the numbers KIP-1287's and KIP-1289's drafts chose are taken."""
+def test_the_jar_names_error_134_on_the_default_release():
+    """Kafka 4.4.0 (the default release): KIP-1287's error code is taken."""
     assert DEFAULT_KAFKA_VERSION == "4.4.0"
-    assert api_name(93, DEFAULT_KAFKA_VERSION) == "StreamsGroupTopologyDescriptionUpdate"
     assert error_names([134, 133, 135, 999], DEFAULT_KAFKA_VERSION) == {134: "GROUP_DELETION_FAILED", 133: "SHARE_SESSION_LIMIT_REACHED",
                                                  135: "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED", 999: None}
-    txn = api_versions("TxnOffsetCommit", DEFAULT_KAFKA_VERSION)
-    assert txn["api_key"] == 28 and txn["versions"] == (0, 6)
-    assert "KIP-1319" in txn["added"][6] and "topic IDs" in txn["added"][6]
-    assert "KIP-890" in txn["added"][4]
 
 
-def test_draft_collisions_on_the_default_release():
-    rows = {(r["draft"], r["kind"]): r for r in draft_collisions(DEFAULT_KAFKA_VERSION)}
-    assert rows[("KIP-1287", "error code")]["in_release"] == "GROUP_DELETION_FAILED"
-    assert "KIP-1319" in rows[("KIP-1287", "TxnOffsetCommit version")]["in_release"]
-    assert rows[("KIP-1289", "API key")]["in_release"] == "StreamsGroupTopologyDescriptionUpdate"
-    assert all(r["taken"] for r in rows.values()) and len(rows) == 3
+def test_draft_collisions_on_the_running_broker(bootstrap):
+    rows = {(r["draft"], r["kind"]): r for r in draft_collisions(bootstrap)}
+    assert len(rows) == 3 and all(r["taken"] == kafka_at_least("4.4") for r in rows.values()), rows
+    if kafka_at_least("4.4"):
+        assert rows[("KIP-1287", "error code")]["in_release"] == "GROUP_DELETION_FAILED"
+        assert rows[("KIP-1287", "TxnOffsetCommit version")]["in_release"] == "TxnOffsetCommit versions 0-6"
+        assert rows[("KIP-1289", "API key")]["in_release"] == "StreamsGroupTopologyDescriptionUpdate (versions 0-0)"
+
+
+def test_without_the_error_codes_no_jar_or_java_is_needed(bootstrap, monkeypatch, tmp_path):
+    """Notebook 07's table on the Docker route: an empty jar cache and no java on PATH."""
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    rows = draft_collisions(bootstrap, error_codes=False)
+    assert [r["kind"] for r in rows] == ["TxnOffsetCommit version", "API key"]
+    assert all(r["taken"] == kafka_at_least("4.4") for r in rows), rows
 
 
 @pytest.mark.skipif("4.3.1" not in FEATURES_BY_VERSION, reason="4.3.1 is no longer supported")
-def test_kafka_4_3_1_has_none_of_them():
-    """4.3.1's jar (cached beside 4.4.0's): key 93 and code 134 are free, TxnOffsetCommit stops at v5."""
-    assert api_name(93, "4.3.1") is None
+def test_kafka_4_3_1_has_no_error_134():
+    """4.3.1's jar (cached beside 4.4.0's): code 134 is free (its broker's API key 93 and TxnOffsetCommit v6:
+    notebook 05 on 4.3.1, tests/test_older_releases.py)."""
     assert error_names([134, 133], "4.3.1") == {134: None, 133: "SHARE_SESSION_LIMIT_REACHED"}
-    assert api_versions("TxnOffsetCommit", "4.3.1")["versions"] == (0, 5)
-    assert not any(r["taken"] for r in draft_collisions("4.3.1"))
-
-
-def test_an_unknown_api_names_some_that_exist():
-    with pytest.raises(ProtocolError, match="has no API 'TxnShareAcknowledge'.*AddOffsetsToTxn"):
-        api_versions("TxnShareAcknowledge", DEFAULT_KAFKA_VERSION)
 
 
 def test_a_missing_jar_names_the_fix(monkeypatch, tmp_path):

@@ -1,6 +1,6 @@
 """Notebook 00's lesson on the real broker: ``begin_transaction`` writes nothing to ``__transaction_state``; the
-first record of the transaction does (ONGOING); the release's protocol has no BeginTransaction request. (The
-exercise's check: tests/test_exercise.py.)"""
+first record of the transaction does (ONGOING); the broker accepts no BeginTransaction request (its ApiVersions
+answer). (The exercise's check: tests/test_exercise.py.)"""
 
 from labkit.kafka import records
 from labkit.lessons import tour
@@ -14,11 +14,16 @@ def test_begin_transaction_is_local_and_the_first_send_starts_the_transaction(bo
     assert records.read_topic(bootstrap, topic, "read_committed").empty  # it was aborted
 
 
-def test_the_release_has_no_begin_transaction_request():
-    names = tour.transaction_requests()
+def test_the_broker_accepts_no_begin_transaction_request(bootstrap):
+    """The broker's ApiVersions answer, every key named: the transaction requests, and none that begins one."""
+    requests = tour.transaction_requests(bootstrap)
+    names = list(requests.request)
     assert {"InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn",
-            "WriteTxnMarkers"} <= set(names)
-    assert not [n for n in names if n.startswith("Begin")]
+            "WriteTxnMarkers", "DescribeTransactions", "ListTransactions"} <= set(names)
+    assert not [n for n in names if n.startswith("Begin")] and not requests.attrs["unnamed"]
+    assert list(requests.api_key) == sorted(requests.api_key) and requests.attrs["supported"] > 50
+    end_txn = requests.set_index("request").loc["EndTxn"]
+    assert end_txn.api_key == 26 and end_txn.versions.startswith("0-")
 
 
 def test_the_quiz_verdict_names_the_control_records_the_log_holds(bootstrap):

@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from labkit.broker.settings import kafka_version
-from labkit.errors import JavaError, MavenError
+from labkit.errors import JavaError, JavaTooOldError, MavenError
 
 POM = Path(__file__).resolve().parents[2] / "jvm" / "pom.xml"
 _DOCKER_HINT = (
@@ -51,7 +51,8 @@ def find_java(env: dict[str, str] | None = None) -> str:
     """Path of a ``java`` of version 17 or newer: ``$JAVA_HOME/bin/java``, else ``java`` on PATH.
 
     Raises:
-        JavaError: no java found, or its version is below 17 (Kafka 4.x brokers need Java 17).
+        JavaError: no java found. JavaTooOldError (a JavaError): its version is below 17 (Kafka 4.x brokers need
+            Java 17), with the java's path and major version as attributes.
     """
     env = os.environ if env is None else env
     java_home = env.get("JAVA_HOME")
@@ -63,10 +64,10 @@ def find_java(env: dict[str, str] | None = None) -> str:
         )
     major = _java_major(java)
     if major < 17:
-        raise JavaError(
+        raise JavaTooOldError(
             f"{java} is Java {major or 'of unknown version'}; Kafka 4.x needs Java 17+. Install it "
             f"(Debian: `apt-get install openjdk-17-jre-headless`) and put it first on PATH or set JAVA_HOME, "
-            f"{_DOCKER_HINT}."
+            f"{_DOCKER_HINT}.", java, major
         )
     return java
 

@@ -20,11 +20,12 @@ from typing import Mapping
 import psutil
 
 from labkit.broker import runtime
-from labkit.broker.javac import find_javac
+from labkit.broker.javac import NoJavacError, find_javac
 from labkit.broker.ports import HOST, PORT_RANGE, ensure_free, free_port
+from labkit.broker.probe import check_reachable
 from labkit.broker.settings import kafka_version
 from labkit.doctor import needs
-from labkit.errors import JavaError, PortInUseError
+from labkit.errors import BrokerUnreachableError, JavaError, JavaTooOldError, PortInUseError
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 REPO = Path(__file__).resolve().parents[2]
@@ -208,18 +209,19 @@ def java_release(java: str) -> tuple[int, int, int]:
 def check_java(env: Mapping[str, str] | None = None) -> Check:
     """The ``java`` the lab runs (``$JAVA_HOME/bin/java``, else on PATH: :func:`labkit.broker.runtime.find_java`):
     17 or newer (Kafka 4.x); a warning for 25.0.0-25.0.2, which Spark 4.2 deprecates (G1GC data corruption,
-    apache/spark PR 55798). Without it the lab broker (unless ``LABKIT_BOOTSTRAP``), 04, 07 and 08 cannot run.
+    apache/spark PR 55798). Without it the notebooks that use a JVM (:data:`labkit.doctor.needs.JVM`, and every one
+    while the lab runs its own broker) cannot run.
     """
     env = dict(_env(env))
     blocked = needs.users(needs.JVM, external_broker(env))
-    where = env.get("JAVA_HOME") and "JAVA_HOME"
     try:
         java = runtime.find_java(env)
-    except JavaError as exc:
-        found = re.search(r"^(\S+) is (Java \S+);", str(exc))
-        detail = (f"{found.group(1)} is {found.group(2)}, too old (17+ needed)" if found
-                  else f"no java ({'JAVA_HOME=' + env['JAVA_HOME'] if where else 'none on PATH'})")
-        return Check("java", FAIL, detail, _JDK_FIX, blocked)
+    except JavaTooOldError as exc:
+        return Check("java", FAIL, f"{exc.java} is Java {exc.major or 'of unknown version'}, too old (17+ needed)",
+                     _JDK_FIX, blocked)
+    except JavaError:
+        where = f"JAVA_HOME={env['JAVA_HOME']}" if env.get("JAVA_HOME") else "none on PATH"
+        return Check("java", FAIL, f"no java ({where})", _JDK_FIX, blocked)
     except (OSError, subprocess.SubprocessError) as exc:
         return Check("java", FAIL, f"java does not run: {exc}", _JDK_FIX, blocked)
     release = java_release(java)
@@ -231,15 +233,17 @@ def check_java(env: Mapping[str, str] | None = None) -> Check:
 
 
 def check_javac(env: Mapping[str, str] | None = None) -> Check:
-    """``javac`` beside that Java (:func:`labkit.broker.javac.find_javac`): the Java participant is compiled at first
-    use (notebooks 01 part 4, 02, 03, 06, 08; the broker runs without it)."""
+    """``javac`` beside that Java (:func:`labkit.broker.javac.find_javac`), the sign of a JDK: the Java participant is
+    compiled at first use, and notebook 05's Java program runs on ``java``'s source launcher, which only a JDK has
+    (the notebooks of :data:`labkit.doctor.needs.JAVAC`; the broker runs without it)."""
     env = dict(_env(env))
     blocked = needs.users(needs.JAVAC, external_broker(env))
     try:
         javac = find_javac(env)
-    except JavaError as exc:
-        detail = "no javac (a Java runtime, not a JDK)" if "no javac" in str(exc) else "no Java 17+, so no javac"
-        return Check("javac", FAIL, detail, _JDK_FIX, blocked)
+    except NoJavacError:
+        return Check("javac", FAIL, "no javac (a Java runtime, not a JDK)", _JDK_FIX, blocked)
+    except JavaError:
+        return Check("javac", FAIL, "no Java 17+, so no javac", _JDK_FIX, blocked)
     try:
         out = subprocess.run([javac, "-version"], capture_output=True, text=True, timeout=30)
         version = (out.stdout + out.stderr).strip() or "javac"
@@ -350,25 +354,24 @@ def check_ports(ports: Mapping[int, str] | None = None, env: Mapping[str, str] |
 
 
 def check_bootstrap(env: Mapping[str, str] | None = None, timeout_s: float = 2.0) -> Check | None:
-    """With ``LABKIT_BOOTSTRAP`` set, whether something accepts a TCP connection there (the lab then starts no
-    broker of its own); ``None`` without it.
+    """With ``LABKIT_BOOTSTRAP`` set, whether a Kafka broker answers there (a metadata request:
+    :func:`labkit.broker.probe.check_reachable`, as :func:`labkit.connect` asks it; the lab then starts no broker of
+    its own); ``None`` without it.
 
     Args:
-        timeout_s: the connection's deadline, s.
+        timeout_s: the answer's deadline, s.
     """
-    import socket
-
     bootstrap = _env(env).get("LABKIT_BOOTSTRAP")
     if not bootstrap:
         return None
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
-    except (OSError, ValueError) as exc:
-        return Check("LABKIT_BOOTSTRAP", FAIL, f"{bootstrap} does not answer ({exc})",
+        check_reachable(bootstrap, timeout_s)
+    except BrokerUnreachableError:
+        return Check("LABKIT_BOOTSTRAP", FAIL, f"no Kafka broker answers at {bootstrap} within {timeout_s:g} s",
                      "start that cluster (`docker compose up -d`), or unset LABKIT_BOOTSTRAP so the lab runs its own "
                      "broker", tuple(nb.number for nb in needs.NOTEBOOKS))
-    return Check("LABKIT_BOOTSTRAP", OK, f"{bootstrap} answers: the lab uses that cluster, no local broker")
+    return Check("LABKIT_BOOTSTRAP", OK, f"a Kafka broker answers at {bootstrap}: the lab uses that cluster, no local "
+                 "broker")
 
 
 def check_chromium(env: Mapping[str, str] | None = None) -> Check:

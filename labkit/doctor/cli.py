@@ -51,7 +51,7 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     title = (f"labkit doctor{' (`make doctor` prints every line)' if args.lab else ''}: "
              f"Kafka {kafka_version(None, dict(env))}, LABKIT_HOME={runtime.labkit_home(dict(env))}"
              + (f", LABKIT_BOOTSTRAP={env['LABKIT_BOOTSTRAP']}" if c.external_broker(env) else ""))
-    print(report.render(found, title, brief=args.lab), flush=True)
+    print(report.render(found, title, brief=args.lab, external_broker=c.external_broker(env)), flush=True)
     stopped = report.blocked(found)
     if args.lab:
         if len(stopped) == len(needs.NOTEBOOKS):

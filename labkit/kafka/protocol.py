@@ -1,11 +1,11 @@
-"""Kafka's wire protocol as the running release defines it, read from its jar, and one consumer-group request.
+"""The KIP drafts' wire numbers against the running release, and one consumer-group request.
 
-* **Definitions.** Every request and response of a Kafka release is a JSON file in its kafka-clients jar,
-  ``common/message/<Name>Request.json`` (``apiKey``, ``validVersions``, and ``//`` comments saying what each
-  version added, naming its KIP); error codes are the ``org.apache.kafka.common.protocol.Errors`` enum in
-  the same jar, read here by running ``Errors.forCode`` on a JVM (Java 17+, the one the broker runs on). The
-  jars are labkit's cache, ``~/.cache/labkit/kafka-<version>/`` (:mod:`labkit.broker.runtime`).
-  :func:`draft_collisions` compares the numbers the KIP drafts chose with the release's.
+* **The drafts' numbers.** :func:`draft_collisions` compares the numbers the KIP drafts chose with what the running
+  release has at each: its API keys and versions as the broker itself answers ApiVersions
+  (:mod:`labkit.kafka.api_versions`: no jar, no JVM here), and its error codes, which no request lists: those are the
+  ``org.apache.kafka.common.protocol.Errors`` enum of the release's kafka-clients jar, read by running
+  ``Errors.forCode`` on a JVM (Java 17+, the one the broker runs on) with the jars of labkit's cache,
+  ``~/.cache/labkit/kafka-<version>/`` (:mod:`labkit.broker.runtime`).
 * **ConsumerGroupDescribe** (API key 69, v0, KIP-848), sent over a socket: each member's epoch and
   assignment, which confluent-kafka's ``describe_consumer_groups`` does not show.
 """
@@ -13,16 +13,14 @@
 from __future__ import annotations
 
 import functools
-import json
-import re
 import subprocess
 import tempfile
-import zipfile
 from pathlib import Path
 
 from labkit.broker.runtime import classpath, ensure_jars, find_java, jar_dir
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
+from labkit.kafka.api_versions import api_name, broker_api_versions
 from labkit.kafka.wire import Reader, assignment, describe_group
 
 
@@ -39,87 +37,10 @@ def clients_jar(version: str | None = None) -> Path:
     version = kafka_version(version)
     jar = jar_dir(version=version) / f"kafka-clients-{version}.jar"
     if not jar.exists():
-        raise ProtocolError(f"{jar} is missing: run `.venv/bin/python -m labkit jars {version}` (or `make lab`) "
-                            "to fetch Kafka's jars from Maven Central once.")
+        raise ProtocolError(f"{jar} is missing: run `.venv/bin/python -m labkit jars {version}` (`make jars`) to "
+                            "fetch Kafka's jars from Maven Central once (Maven; `make lab` does it too, but not with "
+                            "LABKIT_BOOTSTRAP set).")
     return jar
-
-
-def _strip_comments(text: str) -> tuple[str, list[str]]:
-    """The JSON of a message definition without its ``//`` comment lines, and those comments in order but the
-    licence header (the comment lines the file opens with)."""
-    body, comments, header = [], [], True
-    for line in text.splitlines():
-        comment = line.strip().startswith("//")
-        header = header and comment
-        if comment and not header:
-            comments.append(line.strip()[2:].strip())
-        elif not comment:
-            body.append(line)
-    return "\n".join(body), comments
-
-
-def message_definitions(version: str | None = None) -> dict[str, dict]:
-    """Every request and response definition of Kafka ``version``'s kafka-clients jar, by name
-    (e.g. ``"TxnOffsetCommitRequest"``): the JSON (``apiKey``, ``type``, ``validVersions``, ``fields``, ...)
-    plus ``"comments"``, its ``//`` lines in order (the licence header left out). Read once per release.
-
-    Raises:
-        ProtocolError: the jar is missing, or a definition is not JSON once its comments are removed.
-    """
-    return _message_definitions(kafka_version(version))
-
-
-@functools.lru_cache(maxsize=None)
-def _message_definitions(version: str) -> dict[str, dict]:
-    out = {}
-    with zipfile.ZipFile(clients_jar(version)) as jar:
-        for name in jar.namelist():
-            if not (name.startswith("common/message/") and name.endswith(".json")):
-                continue
-            body, comments = _strip_comments(jar.read(name).decode())
-            try:
-                definition = json.loads(body)
-            except json.JSONDecodeError as exc:
-                raise ProtocolError(f"{name} in {clients_jar(version).name} is not JSON without its comments: {exc}")
-            if definition.get("type") in ("request", "response"):
-                definition["comments"] = comments
-                out[definition["name"]] = definition
-    return out
-
-
-def api_name(api_key: int, version: str | None = None) -> str | None:
-    """The name of the API with key ``api_key`` in Kafka ``version`` (the request's name without "Request",
-    e.g. 93 -> ``"StreamsGroupTopologyDescriptionUpdate"`` in 4.4.0), or ``None`` if the release has none."""
-    for name, definition in message_definitions(version).items():
-        if definition["type"] == "request" and definition["apiKey"] == api_key:
-            return name.removesuffix("Request")
-    return None
-
-
-def api_versions(api: str, version: str | None = None) -> dict:
-    """An API's versions in Kafka ``version``: ``{"api_key": int, "versions": (oldest, newest),
-    "added": {n: text}}``, where ``added[n]`` is the request's comment that starts "Version n" (what version
-    n added, with its KIP), e.g. ``api_versions("TxnOffsetCommit")["added"][6]`` in 4.4.0 names KIP-1319.
-
-    Raises:
-        ProtocolError: no such API in that release (the message names a few that exist).
-    """
-    definition = message_definitions(version).get(f"{api}Request")
-    if definition is None:
-        known = sorted(n.removesuffix("Request") for n in message_definitions(version) if n.endswith("Request"))
-        raise ProtocolError(f"Kafka {kafka_version(version)} has no API {api!r} (it has e.g. {', '.join(known[:5])})")
-    low, _, high = definition["validVersions"].partition("-")
-    added, current = {}, None
-    for comment in definition["comments"]:
-        match = re.match(r"[Vv]ersions? (\d+)\b", comment)
-        if match:
-            current = int(match.group(1))
-            added[current] = comment
-        elif current is not None and comment and not comment.startswith("Supported errors"):
-            added[current] += " " + comment
-        else:
-            current = None
-    return {"api_key": definition["apiKey"], "versions": (int(low), int(high or low)), "added": added}
 
 
 _ERRORS_SOURCE = """
@@ -160,6 +81,8 @@ def error_names(codes: list[int], version: str | None = None) -> dict[int, str |
     return _error_names(tuple(codes), kafka_version(version))
 
 
+#: TxnOffsetCommit's API key.
+TXN_OFFSET_COMMIT_KEY = 28
 #: The numbers the KIP drafts chose for what they add: (draft, what, kind, number). Sources: seed 001 (KIP-1287:
 #: "UNASSIGNED_PARTITION (code 134)", "TxnOffsetCommitRequest and TxnOffsetCommitResponse are both bumped to
 #: version 6"), apache/kafka PR #22357 (KIP-1289's draft: "TxnShareAcknowledgeRequest / TxnShareAcknowledgeResponse
@@ -171,27 +94,38 @@ DRAFT_NUMBERS = (
 )
 
 
-def draft_collisions(version: str | None = None) -> list[dict]:
-    """What Kafka ``version`` (default: the running release) already has at each number of
-    :data:`DRAFT_NUMBERS`, read from its jar: one dict per number, ``{"draft", "proposes", "kind", "number",
-    "in_release", "taken"}``, where ``in_release`` is the release's error name, API name, or what that
-    TxnOffsetCommit version added (its comment), or ``None`` if the number is free, and ``taken`` says whether
-    it is. Kafka 4.4.0: all three are taken (GROUP_DELETION_FAILED; KIP-1319's TxnOffsetCommit v6;
+def draft_collisions(bootstrap: str, *, error_codes: bool = True, version: str | None = None) -> list[dict]:
+    """What the running release already has at each number of :data:`DRAFT_NUMBERS`: one dict per number, ``{"draft",
+    "proposes", "kind", "number", "in_release", "taken"}``, where ``in_release`` is what the release has there or
+    ``None`` if the number is free, and ``taken`` says whether it is. The API key and the TxnOffsetCommit version are
+    asked of the broker at ``bootstrap`` (ApiVersions: the request it accepts at that key, by Kafka's name, with its
+    versions; the versions of TxnOffsetCommit it accepts); the error code is read from the release's jar
+    (:func:`error_names`). Kafka 4.4.0: all three are taken (GROUP_DELETION_FAILED; TxnOffsetCommit v6, KIP-1319's;
     StreamsGroupTopologyDescriptionUpdate); 4.3.1: none is.
 
+    Args:
+        bootstrap: "host:port" of a broker of the running release.
+        error_codes: also the error code rows (they need the release's jar and a Java 17+ on this machine).
+        version: the release whose jar names the error codes (default: the running one).
     Raises:
-        ProtocolError, labkit.errors.JavaError: see :func:`error_names`.
+        labkit.errors.BrokerUnreachableError, labkit.kafka.wire.WireError: see
+            :func:`~labkit.kafka.api_versions.broker_api_versions`.
+        ProtocolError, labkit.errors.JavaError: only with ``error_codes``, see :func:`error_names`.
     """
-    errors = error_names([n for _, _, kind, n in DRAFT_NUMBERS if kind == "error code"], version)
-    txn = api_versions("TxnOffsetCommit", version)
+    apis = broker_api_versions(bootstrap)
+    codes = [n for _, _, kind, n in DRAFT_NUMBERS if kind == "error code"] if error_codes else []
+    errors = error_names(codes, version) if codes else {}
+    txn_low, txn_high = apis.get(TXN_OFFSET_COMMIT_KEY, (0, -1))
     rows = []
     for draft, proposes, kind, number in DRAFT_NUMBERS:
         if kind == "error code":
+            if not error_codes:
+                continue
             found = errors[number]
         elif kind == "API key":
-            found = api_name(number, version)
+            found = f"{api_name(number)} (versions {apis[number][0]}-{apis[number][1]})" if number in apis else None
         else:
-            found = txn["added"].get(number) if number <= txn["versions"][1] else None
+            found = f"TxnOffsetCommit versions {txn_low}-{txn_high}" if number <= txn_high else None
         rows.append({"draft": draft, "proposes": proposes, "kind": kind, "number": number, "in_release": found,
                      "taken": found is not None})
     return rows

@@ -21,6 +21,8 @@ from labkit.errors import BrokerUnreachableError, LabkitError
 from labkit.waiting import Deadline
 
 _correlation = itertools.count(1)
+#: ApiVersions' API key: its response header is v0 whatever the request's version (see :func:`call`).
+API_VERSIONS_KEY = 18
 
 
 class WireError(LabkitError):
@@ -128,7 +130,9 @@ class Writer:
 
 def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float) -> Reader:
     """Send one flexible-version request (header v2) to ``address`` (``"host:port"``) and return a reader past the
-    response header (v1). ``timeout_s``: the connect and each read's deadline (s).
+    response header: v1, but v0 (no tagged fields) for ApiVersions (key 18), whose response header never changes so
+    that a client can read it whatever version it sent (KIP-511; ``ApiKeys.API_VERSIONS``, Kafka's
+    ``ApiVersionsResponse.json``). ``timeout_s``: the connect and each read's deadline (s).
 
     Raises:
         BrokerUnreachableError: no answer from ``address`` within ``timeout_s``.
@@ -150,7 +154,8 @@ def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float
                                      f"({exc}); is it running?") from exc
     if response.int32() != correlation:
         raise WireError(f"the broker at {address} answered another request than the one sent")
-    response.tags()
+    if api_key != API_VERSIONS_KEY:
+        response.tags()
     return response
 
 

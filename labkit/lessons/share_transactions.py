@@ -5,8 +5,9 @@ scoped to a Kafka producer's output), one transaction across two share partition
 partitions, two share coordinators), the open questions of the draft as options, the seed's metrics, and the source-only
 two-phase commit with an external SQLite database.
 
-Nothing here runs on a broker: no Kafka release has KIP-1289. The model's share partition is checked
-against the real broker in ``tests/test_share_partition.py``.
+No Kafka release has KIP-1289, so nothing here runs on a broker but the look-up of the draft's wire numbers
+(:data:`draft_collisions`, the broker's ApiVersions answer). The model's share partition is checked against the real
+broker in ``tests/test_share_partition.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ replay_client_events = share_partition.replay_client_events
 FLOW = [("poll", "c1"), ("produce", "c1"), ("send_acks", "c1")]
 OUT, STATE_0, STATE_1 = "output-0", "__share_group_state-0", "__share_group_state-1"
 
-#: The draft's wire numbers against the running release's jar (for notebook 07; the same table as notebook 05's).
+#: The drafts' wire numbers against the running release, as its broker answers ApiVersions (notebook 07 shows the
+#: API key and the TxnOffsetCommit version, ``error_codes=False``: no jar, no JVM; notebook 05 adds the error code).
 draft_collisions = protocol.draft_collisions
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import time
 
+import pandas as pd
 from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
 from labkit.exercise import Verdict, unanswered
+from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions
 from labkit.kafka.logbatches import read_log
-from labkit.kafka.protocol import message_definitions
 from labkit.kafka.records import create_topic, produce, read_topic
 from labkit.kafka.txnlog import transaction_log
 
@@ -55,16 +56,26 @@ def begin_then_send(bootstrap: str, topic: str, transactional_id: str, wait_s: f
     return seen
 
 
-def transaction_requests(version: str | None = None) -> list[str]:
-    """The names of the requests of Kafka ``version`` (default: the running release) that take part in a
-    transaction, read from its kafka-clients jar (``common/message/*Request.json``): InitProducerId, and every
-    request whose name says Txn or Transaction (KIP-98, KIP-664). Sorted.
+def transaction_requests(bootstrap: str, timeout_s: float = 5.0) -> pd.DataFrame:
+    """The requests that take part in a transaction, as the broker at ``bootstrap`` answers an ApiVersions request
+    (:func:`labkit.kafka.api_versions.broker_api_versions`): InitProducerId, and every request whose name says Txn or
+    Transaction (KIP-98, KIP-664), named by Kafka's ``ApiKeys`` (:data:`labkit.kafka.api_versions.API_NAMES`).
 
+    Returns:
+        One row per request, by API key: ``request``, ``api_key``, ``versions`` ("min-max" the broker accepts).
+        ``attrs["supported"]`` counts every API key the broker answered; ``attrs["unnamed"]`` lists those the name
+        table does not know (a later release's), which could hide any request, a BeginTransaction too.
     Raises:
-        labkit.kafka.protocol.ProtocolError: the release's jar is not in labkit's cache.
+        labkit.errors.BrokerUnreachableError: no answer within ``timeout_s`` (s).
+        labkit.kafka.wire.WireError: the broker answered ApiVersions with an error.
     """
-    names = [n.removesuffix("Request") for n, d in message_definitions(version).items() if d["type"] == "request"]
-    return sorted(n for n in names if n == "InitProducerId" or "Txn" in n or "Transaction" in n)
+    apis = broker_api_versions(bootstrap, timeout_s)
+    rows = [{"request": api_name(key), "api_key": key, "versions": f"{low}-{high}"}
+            for key, (low, high) in apis.items()
+            if api_name(key) == "InitProducerId" or "Txn" in api_name(key) or "Transaction" in api_name(key)]
+    frame = pd.DataFrame(rows, columns=["request", "api_key", "versions"])
+    frame.attrs.update(supported=len(apis), unnamed=[key for key in apis if key not in API_NAMES])
+    return frame
 
 
 def quiz_topic(bootstrap: str, timeout_s: float = 30.0) -> str:

@@ -5,7 +5,7 @@ from that offset. Which epochs the broker checks partition by partition (KIP-125
 commits at three epochs (:func:`epoch_paths`), and a plain OffsetCommit doing the same. Also the
 client-side guard an application can use today, before any broker validates the commit (KIP-1287,
 modelled in :mod:`labkit.models.kip1287`), and the draft's wire numbers against the release's
-(:func:`draft_collisions`, read from its jar)."""
+(:func:`draft_collisions`: API key and version asked of the broker, the error code read from the release's jar)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from labkit.waiting import wait_for
 # (Kafka 4.2's rule, the running release's, the draft's) and names the draft's two candidate errors.
 GroupModel = kip1287.GroupModel
 STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION = kip1287.STALE_MEMBER_EPOCH, kip1287.UNASSIGNED_PARTITION
-#: What notebooks 05 and 07 show of the drafts' numbers, read from the running release's jar.
+#: The drafts' numbers against the running release (05 shows all three; 07 the two the broker answers).
 draft_collisions = protocol.draft_collisions
 #: Member epochs at the broker (ConsumerGroupDescribe); ``protocol`` is a group protocol's name below.
 describe_consumer_group = protocol.describe_consumer_group

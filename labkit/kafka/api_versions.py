@@ -1,0 +1,71 @@
+"""What a broker supports of Kafka's wire protocol, as the broker itself answers: an **ApiVersions** request (API key
+18, KIP-35; v3, flexible, KIP-511) lists every API key its listener accepts, each with its oldest and newest version.
+No jar and no JVM on this machine: it works against any cluster (``LABKIT_BOOTSTRAP``, docker compose's).
+
+The broker answers numbers only. Kafka's name of each key (:data:`API_NAMES`) is the ``name`` of its request
+definition in apache/kafka ``clients/src/main/resources/common/message/*Request.json`` (the ``ApiKeys`` enum is
+generated from them), as of 4.4.0. A key is never given to another request, so every release names the keys it has
+alike (tests/test_api_versions.py compares the table with the kafka-clients jar of each release labkit runs).
+"""
+
+from __future__ import annotations
+
+from labkit.kafka.wire import API_VERSIONS_KEY, Reader, WireError, Writer, call, error_name
+
+#: Kafka's API keys and their requests' names (apache/kafka 4.4.0, ``common/message/*Request.json``). A broker's
+#: listener answers to most of them; the others go to the controllers (e.g. 52-54, KRaft's Vote, BeginQuorumEpoch,
+#: EndQuorumEpoch) or are gone with ZooKeeper (4-7).
+API_NAMES: dict[int, str] = dict(enumerate((
+    "Produce", "Fetch", "ListOffsets", "Metadata", "LeaderAndIsr", "StopReplica", "UpdateMetadata",
+    "ControlledShutdown", "OffsetCommit", "OffsetFetch", "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup",
+    "SyncGroup", "DescribeGroups", "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
+    "DeleteRecords", "InitProducerId", "OffsetForLeaderEpoch", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
+    "WriteTxnMarkers", "TxnOffsetCommit", "DescribeAcls", "CreateAcls", "DeleteAcls", "DescribeConfigs",
+    "AlterConfigs", "AlterReplicaLogDirs", "DescribeLogDirs", "SaslAuthenticate", "CreatePartitions",
+    "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken", "DescribeDelegationToken",
+    "DeleteGroups", "ElectLeaders", "IncrementalAlterConfigs", "AlterPartitionReassignments",
+    "ListPartitionReassignments", "OffsetDelete", "DescribeClientQuotas", "AlterClientQuotas",
+    "DescribeUserScramCredentials", "AlterUserScramCredentials", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch",
+    "DescribeQuorum", "AlterPartition", "UpdateFeatures", "Envelope", "FetchSnapshot", "DescribeCluster",
+    "DescribeProducers", "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "DescribeTransactions",
+    "ListTransactions", "AllocateProducerIds", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
+    "ControllerRegistration", "GetTelemetrySubscriptions", "PushTelemetry", "AssignReplicasToDirs",
+    "ListConfigResources", "DescribeTopicPartitions", "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
+    "ShareAcknowledge", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter", "InitializeShareGroupState",
+    "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary",
+    "StreamsGroupHeartbeat", "StreamsGroupDescribe", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets", "StreamsGroupTopologyDescriptionUpdate", "UnregisterController",
+)))
+
+
+def broker_api_versions(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
+    """Every API key the broker at ``bootstrap``'s first address accepts, with its oldest and newest version, as that
+    broker answers an ApiVersions v3 request: ``{api_key: (min_version, max_version)}``, by key. Kafka 4.4.0's
+    broker listener, e.g., answers ``28: (0, 6)`` (TxnOffsetCommit) and ``93: (0, 0)``; 4.3.1's ``28: (0, 5)`` and
+    no 93.
+
+    Args:
+        bootstrap: "host:port[,host:port]".
+        timeout_s: the connection's and the answer's deadline, s.
+    Raises:
+        labkit.errors.BrokerUnreachableError: no answer within ``timeout_s``.
+        WireError: the broker answered ApiVersions with an error (named).
+    """
+    body = Writer().compact_string("labkit").compact_string("1").no_tags().bytes()  # ClientSoftwareName, -Version
+    r = call(bootstrap.split(",")[0], API_VERSIONS_KEY, 3, body, timeout_s)
+    code = r.int16()
+    if code:
+        raise WireError(f"ApiVersions to {bootstrap}: {error_name(code)}")
+
+    def api(r: Reader) -> tuple[int, tuple[int, int]]:
+        key, low, high = r.int16(), r.int16(), r.int16()
+        r.tags()
+        return key, (low, high)
+
+    return dict(sorted(r.compact_array(api)))
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of request ``api_key`` (:data:`API_NAMES`), or ``"unnamed key <n>"`` for a key newer than the
+    table (a later release's)."""
+    return API_NAMES.get(api_key, f"unnamed key {api_key}")
