@@ -2,8 +2,8 @@ import socket
 
 import pytest
 
-from labkit.broker.ports import PORT_RANGE, ensure_free, free_port
-from labkit.errors import PortInUseError
+from labkit.broker.ports import PORT_RANGE, ensure_free, free_port, lab_ports
+from labkit.errors import LabkitError, PortInUseError
 
 
 def test_free_port_can_be_bound_and_is_outside_the_ephemeral_range():
@@ -32,3 +32,23 @@ def test_port_in_use_names_the_port_and_the_fix():
         port = holder.getsockname()[1]
         with pytest.raises(PortInUseError, match=f"Port {port} on 127.0.0.1 \\(client\\) is in use.*ss -ltnp"):
             ensure_free(port, "client")
+
+
+def test_free_port_stays_in_the_block_labkit_port_range_names(monkeypatch):
+    """The workshop hub gives each attendee a block of ports (LABKIT_PORT_RANGE): every port the lab picks is in it."""
+    monkeypatch.setenv("LABKIT_PORT_RANGE", "21000-21009")
+    assert lab_ports() == range(21000, 21010)
+    assert {free_port() for _ in range(30)} <= set(range(21000, 21010))
+
+
+@pytest.mark.parametrize("spec", ["21000", "21010-21000", "x-y", "1000-2000", "32000-40000"])
+def test_a_malformed_port_range_names_the_variable(monkeypatch, spec):
+    monkeypatch.setenv("LABKIT_PORT_RANGE", spec)
+    with pytest.raises(LabkitError, match="LABKIT_PORT_RANGE"):
+        free_port()
+
+
+def test_an_address_not_of_this_machine_is_not_called_in_use():
+    with pytest.raises(LabkitError, match="an address of this machine") as caught:
+        ensure_free(free_port(), "test", host="192.0.2.1")  # TEST-NET-1: never assigned to a host
+    assert not isinstance(caught.value, PortInUseError)

@@ -9,7 +9,8 @@ they do: Kafka behaves the same.
 An archive is made for one command: its name holds a digest of the ``java -version`` text and the class path, so a
 new JDK, a new release's jars or a recompiled participant gets an archive of its own; the JVM itself also checks
 the jars' sizes and times and, on a mismatch, runs without it (``-Xshare:auto``, the default). Archives live in
-``$LABKIT_HOME/cds/``; ``python -m labkit jars`` (``make lab``, ``make test``) makes them
+``$LABKIT_HOME/cds/`` (read from the shared cache's ``cds/`` first, if it holds the archive:
+:func:`labkit.broker.runtime.cache_path`; an archive is only ever written in ``$LABKIT_HOME``); ``python -m labkit jars`` (``make lab``, ``make test``) makes them
 (:func:`labkit.broker.warmup.make_archives`). A JVM started before they exist runs without one.
 """
 
@@ -21,7 +22,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from labkit.broker.runtime import java_version_text, labkit_home
+from labkit.broker.runtime import cache_path, java_version_text, labkit_home
 
 #: The JVM's own notes about the archive (e.g. a class path it cannot share) stay out of the logs: a JVM without a
 #: usable archive simply runs without one.
@@ -30,15 +31,21 @@ QUIET = "-Xlog:cds=off,cds+dynamic=off"
 
 def archive(kind: str, java: str, class_path: str) -> Path:
     """Where the archive of ``kind`` (e.g. "broker") for ``java`` and ``class_path`` (a ``-cp`` value, ``dir/*``
-    entries included) lives: its name is a digest of the ``java -version`` text, the class path and each jar's size
-    and modification time, which the JVM checks too (a jar installed again, e.g. in a new venv, gets a new archive;
-    the JVM would refuse the old one)."""
+    entries included) is read from: the shared cache's if it holds it, else ``$LABKIT_HOME``'s
+    (:func:`labkit.broker.runtime.cache_path`). Its name is a digest of the ``java -version`` text, the class path and
+    each jar's size and modification time, which the JVM checks too (a jar installed again, e.g. in a new venv, gets a
+    new archive; the JVM would refuse the old one)."""
+    return cache_path(f"cds/{_file_name(kind, java, class_path)}", marker=None)
+
+
+def _file_name(kind: str, java: str, class_path: str) -> str:
+    """The archive's file name (:func:`archive`)."""
     digest = hashlib.sha256(f"{java_version_text(java)}\0{class_path}".encode())
     for entry in class_path.split(os.pathsep):
         for jar in sorted(Path(entry[:-1]).glob("*.jar")) if entry.endswith("*") else [Path(entry)]:
             stat = jar.stat() if jar.exists() else None
             digest.update(f"\0{jar}\0{stat and stat.st_size}\0{stat and stat.st_mtime_ns}".encode())
-    return labkit_home() / "cds" / f"{kind}-{digest.hexdigest()[:16]}.jsa"
+    return f"{kind}-{digest.hexdigest()[:16]}.jsa"
 
 
 def flags(kind: str, java: str, class_path: str) -> list[str]:
@@ -52,8 +59,9 @@ def flags(kind: str, java: str, class_path: str) -> list[str]:
 def dumping(kind: str, java: str, class_path: str) -> Iterator[list[str]]:
     """Yields the flags that make a JVM write the archive of ``kind`` when it ends normally (an exit, or SIGTERM; a
     SIGKILLed JVM writes none); after the block, once that JVM has ended, the archive is published (an atomic
-    rename: parallel makers each write a file of their own, and any complete one will do)."""
-    path = archive(kind, java, class_path)
+    rename: parallel makers each write a file of their own, and any complete one will do), always in
+    ``$LABKIT_HOME/cds/``, never in the shared cache."""
+    path = labkit_home() / "cds" / _file_name(kind, java, class_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:

@@ -1,6 +1,6 @@
 """Java sources of the lab compiled at first use with ``javac``, against the jars of a Kafka release, into a jar cached
-in ``$LABKIT_HOME/<name>-<release>-<source hash>/``: a changed source or another release compiles again and nothing
-else does. Used by the Java participant (:mod:`labkit.crashlab.java`) and the broker's launcher
+in ``$LABKIT_HOME/<name>-<release>-<source hash>/`` (or read from the shared cache, if it holds that folder:
+:func:`labkit.broker.runtime.cache_path`): a changed source or another release compiles again and nothing else does. Used by the Java participant (:mod:`labkit.crashlab.java`) and the broker's launcher
 (:mod:`labkit.broker.launcher`).
 """
 
@@ -14,7 +14,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from labkit.broker.runtime import classpath, ensure_jars, find_java, labkit_home
+from labkit.broker.runtime import cache_path, classpath, ensure_jars, find_java
 from labkit.errors import JavaError
 
 
@@ -61,7 +61,7 @@ def compiled(name: str, source: Path, version: str, jar: str, *, needed_for: str
     digest = hashlib.sha256(jar.encode())  # the layout: a folder of an older one (loose classes) is not taken
     for path in sources + extras:
         digest.update(path.name.encode() + path.read_bytes())
-    folder = labkit_home() / f"{name}-{version}-{digest.hexdigest()[:12]}"
+    folder = cache_path(f"{name}-{version}-{digest.hexdigest()[:12]}")  # the shared one if compiled there
     if (folder / ".complete").exists():
         return folder
     jars = ensure_jars(version=version, progress=False)

@@ -4,6 +4,11 @@ The jars come from ``jvm/pom.xml`` (``org.apache.kafka:kafka_2.13`` plus the log
 Maven closure lacks) by ``mvn -Dkafka.version=<version> dependency:copy-dependencies`` into a per-user
 cache, one folder per Kafka release, ``$LABKIT_HOME/kafka-<version>/`` (``LABKIT_HOME`` defaults to
 ``~/.cache/labkit``), and are reused afterwards.
+
+On a shared machine (the workshop hub, :mod:`labkit.hub`) the jars, the compiled Java code and the class-data
+archives are installed once, read-only, in the folder ``LABKIT_SHARED_CACHE`` names (:data:`SHARED_CACHE_ENV`):
+:func:`cache_path` looks there before ``$LABKIT_HOME``, and whatever is missing there is made in ``$LABKIT_HOME``,
+never in the shared folder.
 """
 
 from __future__ import annotations
@@ -27,10 +32,28 @@ _DOCKER_HINT = (
 )
 
 
+#: The environment variable naming a read-only cache of jars, compiled Java code and class-data archives shared by
+#: every user of the machine (the workshop hub sets it: ``<prefix>/cache``, filled by :mod:`labkit.hub.cache`).
+SHARED_CACHE_ENV = "LABKIT_SHARED_CACHE"
+
+
 def labkit_home(env: dict[str, str] | None = None) -> Path:
     """labkit's per-user folder: ``$LABKIT_HOME``, else ``~/.cache/labkit``."""
     env = os.environ if env is None else env
     return Path(env.get("LABKIT_HOME") or Path.home() / ".cache" / "labkit")
+
+
+def cache_path(relative: str, env: dict[str, str] | None = None, *, marker: str | None = ".complete") -> Path:
+    """Where the cache entry ``relative`` (e.g. ``kafka-4.4.0``, ``cds/broker-<digest>.jsa``) is read from:
+    ``$LABKIT_SHARED_CACHE/<relative>`` when the shared cache holds it finished (its ``marker`` file inside exists; a
+    file entry: ``marker=None``, the file itself exists), else ``$LABKIT_HOME/<relative>``, where a missing entry is
+    made. The shared cache is only ever read."""
+    env = os.environ if env is None else env
+    if (shared := env.get(SHARED_CACHE_ENV)):
+        path = Path(shared) / relative
+        if (path / marker if marker else path).exists():
+            return path
+    return labkit_home(env) / relative
 
 
 @functools.cache
@@ -74,8 +97,8 @@ def find_java(env: dict[str, str] | None = None) -> str:
 
 def jar_dir(env: dict[str, str] | None = None, version: str | None = None) -> Path:
     """Cache folder of the Kafka ``version`` jars (default :func:`~labkit.broker.settings.kafka_version`):
-    ``$LABKIT_HOME/kafka-<version>/``."""
-    return labkit_home(env) / f"kafka-{kafka_version(version, env)}"
+    ``kafka-<version>/`` of the shared cache if it holds them, else of ``$LABKIT_HOME`` (:func:`cache_path`)."""
+    return cache_path(f"kafka-{kafka_version(version, env)}", env)
 
 
 def cached_jars(env: dict[str, str] | None = None, version: str | None = None) -> list[Path] | None:

@@ -30,6 +30,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from labkit.hub.firewall import table_name
+
 #: The environment variable holding the attendees' shared password (at least 8 characters).
 PASSWORD_ENV = "LABKIT_HUB_PASSWORD"
 #: The environment variable holding the instructor's own password (at least 32 characters).
@@ -95,7 +97,9 @@ def configure(c, settings: dict) -> None:
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
     c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
     c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
-    c.Spawner.http_timeout = 120
+    c.Spawner.http_timeout = 300  # the attendee's broker starts first (labkit.hub.singleuser), then JupyterLab
+    c.LabSpawner.shared_cache = str(Path(s.prefix) / "cache")  # labkit.hub.install.cache_dir: jars, compiled Java
+    c.LabSpawner.firewall_table = table_name(s.state)  # labkit.hub.firewall: each attendee's ports kept to them
 
     c.JupyterHub.services = [{"name": "idle-culler", "command": [
         str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_idle_s}",

@@ -17,9 +17,17 @@ Everything an attendee's processes read must be readable by every attendee, so n
   ``make hub`` starts again after the repository changed. Not a wheel either: labkit finds the notebooks and
   ``jvm/`` beside its package (:data:`labkit.workspace.SOURCES`, ``labkit.broker.runtime.POM``), which a wheel
   would not carry.
+* ``cache/``: the shared read-only cache (:mod:`labkit.hub.cache`): the Kafka jars, the compiled broker launcher and
+  Java participant and their class-data archives, made by the shared venv from the copy, as root; attendees read it
+  through ``LABKIT_SHARED_CACHE`` (set by the spawner) and never write there.
 
-Both steps are idempotent: a stamp file records the hash of what was installed (the pins; the copied files), and a
-second run with nothing changed only hashes the sources (well under a second). A file lock serialises two set-ups.
+It also installs Debian's ``nftables`` when ``nft`` is missing (:func:`labkit.hub.firewall.install`): the firewall that
+keeps attendees off each other's brokers.
+
+Every step is idempotent: a stamp file records the hash of what was installed (the pins; the copied files; the
+cache's sources and Kafka release), and a second run with nothing changed only hashes the sources (well under a
+second). A file lock serialises two set-ups: a second waits for the first (at most :data:`LOCK_WAIT_S`, then fails
+naming it).
 """
 
 from __future__ import annotations
@@ -36,7 +44,11 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+from labkit.broker.runtime import SHARED_CACHE_ENV
+from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
+from labkit.hub import firewall
+from labkit.waiting import wait_until
 from labkit.workspace import write_lab_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,6 +67,8 @@ COPIED = ("labkit", "jvm", "notebooks")
 PROXY_PACKAGE = "configurable-http-proxy@5.3.0"
 #: The project folder (git-ignored) of the proxy's npm install and of the hub's own state.
 HUB_DIR = REPO / ".hub"
+#: Seconds a set-up waits for another one holding its lock (a first set-up's pip install takes minutes).
+LOCK_WAIT_S = 900.0
 
 
 def shared_prefix(prefix: Path | str | None = None) -> Path:
@@ -70,6 +84,11 @@ def shared_prefix(prefix: Path | str | None = None) -> Path:
                               f"(mode {parent.stat().st_mode & 0o777:o}), so attendees could not run it. Choose "
                               "another prefix (--prefix or LABKIT_HUB_PREFIX, e.g. /opt/labkit).")
     return path
+
+
+def cache_dir(prefix: Path) -> Path:
+    """The shared read-only cache under ``prefix`` (``LABKIT_SHARED_CACHE`` of every attendee)."""
+    return prefix / "cache"
 
 
 def venv_python(prefix: Path) -> Path:
@@ -121,10 +140,29 @@ def _write_stamp(prefix: Path, stamp: dict) -> None:
 
 
 @contextmanager
-def _locked(path: Path):
-    """Hold an exclusive ``flock`` on ``path`` (created) for the block: one set-up at a time."""
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _locked(path: Path, wait_s: float = LOCK_WAIT_S):
+    """Hold an exclusive ``flock`` on ``path`` (created; it holds the holder's pid) for the block: one set-up at a
+    time, a second waiting at most ``wait_s`` seconds.
+
+    Raises:
+        LabkitError: another process held it for ``wait_s`` seconds (its pid named).
+    """
+    with open(path, "a+") as handle:
+        def take() -> bool:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
+
+        if not wait_until(take, wait_s, 1.0):
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise LabkitError(f"Another set-up (pid {holder}) has held {path} for {wait_s:g} s: wait for it to end, "
+                              f"or stop it (kill {holder}) and start again.")
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
         try:
             yield
         finally:
@@ -172,13 +210,28 @@ def _copy_sources(prefix: Path, files: list[str], say: Callable[[str], None]) ->
     (Path(site) / "labkit-hub-src.pth").write_text(f"{prefix / 'src'}\n")
 
 
+def _fill_cache(prefix: Path, say: Callable[[str], None]) -> None:
+    """Fill :func:`cache_dir` by ``python -m labkit.hub.cache`` of the shared venv (so the paths are the attendees'),
+    with ``LABKIT_HOME`` the cache and no shared cache to read from."""
+    cache = cache_dir(prefix)
+    say(f"filling the shared cache {cache} (Kafka jars, compiled Java, class-data archives; a minute the first time)")
+    cache.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in (SHARED_CACHE_ENV, "PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(venv_python(prefix)), "-m", "labkit.hub.cache", str(cache)], capture_output=True,
+                          text=True, timeout=1800, env={**env, "LABKIT_HOME": str(cache)}, cwd=prefix)
+    if done.returncode != 0:
+        raise LabkitError(f"filling the shared cache failed (a JDK 17+ with javac, and Maven Central the first "
+                          f"time):\n{(done.stdout + done.stderr)[-3000:]}")
+
+
 def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] = print) -> Path:
     """Make or refresh the shared install under ``prefix`` (see :func:`shared_prefix`) as the module docstring says,
     and return the prefix. Progress lines go to ``say``. Must run as root (it writes outside the project).
 
     Raises:
         LabkitError: not root, the prefix is not open to other users, Debian's python3 or its venv module is
-            missing, or pip failed (its output quoted; PyPI must be reachable the first time).
+            missing, pip failed (its output quoted; PyPI must be reachable the first time), nftables is missing and
+            cannot be installed, the shared cache cannot be filled, or another set-up held the lock too long.
     """
     if os.geteuid() != 0:
         raise LabkitError("The hub's set-up must run as root (it installs into a shared prefix and makes Unix users):"
@@ -200,7 +253,13 @@ def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] 
             sources_hash = _hash([f.encode() + b"\0" + (REPO / f).read_bytes() for f in files])
             if stamp.get("sources") != sources_hash or not (prefix / "src" / "labkit").is_dir():
                 _copy_sources(prefix, files, say)
-                _write_stamp(prefix, {**stamp, "sources": sources_hash})
+                stamp = {**stamp, "sources": sources_hash}
+                _write_stamp(prefix, stamp)
+            cache_hash = _hash([sources_hash.encode(), kafka_version().encode()])
+            if stamp.get("cache") != cache_hash or not cache_dir(prefix).is_dir():
+                _fill_cache(prefix, say)
+                _write_stamp(prefix, {**stamp, "cache": cache_hash})
+            firewall.install(say)
             # every attendee's JupyterLab reads the venv's overrides.json (merged, so cheap to redo each time)
             write_lab_settings(prefix / "venv" / "share" / "jupyter" / "lab" / "settings")
     finally:

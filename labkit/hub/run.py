@@ -15,19 +15,18 @@ for its whole life), no ``npm``.
 from __future__ import annotations
 
 import argparse
-import errno
 import fcntl
 import os
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
-from labkit.broker.ports import free_port
-from labkit.errors import LabkitError
-from labkit.hub import install
+from labkit.broker.ports import ensure_free, free_port
+from labkit.errors import LabkitError, PortInUseError
+from labkit.hub import firewall, install
 from labkit.hub.config import ADMIN_PASSWORD_ENV, CULL_IDLE_S, PASSWORD_ENV, HubSettings, write_config_file
 from labkit.hub.names import why_refused
+from labkit.procs import spawn
 
 #: Default state folder of the hub (database, cookie secret, generated config): in the project, git-ignored, 0700.
 STATE = install.HUB_DIR / "state"
@@ -73,16 +72,13 @@ def check_port(ip: str, port: int) -> None:
     Raises:
         LabkitError: the port is in use or the address is not this machine's (the message names ``--port``/``--ip``).
     """
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as tornado binds: TIME_WAIT is no conflict
-        try:
-            s.bind((ip, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise LabkitError(f"Port {port} on {ip} is in use (another hub, or another server): stop it, or "
-                                  "choose another with --port (or leave --port out for a free one).") from None
-            raise LabkitError(f"Cannot listen on {ip}:{port} ({exc.strerror}): --ip must be an address of this "
-                              "machine (0.0.0.0 for all).") from None
+    try:
+        ensure_free(port, "the hub", host=ip)  # binds as tornado does (SO_REUSEADDR): TIME_WAIT is no conflict
+    except PortInUseError:
+        raise LabkitError(f"Port {port} on {ip} is in use (another hub, or another server): stop it, or "
+                          "choose another with --port (or leave --port out for a free one).") from None
+    except LabkitError as exc:
+        raise LabkitError(f"{exc} --ip must be an address of this machine (0.0.0.0 for all).") from None
 
 
 def lock_state(state: Path) -> int:
@@ -117,18 +113,21 @@ def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instru
     hub's command line and its settings. Takes no lock (:func:`lock_state`) and checks no password.
 
     Raises:
-        LabkitError: not root, the port in use, the admin name refused, no npm, or the set-up failed.
+        LabkitError: not root, the port in use, the admin name refused, no npm, nftables unusable, or the set-up
+            failed.
     """
     check_root()
     if bool(ssl_cert) != bool(ssl_key):
         raise LabkitError("HTTPS needs both --ssl-cert and --ssl-key (PEM files).")
     if (why := why_refused(admin)):
         raise LabkitError(f"The admin name cannot be used: {why} (--admin NAME)")
-    port = port or free_port()
+    port = port or free_port(ports=firewall.HUB_PORTS)  # the hub's ports: outside every attendee's block
     check_port(ip, port)
     prefix = install.install_shared(prefix, say)
     proxy = install.install_proxy(say=say)
-    settings = HubSettings(ip=ip, port=port, hub_port=free_port(), proxy_api_port=free_port(), prefix=str(prefix),
+    firewall.check()
+    settings = HubSettings(ip=ip, port=port, hub_port=free_port(ports=firewall.HUB_PORTS),
+                           proxy_api_port=free_port(ports=firewall.HUB_PORTS), prefix=str(prefix),
                            state=str(Path(state).resolve()), proxy=str(proxy), admin=admin, cull_idle_s=cull_idle_s,
                            ssl_cert=ssl_cert, ssl_key=ssl_key, extra=extra or {})
     Path(settings.state).mkdir(parents=True, exist_ok=True)
@@ -147,8 +146,9 @@ def hub_env(password: str, admin_password: str) -> dict[str, str]:
 def start(password: str, admin_password: str, state: Path, log_path: Path, **options) -> tuple[subprocess.Popen,
                                                                                               HubSettings]:
     """Start a hub in the background (the test's way): :func:`check_passwords`, :func:`lock_state` on ``state``,
-    :func:`prepare` with ``options``, then JupyterHub with its output in ``log_path``. Returns the process (its own
-    session: stop it with SIGTERM, it stops the attendees' servers) and the settings.
+    :func:`prepare` with ``options``, then JupyterHub with its output in ``log_path``, started by
+    :func:`labkit.procs.spawn` (SIGKILLed if this process dies). Returns the process (its own session: stop it with
+    SIGTERM, it stops the attendees' servers and removes its firewall table) and the settings.
 
     Raises:
         LabkitError: as :func:`check_passwords`, :func:`lock_state` and :func:`prepare`.
@@ -158,9 +158,8 @@ def start(password: str, admin_password: str, state: Path, log_path: Path, **opt
     try:
         argv, settings = prepare(state=state, **options)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(argv, env=hub_env(password, admin_password), cwd=settings.state, stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    pass_fds=(fd,))
+            proc = spawn(argv, env=hub_env(password, admin_password), cwd=settings.state, stdout=log,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=(fd,))
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{proc.pid}\n".encode(), 0)  # the pid a second hub's message names
     finally:
