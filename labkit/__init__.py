@@ -4,12 +4,19 @@ The names a notebook uses are here, imported when first used (a participant proc
 ``labkit.crashlab.run``, pays for none of them): ``import labkit`` then ``labkit.connect()``,
 ``labkit.Experiment(...)``, ``labkit.timeline_figure(...)``; ``labkit.under_test()`` tells a CI-only cell whether the
 test runner runs it (``LABKIT_CI``, :mod:`labkit.testmode`). Each lesson's own functions are in
-``labkit.lessons.<notebook name>``.
+``labkit.lessons.<notebook name>``. In a kernel on the workshop hub, importing labkit starts reporting exercise
+verdicts and claims cells to the instructor's live view (:mod:`labkit.hub.report`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+
+if os.environ.get("LABKIT_LIVEVIEW_URL"):  # a kernel on the workshop hub: report to the instructor's live view
+    from labkit.hub.report import install as _install_report
+
+    _install_report()
 
 #: Public name -> the module that defines it.
 _PUBLIC = {

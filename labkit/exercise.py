@@ -3,12 +3,15 @@
 happened (on the broker, or in the run the notebook just made) and returns a :class:`Verdict`, shown as right,
 or as not yet with a hint. A check never raises on a wrong or missing answer, so a notebook with its exercises
 unanswered still runs headless. The reference solutions and a wrong answer per exercise are in
-``instructor/solutions.py``; ``tests/test_exercise.py`` runs every check with both.
+``instructor/solutions.py``; ``tests/test_exercise.py`` runs every check with both. On the workshop hub, each verdict
+made reaches the instructor's live view (:func:`labkit.hub.report.verdict`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from labkit.hub import report
 
 #: What an exercise cell holds until the learner answers: ``answer = ...``.
 UNANSWERED = ...
@@ -20,6 +23,9 @@ class Verdict:
 
     ok: bool
     message: str
+
+    def __post_init__(self) -> None:
+        report.verdict(self.ok)  # to the instructor's live view, in a kernel on the workshop hub only
 
     def _repr_markdown_(self) -> str:
         return ("✅ **Right.** " if self.ok else "❌ **Not yet.** ") + self.message

@@ -1,6 +1,6 @@
 """The lab for a room: one JupyterHub on one Linux server, run as root, every attendee a Unix user of their own
-(issue 38, phase 1: hub, users, working copies, idle culler; the per-attendee broker and the instructor's view come
-later).
+(issue 38): attendees' own Unix users, working copies, brokers and port blocks, the idle culler, the instructor's
+live view.
 
 One job per module:
 
@@ -9,11 +9,20 @@ One job per module:
 * :mod:`labkit.hub.names`: which sign-in names are accepted, and each attendee's Unix name (``lab-<name>``).
 * :mod:`labkit.hub.users`: making an attendee's Unix user (home 0700), and removing the lab's own users.
 * :mod:`labkit.hub.auth`: the shared-password authenticator refusing bad names at sign-in.
-* :mod:`labkit.hub.spawner`: JupyterHub's local-process spawner, as the attendee's Unix user.
+* :mod:`labkit.hub.cache`: the shared read-only cache (jars, compiled Java, class-data archives) the set-up fills.
+* :mod:`labkit.hub.firewall`: each attendee's block of ports and the nftables rule closing it to other users.
+* :mod:`labkit.hub.spawner`: JupyterHub's local-process spawner, as the attendee's Unix user; its stop ends every
+  process of that user.
 * :mod:`labkit.hub.singleuser`: run as the attendee: their copies and server settings, then ``jupyterhub-singleuser``.
 * :mod:`labkit.hub.config`: the JupyterHub configuration.
 * :mod:`labkit.hub.run`: ``make hub``: checks, set-up, start.
+* :mod:`labkit.hub.liveview`: the instructor's live view, a hub service (admin only) and the endpoint kernels report
+  to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.observed` its probe of
+  an attendee's broker.
+* :mod:`labkit.hub.report`: the kernel side (standard library only): exercise verdicts and claims cells reported with
+  the attendee's own API token. :mod:`labkit.exercise` imports it, and ``import labkit`` installs it in a hub kernel
+  (``LABKIT_LIVEVIEW_URL`` set); nothing else here is imported by ``import labkit``.
 
-Nothing here is imported by ``import labkit``; :mod:`~labkit.hub.auth`, :mod:`~labkit.hub.spawner` and
-:mod:`~labkit.hub.config` import JupyterHub, which only the shared venv has.
+:mod:`~labkit.hub.auth`, :mod:`~labkit.hub.spawner`, :mod:`~labkit.hub.config` and :mod:`~labkit.hub.liveview` import
+JupyterHub, which only the shared venv has.
 """

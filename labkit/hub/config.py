@@ -18,7 +18,11 @@ setting, named as JupyterHub names it:
   ``Spawner.env_keep``: only the locale (nothing of root's environment, e.g. its ``VIRTUAL_ENV`` or a password,
   reaches an attendee).
 * ``JupyterHub.services`` and ``load_roles``: ``jupyterhub-idle-culler`` (PyPI) as a hub-managed service with the
-  scopes its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``).
+  scopes its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``); and the
+  instructor's live view (:mod:`labkit.hub.liveview`) on a free port of 127.0.0.1, proxied at ``/services/liveview/``
+  (``oauth_no_confirm``: part of the hub), with the scopes it reads the hub with (``list:users``, ``read:users``,
+  ``read:servers``); only the ``admin`` role holds its access scope. ``Spawner.environment`` gives attendees its
+  address (:data:`labkit.hub.report.URL_ENV`), to which their kernels report with their own API token.
 * ``JupyterHub.cleanup_servers`` (True, JupyterHub's default, kept explicit): stopping the hub stops every attendee's
   server.
 """
@@ -30,7 +34,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from labkit.hub.firewall import table_name
+from labkit.broker.ports import free_port
+from labkit.hub.firewall import HUB_PORTS, table_name
 
 #: The environment variable holding the attendees' shared password (at least 8 characters).
 PASSWORD_ENV = "LABKIT_HUB_PASSWORD"
@@ -96,6 +101,8 @@ def configure(c, settings: dict) -> None:
     c.Spawner.default_url = "/lab"
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
     c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
+    liveview = f"http://127.0.0.1:{free_port(ports=HUB_PORTS)}"  # the instructor's live view: outside every block
+    c.Spawner.environment["LABKIT_LIVEVIEW_URL"] = f"{liveview}/services/liveview/"  # labkit.hub.report.URL_ENV
     c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
     c.Spawner.http_timeout = 300  # the attendee's broker starts first (labkit.hub.singleuser), then JupyterLab
     c.LabSpawner.shared_cache = str(Path(s.prefix) / "cache")  # labkit.hub.install.cache_dir: jars, compiled Java
@@ -104,8 +111,13 @@ def configure(c, settings: dict) -> None:
     c.JupyterHub.services = [{"name": "idle-culler", "command": [
         str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_idle_s}",
         f"--cull-every={max(10, min(300, s.cull_idle_s // 4))}"]}]
+    c.JupyterHub.services.append({"name": "liveview", "url": liveview, "oauth_no_confirm": True,
+                                  "command": [str(venv_bin / "python"), "-m", "labkit.hub.liveview"],
+                                  "environment": {"LABKIT_HUB_STATE": str(state)}})  # liveview.STATE_ENV
     c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"],
                                 "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]}]
+    c.JupyterHub.load_roles.append({"name": "liveview", "services": ["liveview"],
+                                    "scopes": ["list:users", "read:users", "read:servers"]})
     for section, values in s.extra.items():  # tests: e.g. {"Spawner": {"start_timeout": 60}}
         for name, value in values.items():
             setattr(getattr(c, section), name, value)

@@ -1,0 +1,149 @@
+"""An attendee's kernel reporting to the instructor's live view (:mod:`labkit.hub.liveview`): each exercise verdict and
+each claims cell's outcome, with the attendee's own hub API token, never slowing or breaking the learner's cell.
+
+Active only in an IPython kernel on the workshop hub: ``import labkit`` calls :func:`install`, which does nothing
+unless the hub's spawner set :data:`URL_ENV` (the live view's address, ``Spawner.environment``) and the single-user
+server passed its ``JUPYTERHUB_API_TOKEN`` (:data:`TOKEN_ENV`) to its kernels, and an IPython shell runs this
+process (a participant or a Spark process importing labkit reports nothing). Then:
+
+* a **claims cell** is the code cell whose source holds :data:`CLAIMS_LINE` (every notebook's last assertions end
+  with ``print("All claims hold ...")``): an IPython ``post_run_cell`` hook reports whether it ran without an error
+  (``ExecutionResult.success``: no ``error_before_exec``/``error_in_exec``). The notebooks are not edited.
+* an **exercise verdict** is reported where it is made: :class:`labkit.exercise.Verdict` calls :func:`verdict`.
+* the **notebook** is the two digits its file name starts with, from ``JPY_SESSION_NAME`` (:data:`SESSION_ENV`:
+  Jupyter Server's ``SessionManager.get_kernel_env`` gives each kernel its notebook's path); a kernel of another
+  file (a console, ``scratch.ipynb``) reports nothing.
+
+Reports go from a daemon thread through a bounded queue (:data:`QUEUE_SIZE`; a full queue drops the newest), each a
+POST with a :data:`DEADLINE_S` deadline; a failure is logged once per kernel to the kernel's own stderr (the hub's
+log, not the learner's cell) and never raised. Stdlib only (``urllib``), so ``import labkit`` pays nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import re
+import sys
+import threading
+
+#: The live view's address (``http://127.0.0.1:<port>/services/liveview/``), set by the hub for attendees only.
+URL_ENV = "LABKIT_LIVEVIEW_URL"
+#: The attendee's own hub API token (JupyterHub's, in the single-user server's environment and its kernels').
+TOKEN_ENV = "JUPYTERHUB_API_TOKEN"
+#: The kernel's notebook path (Jupyter Server 2, ``SessionManager.get_kernel_env``).
+SESSION_ENV = "JPY_SESSION_NAME"
+#: What a claims cell prints when every assertion above it held.
+CLAIMS_LINE = "All claims hold"
+#: Each report's deadline, in seconds (connect, and each read).
+DEADLINE_S = 2.0
+#: Reports waiting to be sent, at most.
+QUEUE_SIZE = 64
+
+LOG = logging.getLogger("labkit.hub.report")
+LOG.propagate = False  # never into the learner's cell
+LOG.addHandler(logging.StreamHandler(sys.__stderr__))  # the kernel's own stderr: the hub's log
+
+_reporter: Reporter | None = None
+
+
+def notebook_of(path: str | None) -> str | None:
+    """The two digits the file name of ``path`` starts with (``".../00_tour.ipynb"`` -> ``"00"``), else ``None``."""
+    match = re.match(r"(\d\d)_.*\.ipynb$", os.path.basename(path or ""))
+    return match.group(1) if match else None
+
+
+def is_claims_cell(source: str) -> bool:
+    """Whether the cell ``source`` is a notebook's claims cell (it prints :data:`CLAIMS_LINE`)."""
+    return CLAIMS_LINE in source and "print(" in source
+
+
+def send(url: str, token: str, report: dict, timeout_s: float = DEADLINE_S) -> int:
+    """POST ``report`` (JSON) to ``<url>api/report`` with ``Authorization: token <token>``; returns the HTTP status.
+
+    Raises:
+        OSError: no answer within ``timeout_s`` seconds, or the address refuses (``urllib.error.URLError``).
+    """
+    import urllib.error  # here: ``import labkit`` off the hub pays nothing for it
+    import urllib.request
+
+    request = urllib.request.Request(f"{url.rstrip('/')}/api/report", data=json.dumps(report).encode(),
+                                     method="POST", headers={"Authorization": f"token {token}",
+                                                             "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+class Reporter:
+    """Sends one kernel's reports to the live view at ``url`` with ``token``, from a daemon thread."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.sent = 0  # reports the service accepted (tests read it)
+        self._queue: queue.Queue[dict] = queue.Queue(QUEUE_SIZE)
+        self._warned = False
+        threading.Thread(target=self._run, name="labkit-liveview-report", daemon=True).start()
+
+    def put(self, kind: str, ok: bool) -> None:
+        """Queue a report of ``kind`` (``"exercise"``, ``"claims"``) for this kernel's notebook; nothing if the kernel
+        has none (:func:`notebook_of`) or the queue is full. Never blocks."""
+        notebook = notebook_of(os.environ.get(SESSION_ENV))
+        if notebook is not None:
+            try:
+                self._queue.put_nowait({"notebook": notebook, "kind": kind, "ok": bool(ok)})
+            except queue.Full:
+                self._warn("its queue is full (the live view does not answer): a report was dropped")
+
+    def after_cell(self, result) -> None:
+        """IPython's ``post_run_cell`` hook: report a claims cell's outcome (``result``: IPython's
+        ``ExecutionResult``)."""
+        source = getattr(result.info, "raw_cell", "") or ""
+        if is_claims_cell(source):
+            self.put("claims", result.success)
+
+    def _warn(self, why: str) -> None:
+        if not self._warned:
+            self._warned = True
+            LOG.warning("labkit: reports to the instructor's live view (%s) fail: %s; further failures not logged",
+                        self.url, why)
+
+    def _run(self) -> None:
+        while True:
+            report = self._queue.get()
+            try:
+                status = send(self.url, self.token, report)
+            except OSError as exc:
+                self._warn(str(exc))
+                continue
+            if status == 204:
+                self.sent += 1
+            else:
+                self._warn(f"HTTP {status} for {report}")
+
+
+def install(shell=None) -> Reporter | None:
+    """Start reporting from this kernel (the module docstring): register the ``post_run_cell`` hook on ``shell``
+    (default: IPython's running shell) once per process. Returns the reporter, or ``None`` when not in a hub kernel
+    (no :data:`URL_ENV` or :data:`TOKEN_ENV`, or no IPython shell). Never raises."""
+    global _reporter
+    url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
+    if _reporter is not None or not url or not token:
+        return _reporter
+    if shell is None and "IPython" in sys.modules:
+        shell = sys.modules["IPython"].get_ipython()
+    if shell is None:
+        return None
+    _reporter = Reporter(url, token)
+    shell.events.register("post_run_cell", _reporter.after_cell)
+    return _reporter
+
+
+def verdict(ok: bool) -> None:
+    """Report an exercise verdict (``ok``: right or not) when this kernel reports (:func:`install`), else nothing."""
+    if _reporter is not None:
+        _reporter.put("exercise", ok)

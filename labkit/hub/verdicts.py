@@ -1,0 +1,116 @@
+"""The instructor's live view's store: each attendee's latest exercise verdict and claims-cell outcome per notebook, in
+SQLite (Python's ``sqlite3``), and what a report from a kernel may say.
+
+A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"08"``: the
+number a notebook's file name starts with), ``kind`` (``"exercise"``: a check's :class:`labkit.exercise.Verdict`;
+``"claims"``: the cell ending ``print("All claims hold ...")``) and ``ok`` (a bool). It names no user: the service
+files it under the hub user its API token belongs to (:mod:`labkit.hub.liveview`), so no attendee can report for
+another. The store keeps, per (user, notebook, kind), the latest outcome, its time and how many reports came
+(:class:`Mark`); the file lives in the hub's state folder (mode 0700, root's) and is made mode 0600.
+
+Stdlib only: the service (the shared venv) and the tests (the project's venv) both import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...).
+NOTEBOOKS = tuple(f"{n:02d}" for n in range(9))
+#: What a report is about: an exercise check's verdict, or a claims cell's run.
+KINDS = ("exercise", "claims")
+#: The store's file name in the hub's state folder.
+FILE_NAME = "liveview.sqlite"
+#: Largest report body accepted, in bytes (a report is about 50).
+MAX_BODY = 1024
+
+_SCHEMA = """CREATE TABLE IF NOT EXISTS marks (
+  user TEXT NOT NULL, notebook TEXT NOT NULL, kind TEXT NOT NULL,
+  ok INTEGER NOT NULL, at REAL NOT NULL, reports INTEGER NOT NULL,
+  PRIMARY KEY (user, notebook, kind))"""
+
+
+class BadReport(ValueError):
+    """A report's body is not what :func:`parse_report` accepts (the message says what is wrong)."""
+
+
+def parse_report(body: bytes) -> tuple[str, str, bool]:
+    """``(notebook, kind, ok)`` of a report's JSON ``body`` (the module docstring's three fields, no other).
+
+    Raises:
+        BadReport: not JSON, too long (over :data:`MAX_BODY` bytes), a field missing, unknown (``user`` included: a
+            report is always its token owner's) or of the wrong value.
+    """
+    if len(body) > MAX_BODY:
+        raise BadReport(f"a report is at most {MAX_BODY} bytes")
+    try:
+        report = json.loads(body)
+    except ValueError:
+        raise BadReport("a report is a JSON object") from None
+    if not isinstance(report, dict) or set(report) != {"notebook", "kind", "ok"}:
+        fields = sorted(report) if isinstance(report, dict) else type(report).__name__
+        raise BadReport(f"a report has exactly the fields kind, notebook and ok (the user is the token's), "
+                        f"not {fields}")
+    if report["notebook"] not in NOTEBOOKS:
+        raise BadReport(f"notebook must be one of {', '.join(NOTEBOOKS)}")
+    if report["kind"] not in KINDS:
+        raise BadReport(f"kind must be one of {', '.join(KINDS)}")
+    if not isinstance(report["ok"], bool):
+        raise BadReport("ok must be true or false")
+    return report["notebook"], report["kind"], report["ok"]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One attendee's latest outcome for a (notebook, kind): ``ok``, ``at`` (seconds since the epoch), ``reports``
+    (how many came: a learner's attempts)."""
+
+    ok: bool
+    at: float
+    reports: int
+
+
+class Store:
+    """The marks of every attendee, in the SQLite file ``path`` (made mode 0600). Safe to share between threads (one
+    connection, a lock); each call is one short transaction.
+
+    Raises (constructor):
+        sqlite3.Error: the file cannot be opened or is not a database.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)  # 0600 before SQLite writes a byte
+        os.close(fd)
+        self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock, self._db:
+            self._db.execute(_SCHEMA)
+
+    def record(self, user: str, notebook: str, kind: str, ok: bool, at: float | None = None) -> None:
+        """Keep ``ok`` as ``user``'s latest outcome for (``notebook``, ``kind``) at ``at`` (default now, seconds since
+        the epoch), counting one report more."""
+        at = time.time() if at is None else at
+        with self._lock, self._db:
+            self._db.execute("INSERT INTO marks VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (user, notebook, kind) DO UPDATE "
+                             "SET ok = excluded.ok, at = excluded.at, reports = reports + 1",
+                             (user, notebook, kind, int(ok), at))
+
+    def marks(self) -> dict[str, dict[tuple[str, str], Mark]]:
+        """``{user: {(notebook, kind): Mark}}`` of everything recorded."""
+        with self._lock:
+            rows = self._db.execute("SELECT user, notebook, kind, ok, at, reports FROM marks").fetchall()
+        out: dict[str, dict[tuple[str, str], Mark]] = {}
+        for user, notebook, kind, ok, at, reports in rows:
+            out.setdefault(user, {})[(notebook, kind)] = Mark(bool(ok), at, reports)
+        return out
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
