@@ -114,7 +114,14 @@ def _spawn(args: list[str], log_name: str) -> subprocess.Popen:
                                 start_new_session=True, cwd=REPO)
 
 
-def _start_broker(timeout_s: float) -> str:
+def start_broker(timeout_s: float) -> str:
+    """Start the lab broker as a daemon in a session of its own (``python -m labkit serve-broker``: it outlives the
+    caller), or find the one running, and return its bootstrap address ("host:port"); ``make lab`` and each attendee's
+    server on the workshop hub (:mod:`labkit.hub.singleuser`) start it so. ``timeout_s``: seconds to wait for it.
+
+    Raises:
+        LabkitError: a broker of another Kafka release runs, or it did not start within ``timeout_s`` (its log quoted).
+    """
     state = running_broker_state()
     if state:
         if state.get("version", kafka_version()) != kafka_version():
@@ -177,7 +184,7 @@ def up(timeout_s: float = 120.0) -> dict:
     if external:
         check_reachable(external)
     notes = make_copies(work_dir())
-    return {"bootstrap": external or _start_broker(timeout_s), "url": _start_jupyter(timeout_s),
+    return {"bootstrap": external or start_broker(timeout_s), "url": _start_jupyter(timeout_s),
             "work": str(work_dir()), "notes": notes}
 
 

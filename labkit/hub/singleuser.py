@@ -65,7 +65,7 @@ def start_broker(home: Path | None = None, timeout_s: float = BROKER_START_S) ->
     ``None`` (the module docstring says why JupyterLab starts anyway)."""
     note = work_dir(home or labkit_home()) / FAILED_NOTE
     try:
-        address = lab._start_broker(timeout_s)  # noqa: SLF001 (labkit up's own start, reused as is)
+        address = lab.start_broker(timeout_s)  # labkit up's own start
     except (LabkitError, OSError) as exc:
         note.write_text(f"Your lab's Kafka broker did not start, so each notebook you run starts a broker of its "
                         "own (slower, and it uses more memory).\nTell the instructor; then File > Hub Control "
