@@ -64,7 +64,8 @@ class BatchWatcher(threading.Thread):
     Args:
         loop: the participant's loop (its spec's topics; its ``iteration`` becomes the batch id).
         checkpoint: the query's checkpoint folder.
-        timeout_s: the watcher gives up after this long, in seconds, without the batch's outputs (the driver
+        timeout_s: the watcher gives up after this long, in seconds, without a new output of the batch (counted
+            from its start, then from each new output, so a slow machine's late tasks do not use it up; the driver
             then finishes without its planned crash, which ``PipelineRun.run_to_end`` reports).
 
     ``short`` is set to why, if Spark ended the batch (wrote its ``offsets/N``) before the batch's outputs were all in
@@ -99,12 +100,14 @@ class BatchWatcher(threading.Thread):
         return sum(o - self.start_offsets.get(p, 0) for p, o in ends.items())
 
     def run(self) -> None:
-        loop, first, deadline = self.loop, False, Deadline(self.timeout_s)
+        loop, first, deadline, seen = self.loop, False, Deadline(self.timeout_s), 0
         while not deadline.expired() and not loop.stopping:
             try:
                 n = self.written()
             except KafkaException:  # broker away: look again
                 n = 0
+            if n > seen:  # progress: the wait starts again
+                seen, deadline = n, Deadline(self.timeout_s)
             if n and not first:
                 first = True
                 loop.step("mid_produce")
