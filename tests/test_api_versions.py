@@ -9,9 +9,9 @@ import zipfile
 import pytest
 
 from labkit.broker import runtime
-from labkit.broker.settings import FEATURES_BY_VERSION, kafka_at_least
+from labkit.broker.settings import FEATURES_BY_VERSION, kafka_at_least, kafka_version
 from labkit.errors import BrokerUnreachableError
-from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions
+from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions, broker_features
 
 
 def jar_api_names(version: str) -> dict[int, str]:
@@ -46,6 +46,16 @@ def test_the_broker_answers_its_api_keys_and_versions(bootstrap):
     # The drafts' numbers (notebooks 05 and 07): TxnOffsetCommit v6 and API key 93 came with Kafka 4.4.0.
     assert (apis[28][1] >= 6) == (93 in apis) == kafka_at_least("4.4"), (apis[28], apis.get(93))
     assert api_name(28) == "TxnOffsetCommit" and api_name(999) == "unnamed key 999"
+
+
+def test_the_broker_reports_its_features_as_formatted(bootstrap):
+    """The same answer's features: the share.version the storage was formatted with (FEATURES_BY_VERSION) finalized,
+    and metadata.version finalized within what the broker supports."""
+    features = broker_features(bootstrap)
+    share = int(FEATURES_BY_VERSION[kafka_version()]["share.version"])
+    assert features["share.version"]["finalized"] == share, features["share.version"]
+    meta = features["metadata.version"]
+    assert meta["min"] <= meta["finalized"] <= meta["max"], meta
 
 
 def test_no_broker_is_named_within_the_deadline():

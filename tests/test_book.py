@@ -1,17 +1,22 @@
-"""The book (issue 40, ``labkit/book/``): notebook 00 alone run against the session broker, built into a static site,
-and opened in headless Chromium with the network cut (every request that is not to the local server is aborted and
-recorded): the figure is a live plotly figure (its SVG drawn, a hover label on a point), the provenance line is there,
-the glossary link resolves, the console shows no error, the page names no path of this machine and holds no error
-output. The builder's venv (``.venv-book``) is made on first use (about 60 s wall, 20 s CPU from PyPI)."""
+"""The book (issue 40, ``labkit/book/``): notebook 00 and a small notebook with two live widgets (a control panel and a
+live timeline of a real producer), run against the session broker (reached through ``LABKIT_BOOTSTRAP``, as another
+cluster would be), built into a static site without a Sphinx warning, and opened in headless Chromium with the network
+cut (every request that is not to the local server is aborted and recorded): the figure is a live plotly figure (its
+SVG drawn, a hover label on a point), the provenance line names what the cluster reported, the glossary link
+resolves, each live widget is followed by what it showed at the end of the run (the panel's final table, the timeline
+drawn from the run's whole history), the console shows no error, the page names no path of this machine and holds no
+error output. The builder's venv (``.venv-book``) is made on first use (about 60 s wall, 20 s CPU from PyPI)."""
 
 from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import threading
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from labkit import browser
@@ -24,14 +29,38 @@ pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing(
 SHOTS_ENV = "LABKIT_BOOK_SHOTS"
 
 
+#: The small notebook's live timeline title, and the records its producer writes.
+LIVE_TITLE, RECORDS = "book test: a producer, live", 5
+
+
+def live_notebook(path: Path, history: str) -> None:
+    """Write a notebook with a control panel and a live timeline (displayed in its first cell, both empty then) of a
+    producer that the second cell runs to its end: the live widgets of notebooks 02, 04 and 06 in small. The history
+    goes to ``history``, a folder relative to the notebook's (no path of this machine on the page)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Live widgets, recorded")] + [nbformat.v4.new_code_cell(c) for c in (
+        f"import labkit\nexp = labkit.Experiment('book-live', labkit.connect(), folder={history!r})\n"
+        f"writer = exp.participant('writer', 'producer', topic=exp.topic('live'), iterations={RECORDS}, "
+        "interval_ms=100)\npanel = labkit.ControlPanel([writer])\n"
+        f"live = labkit.LiveTimeline(exp.history, interval_s=0.5, title={LIVE_TITLE!r})\n"
+        "display(panel.widget)\nlive.start()",
+        "writer.start()\nassert labkit.wait_until(lambda: writer.status == 'finished', 60), writer.status\n"
+        "live.stop()\npanel.refresh()\npanel.close()")]
+    nbformat.write(nb, path)
+
+
 @pytest.fixture(scope="module")
 def built(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site of notebook 00, built from a fresh run against the session broker."""
+    """The book folder (``html/`` the site) of notebook 00 and :func:`live_notebook`, built from fresh runs against the
+    session broker; ``main`` exits 0: no cell raised, no Sphinx warning."""
     home = tmp_path_factory.mktemp("book")
+    live_notebook(home / "live_widgets.ipynb", "history")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LABKIT_BOOTSTRAP", bootstrap)
-        assert book.main(["00", "--home", str(home)]) == 0
-    return home / "html"
+        assert book.main(["00", str(home / "live_widgets.ipynb"), "--home", str(home)]) == 0, \
+            (home / "sphinx-warnings.txt").read_text()
+    assert "WARNING" not in (home / "sphinx-warnings.txt").read_text()
+    return home
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +70,7 @@ def served(built: Path):
         def log_message(self, *args) -> None:  # no line per request on stderr
             pass
 
-    handler = functools.partial(Quiet, directory=str(built))
+    handler = functools.partial(Quiet, directory=str(built / "html"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -50,13 +79,61 @@ def served(built: Path):
 
 def test_pages_hold_no_local_path_and_no_error(built: Path) -> None:
     """No page names the building machine's paths, shows a traceback, or a progress bar."""
-    for page in built.rglob("*.html"):
+    for page in (built / "html").rglob("*.html"):
         text = page.read_text()
         for path in (str(site.REPO), str(Path.home()) + "/", "/tmp/"):
             assert path not in text, f"{page.name} names {path}"
         for noise in ("Traceback (most recent call last)", 'class="output traceback', 'class="output stderr', "it/s]"):
             assert noise not in text, f"{page.name} shows {noise!r}"
-    assert (built / "notebooks" / "glossary.html").exists() and (built / "docs" / "instructor.html").exists()
+    assert (built / "html/notebooks/glossary.html").exists() and (built / "html/docs/instructor.html").exists()
+
+
+def test_live_widgets_recorded(built: Path) -> None:
+    """Each live widget of the small notebook is followed on its page by what it showed at the end of the run, then
+    the note: the panel as a table (the producer finished, its counters), the live timeline as a static plotly figure
+    whose data is the timeline of the run's whole history (its JSON-lines file, read here), not the empty first frame
+    the saved widget holds."""
+    import plotly.io as pio
+
+    from labkit.book import clean
+    from labkit.crashlab.timeline import timeline_figure
+    from labkit.history import History
+
+    cell = next(c for c in json.loads((built / "pages/live_widgets.ipynb").read_text())["cells"]
+                if "LiveTimeline" in "".join(c["source"]))
+    shown = [o["data"].get("text/html") or o["data"].get("text/markdown") for o in cell["outputs"]
+             if o["output_type"] == "display_data"]
+    assert clean.WIDGET not in json.dumps(cell["outputs"])
+    table, note1, figure, note2 = shown[-4:]
+    assert table.startswith('<table class="labkit-recording">') and "finished" in table and f"sent {RECORDS}" in table
+    assert note1 == note2 == clean.RECORDING_NOTE and 'id="labkit-figure-1"' in figure
+
+    recorded = json.loads((built / "executed/live_widgets.ipynb").read_text())["metadata"]["labkit_book"]["recordings"]
+    (figure_json,) = [p["figure"] for parts in recorded.values() for p in parts if "figure" in p]
+    (history,) = (built / "history").glob("book-live-*.jsonl")
+    expected = json.loads(pio.to_json(timeline_figure(History(history).events(), title=LIVE_TITLE)))
+    assert figure_json["data"], "the recorded figure is the empty first frame"
+    assert figure_json["data"] == expected["data"]
+    rows = figure_json["layout"]["yaxis"]["categoryarray"]
+    assert len(rows) == RECORDS and rows == expected["layout"]["yaxis"]["categoryarray"], rows
+
+
+def test_provenance_names_what_the_cluster_reports(built: Path, bootstrap: str) -> None:
+    """With LABKIT_BOOTSTRAP (the session broker, as another cluster would be), the provenance names the
+    metadata.version the broker answered in ApiVersions, of the session broker's release line, and not the embedded
+    release's number."""
+    from labkit.book import provenance
+    from labkit.broker.settings import kafka_version
+    from labkit.kafka.api_versions import broker_features
+
+    versions = json.loads((built / "executed/00_tour.versions.json").read_text())
+    line = "".join(json.loads((built / "pages/00_tour.ipynb").read_text())["cells"][1]["source"])
+    release = ".".join(kafka_version().split(".")[:2])
+    assert versions["metadata_version"].startswith(f"{release}-IV") and not versions["embedded"], versions
+    level = broker_features(bootstrap)[provenance.METADATA_VERSION]["finalized"]
+    assert provenance.level_names((level,), kafka_version())[level] == versions["metadata_version"]
+    assert f"a Kafka {release} cluster (its broker reports metadata.version {versions['metadata_version']}" in line
+    assert f"Apache Kafka {kafka_version()}" not in line
 
 
 def test_page_offline_in_chromium(served: str) -> None:
@@ -83,7 +160,7 @@ def test_page_offline_in_chromium(served: str) -> None:
         box = point.bounding_box()
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         page.locator(".hoverlayer .hovertext").first.wait_for(timeout=5_000)
-        assert "Apache Kafka" in page.locator(".admonition", has_text="A recorded run").first.inner_text()
+        assert "metadata.version" in page.locator(".admonition", has_text="A recorded run").first.inner_text()
         assert "All claims hold" in page.content()
         if (shots := os.environ.get(SHOTS_ENV)):
             page.screenshot(path=f"{shots}/00_tour_hover.png")
@@ -96,15 +173,25 @@ def test_page_offline_in_chromium(served: str) -> None:
         assert page.url.split("#")[0].endswith("/notebooks/glossary.html"), (href, page.url)
         assert "Glossary" in page.title() or "glossary" in page.title().lower()
         assert page.locator("article h1").count() >= 1
+        # The live widgets' page: the recorded timeline drawn by the page's plotly.js, the panel's table, the note.
+        page.goto(f"{served}/notebooks/live_widgets.html", wait_until="load")
+        page.locator("#labkit-figure-1 .main-svg").first.wait_for(timeout=15_000)
+        rows = page.locator("#labkit-figure-1 .yaxislayer-above .ytick text").evaluate_all(
+            "texts => texts.map(t => t.textContent)")
+        assert f"writer-{RECORDS} by writer @{RECORDS - 1}" in rows, rows  # the run's last record, drawn
+        assert "finished" in page.locator("table.labkit-recording").inner_text()
+        assert page.get_by_text("A recording: above is what this live widget").count() == 2
     assert not blocked, f"the page asked the network for {blocked}"
     assert not errors.seen, errors.seen
 
 
 def test_clean_page_of_a_made_up_run() -> None:
     """The cleaning on a made-up run: errors, stderr and progress bars dropped; a plotly figure drawn from the page's
-    plotly.js; a panel noted as a recording; the claims cell's input hidden; the repository's path scrubbed; the
-    provenance note after the title."""
+    plotly.js; a panel without a recording noted as a live widget; an unanswered exercise's "Not yet" replaced by a
+    line saying the exercise is the reader's; the claims cell's input hidden; the repository's path scrubbed; the
+    provenance note right under the title, the title cell's other text after it."""
     from labkit.book import clean
+    from labkit.exercise import unanswered
 
     fig = {"data": [{"type": "scatter", "x": [0, 1], "y": [1, 2]}], "layout": {"title": {"text": "t"}}}
     widget = lambda mid: {"output_type": "display_data", "metadata": {},  # noqa: E731
@@ -118,22 +205,42 @@ def test_clean_page_of_a_made_up_run() -> None:
              "bar": {"state": {"_model_name": "HBoxModel", "children": ["IPY_MODEL_progress"]}},
              "progress": {"state": {"_model_name": "FloatProgressModel"}}}
     nb = {"metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}}, "cells": [
-        {"cell_type": "markdown", "metadata": {}, "source": "# 99 · Title"},
+        {"cell_type": "markdown", "metadata": {}, "source": "# 99 · Title\n\nWhat it is about."},
         code("x", [{"output_type": "stream", "name": "stdout", "text": f"wrote {site.REPO}/notebooks/x\n"},
                    {"output_type": "stream", "name": "stderr", "text": "50%|#####     | 5/10 [00:01<00:01, 4.2it/s]"},
                    {"output_type": "error", "ename": "E", "evalue": "", "traceback": []},
                    widget("bar"), {"output_type": "display_data", "metadata": {}, "data": {clean.PLOTLY: fig}}]),
         code("panel", [widget("panel")]),
+        code("check(answer)", [{"output_type": "execute_result", "metadata": {}, "execution_count": 1,
+                                "data": {"text/markdown": unanswered(..., "a dict")._repr_markdown_(),
+                                         "text/plain": repr(unanswered(..., "a dict"))}}]),
         {"cell_type": "markdown", "metadata": {}, "source": "## 6. Check the lesson against the broker"},
         code("assert True", [{"output_type": "stream", "name": "stdout", "text": "All claims hold.\n"}]),
     ]}
     cells = clean.page(nb, "PROV")["cells"]
     assert cells[0]["source"] == "# 99 · Title" and "PROV" in cells[1]["source"]
+    assert cells[2]["source"] == "What it is about."
+    cells = cells[:2] + cells[3:]  # the title's cell split in two around the note: the rest as made
     first = cells[2]["outputs"]
     assert [o["output_type"] for o in first] == ["stream", "display_data"], first
     assert first[0]["text"] == "wrote labkit/notebooks/x\n"
     assert 'id="labkit-figure-1"' in first[1]["data"]["text/html"] and "<script src" not in first[1]["data"]["text/html"]
     panel = cells[3]["outputs"]
-    assert len(panel) == 1 and "make lab" in panel[0]["data"]["text/markdown"]
-    assert "hide-input" in cells[5]["metadata"]["tags"] and "hide-input" not in cells[3]["metadata"].get("tags", [])
+    assert [o["data"] for o in panel] == [{"text/markdown": clean.UNRECORDED_NOTE}]
+    assert [o["data"] for o in cells[4]["outputs"]] == [{"text/markdown": clean.EXERCISE_NOTE}]
+    assert "hide-input" in cells[6]["metadata"]["tags"] and "hide-input" not in cells[3]["metadata"].get("tags", [])
     assert "widgets" not in nb["metadata"]
+
+
+def test_landing_links_stay_in_the_book() -> None:
+    """The landing page (the README's overview) links only what the book holds: a path of a page becomes a link, a
+    link to a file the book lacks or to a section after the overview becomes its text; web links and the page's own
+    sections stay links."""
+    readme = ("A [section cut off](#use-your-own-cluster), [`docs/x.md`](docs/x.md), [others](docs/y.md), "
+              "[the glossary](notebooks/glossary.md), `notebooks/00_tour.ipynb`, [web](https://kafka.apache.org).\n"
+              "## Kept here\nSee [it](#kept-here).\n")
+    text = site._linked(readme, {"notebooks/glossary.md", "notebooks/00_tour.ipynb"})
+    assert text == ("A section cut off (a section of the repository's README.md), `docs/x.md` (in the repository), "
+                    "others (`docs/y.md`, in the repository), [the glossary](notebooks/glossary.md), "
+                    "[`notebooks/00_tour.ipynb`](notebooks/00_tour.ipynb), [web](https://kafka.apache.org).\n"
+                    "## Kept here\nSee [it](#kept-here).\n"), text

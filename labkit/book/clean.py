@@ -1,13 +1,16 @@
 """Turns a recorded run (an executed notebook) into a book page, in place on a copy:
 
-* a provenance note after the title cell (:mod:`labkit.book.provenance`);
+* a provenance note right under the title (:mod:`labkit.book.provenance`; the title cell's other text after it);
 * error outputs and stderr streams dropped (tracebacks, warnings, tqdm's progress bars write there);
 * each plotly figure (``application/vnd.plotly.v1+json``) rendered to an HTML ``<div>`` that the site's own
   ``plotly.min.js`` draws (live: hover, zoom; no CDN);
-* each widget view (``application/vnd.jupyter.widget-view+json``, which a static page cannot draw) replaced by a note
-  that it is a recording and how to run it live; no figure is drawn from its saved widget state: labkit's live figures
-  (``FigureWidget``) are updated by deltas, so the state a notebook saves is their empty first frame, not what they
-  showed (a static figure a notebook draws of the same run is on the page as any figure); tqdm's progress bars dropped;
+* each widget view (``application/vnd.jupyter.widget-view+json``, which a static page cannot draw) replaced by what it
+  showed at the end of the run (:mod:`labkit.book.recording`: its figures as static plotly figures, its panel as a
+  table), then a note that it is a recording and how to run it live; not from its saved widget state: labkit's live
+  figures (``FigureWidget``) are updated by deltas, so the state a notebook saves is their empty first frame; tqdm's
+  progress bars dropped;
+* an exercise's check that says "Not yet" (the book leaves every exercise unanswered: ``answer = ...``) replaced by a
+  line saying the exercise is the reader's, and how to check an answer;
 * claims cells (the code after a "Check the lesson" heading, or printing "All claims hold") tagged ``hide-input`` so
   the builder collapses the code and shows the verdict line;
 * every absolute path of the building machine (the repository, ``$HOME``, ``$LABKIT_HOME``, the temp folder) replaced
@@ -23,12 +26,19 @@ import tempfile
 from pathlib import Path
 
 from labkit.book import provenance
+from labkit.book.recording import WIDGET
 
 REPO = Path(__file__).resolve().parents[2]
-WIDGET = "application/vnd.jupyter.widget-view+json"
 PLOTLY = "application/vnd.plotly.v1+json"
-RECORDING_NOTE = ("*A recording: this was a live widget (a panel, stepper or figure that answers clicks), which a "
-                  "static page cannot run. To use it, run the notebook in the lab: `make lab`.*")
+RECORDING_NOTE = ("*A recording: above is what this live widget (a panel, stepper or figure that redraws as the run "
+                  "goes and answers clicks) showed at the end of the book's run; a static page cannot run it. To use "
+                  "it, run the notebook in the lab: `make lab`.*")
+UNRECORDED_NOTE = ("*A live widget (a panel, stepper or figure that redraws as the run goes and answers clicks) was "
+                   "here; a static page cannot run it. To use it, run the notebook in the lab: `make lab`.*")
+#: How an exercise check's verdict starts when the answer is not right (labkit.exercise.Verdict's Markdown).
+NOT_YET = "❌ **Not yet.**"
+EXERCISE_NOTE = ("*An exercise for you: the book leaves it unanswered. In the lab (`make lab`), write your answer in "
+                 "the cell above, run it, then run this cell: it checks your answer against the run.*")
 CLAIMS_HEADING = re.compile(r"^#+ .*check the lesson", re.I | re.M)
 
 
@@ -58,6 +68,26 @@ def plotly_html(spec: dict, div_id: str) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
+def recorded(parts: list[dict], first_id: int) -> list[dict]:
+    """Display outputs (nbformat 4) of a widget's recording ``parts`` (:data:`labkit.book.recording.MIME`), then the
+    note: figures drawn as :func:`plotly_html` with ids ``labkit-figure-<first_id>``, ``<first_id + 1>``, ...; texts as
+    HTML; rows as a table."""
+    out, n = [], first_id
+    for part in parts:
+        if "figure" in part:
+            body = plotly_html(part["figure"], f"labkit-figure-{n}")
+            n += 1
+        elif "rows" in part:
+            body = ('<table class="labkit-recording"><tbody>' + "".join(
+                "<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in part["rows"])
+                    + "</tbody></table>")
+        else:
+            body = f'<div class="labkit-recording">{part["html"]}</div>'
+        out.append({"output_type": "display_data", "metadata": {}, "data": {"text/html": body}})
+    note = RECORDING_NOTE if parts else UNRECORDED_NOTE
+    return out + [{"output_type": "display_data", "metadata": {}, "data": {"text/markdown": note}}]
+
+
 def _is_progress_bar(state: dict, model_id: str) -> bool:
     """True when the saved widget ``model_id`` is a progress bar (tqdm's: a box holding a ``FloatProgress``)."""
     model = state.get(model_id, {}).get("state", {})
@@ -72,6 +102,7 @@ def page(nb: dict, prov: str) -> dict:
     pairs = local_paths()
     widgets = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     state = widgets.get("state", {})
+    recordings = nb.get("metadata", {}).get("labkit_book", {}).get("recordings", {})
     claims = False
     figures = 0
     for cell in nb["cells"]:
@@ -93,7 +124,12 @@ def page(nb: dict, prov: str) -> dict:
             elif WIDGET in data and _is_progress_bar(state, data[WIDGET].get("model_id", "")):
                 continue
             elif WIDGET in data:
-                out["data"] = {"text/markdown": RECORDING_NOTE}
+                parts = recordings.get(data[WIDGET].get("model_id", ""), [])
+                outputs += recorded(parts, figures + 1)
+                figures += sum("figure" in part for part in parts)
+                continue
+            elif "".join(data.get("text/markdown", "")).startswith(NOT_YET):
+                out["data"] = {"text/markdown": EXERCISE_NOTE}
             outputs.append(out)
         text = json.dumps(outputs)
         cell["outputs"] = json.loads(scrub(text, pairs)) if any(p in text for p, _ in pairs) else outputs
@@ -103,11 +139,17 @@ def page(nb: dict, prov: str) -> dict:
             if "hide-input" not in tags:
                 tags.append("hide-input")
     nb.get("metadata", {}).pop("widgets", None)
+    nb.get("metadata", {}).pop("labkit_book", None)
+    note = {"cell_type": "markdown", "id": "labkit-provenance", "metadata": {"tags": ["provenance"]},
+            "source": admonition(prov)}
     first = nb["cells"][0] if nb["cells"] else {}
-    at = 1 if first.get("cell_type") == "markdown" and "".join(first.get("source", "")).startswith("# ") else 0
-    nb["cells"].insert(at, {"cell_type": "markdown", "id": "labkit-provenance",
-                                "metadata": {"tags": ["provenance"]},
-                           "source": admonition(prov)})
+    title, _, rest = "".join(first.get("source", "")).partition("\n")
+    if first.get("cell_type") == "markdown" and title.startswith("# "):  # the note right under the title
+        first["source"] = title
+        nb["cells"][1:1] = [note] + ([{"cell_type": "markdown", "id": "labkit-intro", "metadata": {},
+                                       "source": rest.lstrip("\n")}] if rest.strip() else [])
+    else:
+        nb["cells"].insert(0, note)
     return nb
 
 

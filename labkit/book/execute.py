@@ -4,7 +4,8 @@ lab's machine has 2 cores), skipping one whose stamp (:mod:`labkit.book.stamp`) 
 ``LABKIT_CI=1`` is set for the kernels: a notebook's CI-only cells then press the playgrounds' buttons, so the recorded
 outputs show the runs the text discusses and the claims cells check them (without it a claims cell would fail on a
 playground nobody pressed). The broker: ``LABKIT_BOOTSTRAP`` if set, else one embedded broker started here and shared
-by the notebooks (as the test suite does).
+by the notebooks (as the test suite does). After a notebook's last cell one more cell, run in the same kernel and
+removed from the saved run, records what each live widget shows at the end (:mod:`labkit.book.recording`).
 """
 
 from __future__ import annotations
@@ -12,18 +13,21 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit import testmode
-from labkit.book import provenance, stamp
+from labkit.book import provenance, recording, stamp
 
 #: At most this many notebooks at once (each is a kernel plus the JVMs it starts).
 MAX_PARALLEL = 2
 #: One cell's limit, in seconds (the suite's: make test's --nbval-cell-timeout).
 CELL_TIMEOUT_S = 600
+#: Seconds a kernel may take to start (nbclient's default, 60 s, is too short on a loaded machine).
+KERNEL_START_S = 300
 
 
 @dataclass
@@ -37,21 +41,36 @@ class Run:
     errors: int
 
 
-def _run_one(notebook: str, executed: str, labkit: str) -> tuple[float, int]:
-    """Execute ``notebook`` into ``executed`` (a worker process); returns (wall seconds, cells that raised)."""
+def _run_one(notebook: str, executed: str, labkit: str, versions: dict[str, str]) -> tuple[float, int]:
+    """Execute ``notebook`` into ``executed`` (a worker process), then record what its live widgets show
+    (:mod:`labkit.book.recording`, kept in the notebook's metadata ``labkit_book.recordings``); ``versions``
+    (:func:`labkit.book.provenance.versions`) go beside it. Returns (wall seconds, cells that raised, the recording
+    counted as one when it failed)."""
     import nbclient
     import nbformat
 
     start = time.monotonic()
     nb = nbformat.read(notebook, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", allow_errors=True,
-                                     store_widget_state=True,
+    nb.cells.append(nbformat.v4.new_code_cell("pass", id=recording.CELL_ID))
+
+    def recorder(cell, cell_index: int) -> None:  # nbclient's on_cell_start: the widgets the cells above displayed
+        if cell.get("id") == recording.CELL_ID:
+            cell.source = recording.source(recording.displayed(nb.cells[:cell_index]))
+
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_START_S, kernel_name="python3",
+                                     allow_errors=True, store_widget_state=True, on_cell_start=recorder,
                                      resources={"metadata": {"path": str(Path(notebook).parent)}})
     client.execute()
+    last = nb.cells.pop()
     errors = sum(1 for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error")
+    try:
+        nb.metadata["labkit_book"] = {"recordings": recording.read(last.get("outputs", []))}
+    except RuntimeError as exc:
+        print(f"{Path(notebook).name}: {exc}", file=sys.stderr)
+        errors += 1
     Path(executed).parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, executed)
-    Path(executed).with_suffix(".versions.json").write_text(json.dumps(provenance.versions()))
+    Path(executed).with_suffix(".versions.json").write_text(json.dumps(versions))
     if errors == 0:  # a run with a failed cell is not reused: the next build runs it again
         stamp.write(Path(notebook), Path(executed), labkit)
     return time.monotonic() - start, errors
@@ -62,7 +81,10 @@ def run_all(notebooks: list[Path], folder: Path, *, parallel: int = MAX_PARALLEL
     ``parallel`` at once (bounded by the machine's CPU count). Sets ``LABKIT_CI=1`` in this process's environment,
     which the kernels inherit.
 
+    The provenance (:mod:`labkit.book.provenance`) is what the cluster reports, asked once before the runs.
+
     Raises:
+        labkit.errors.BrokerUnreachableError: the cluster does not answer ApiVersions (:func:`provenance.cluster`).
         nbclient.exceptions.CellTimeoutError / DeadKernelError: a cell ran past :data:`CELL_TIMEOUT_S` or the kernel
             died (re-raised from the worker).
     """
@@ -79,10 +101,11 @@ def run_all(notebooks: list[Path], folder: Path, *, parallel: int = MAX_PARALLEL
             os.environ["LABKIT_BOOTSTRAP"] = broker.bootstrap_servers
             os.environ["LABKIT_PROXIED"] = f"{broker.proxied_listener_port}:{broker.proxy_port}"
         try:
+            versions = provenance.versions(provenance.cluster(os.environ["LABKIT_BOOTSTRAP"]), broker is not None)
             workers = max(1, min(parallel, len(todo), len(os.sched_getaffinity(0))))
             # spawn, not fork: this process may hold the broker's threads (labkit.procs' spawner).
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {nb: pool.submit(_run_one, str(nb), str(folder / nb.name), labkit) for nb in todo}
+                futures = {nb: pool.submit(_run_one, str(nb), str(folder / nb.name), labkit, versions) for nb in todo}
                 for nb, future in futures.items():
                     seconds, errors = future.result()
                     runs[nb] = Run(nb, folder / nb.name, False, seconds, errors)

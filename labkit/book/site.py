@@ -11,6 +11,8 @@ builder's venv never imports labkit. Pages are not executed by the builder (``nb
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 import shutil
 import subprocess
@@ -31,6 +33,7 @@ extensions = ["myst_nb"]
 nb_execution_mode = "off"
 nb_merge_streams = True
 myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3
 html_theme = "sphinx_book_theme"
 html_title = "labkit: the lab, read before you run it"
 html_static_path = ["_static"]
@@ -39,15 +42,24 @@ html_css_files = ["book.css"]
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None
-html_theme_options = {"show_prev_next": True, "use_download_button": False, "use_fullscreen_button": False,
-                      "use_repository_button": False, "show_toc_level": 2}
+# No right-hand sidebar: the page's sections are in the left one, under the book's pages (the article gets the room a
+# lab figure is laid out for, crashlab.timeline.ASSUMED_WIDTH 850 px, at a 1280 px window); one search field (the
+# header's), not two.
+html_sidebars = {"**": ["navbar-logo.html", "sbt-sidebar-nav.html", "page-toc.html"]}
+html_theme_options = {"secondary_sidebar_items": [], "show_navbar_depth": 1, "show_prev_next": True,
+                      "use_download_button": False, "use_fullscreen_button": False, "use_repository_button": False}
 html_context = {"default_mode": "light"}
-suppress_warnings = ["myst.xref_missing", "myst.header", "misc.highlighting_failure"]
 exclude_patterns = ["_build"]
 '''
 
-#: Claims cells show only their verdict: the input collapsed (MyST-NB's hide-input tag); stray prompt numbers off.
-CSS = ".cell.tag_provenance { font-size: 0.9em; }\n"
+#: The provenance note a little smaller; the article as wide as the window leaves it (no cap: a lab figure is laid out
+#: for 850 px); a live widget's recorded panel (:mod:`labkit.book.recording`) as a ruled table.
+CSS = """.cell.tag_provenance { font-size: 0.9em; }
+.bd-main .bd-content .bd-article-container { max-width: none; }
+.bd-sidebar-primary { flex-shrink: 0; }
+table.labkit-recording { border-collapse: collapse; margin: 0.4em 0; }
+table.labkit-recording td { border: 1px solid #d0d0d0; padding: 4px 10px; vertical-align: middle; }
+"""
 
 
 def builder_python(venv: Path = BUILDER_VENV) -> Path:
@@ -72,19 +84,70 @@ def ensure_builder(venv: Path = BUILDER_VENV, requirements: Path = REQUIREMENTS)
     return builder_python(venv)
 
 
-def _linked(text: str, pages: set[str]) -> str:
-    """README text with each backticked path of a page in the book turned into a link to it."""
+def _slug(heading: str) -> str:
+    """MyST's anchor of a heading (``myst_heading_anchors``: lower case, punctuation dropped, spaces to dashes)."""
+    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+#: A Markdown link ``[label](target)`` (not an image's, not inside a code span's backticks).
+LINK = re.compile(r"(?<![!\]`])\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def unlinked(text: str, where: str, names: set[str], anchors: set[str] | None = None) -> str:
+    """``text``, the Markdown of the book's page ``where`` (its source path, e.g. ``"notebooks/00_tour.ipynb"``), with
+    each link to a file the book does not hold (``names``: the book's source paths) turned into its text and where the
+    file is (a lab notebook left out of this build, or a file of the repository); with ``anchors`` (the page's own
+    section anchors), also each link to a section the page lacks (the README's, after the overview). Web links stay.
+    So that no link of the book is broken, and Sphinx has nothing to warn of."""
+    folder = posixpath.dirname(where)
+
     def link(m: re.Match) -> str:
-        path = m.group(1)
-        return f"[`{path}`]({path})" if path in pages else m.group(0)
-    return re.sub(r"`((?:notebooks|docs)/[\w.-]+\.(?:ipynb|md))`", link, text)
+        label, target = m.group(1), m.group(2)
+        path, _, fragment = target.partition("#")
+        if re.match(r"[a-z]+:", target):
+            return m.group(0)
+        if not path:
+            return m.group(0) if anchors is None or fragment in anchors \
+                else f"{label} (a section of the repository's README.md)"
+        resolved = posixpath.normpath(posixpath.join(folder, path))
+        if resolved in names:
+            return m.group(0)
+        place = ("a notebook not in this build of the book" if re.fullmatch(r"notebooks/\d\d_[\w-]+\.ipynb", resolved)
+                 else "in the repository")
+        return f"`{resolved}` ({place})" if label.strip("`") in (path, resolved) else f"{label} (`{resolved}`, {place})"
+
+    return LINK.sub(link, text)
+
+
+def _linked(text: str, names: set[str]) -> str:
+    """README text with each backticked path of a page in the book turned into a link to it, then
+    :func:`unlinked` (a section after the overview, a file the book does not hold: their text)."""
+    def path(m: re.Match) -> str:
+        return f"[`{m.group(1)}`]({m.group(1)})" if m.group(1) in names else m.group(0)
+
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    text = re.sub(r"`((?:notebooks|docs)/[\w.-]+\.(?:ipynb|md))`", path, text)
+    return unlinked(text, "index.md", names, anchors)
+
+
+def _unlinked_notebook(page: Path, out: Path, names: set[str]) -> None:
+    """Copy the notebook ``page`` to ``out`` with :func:`unlinked` applied to its Markdown (cells and outputs)."""
+    nb = json.loads(page.read_text())
+    where = f"notebooks/{page.name}"
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = unlinked("".join(cell["source"]), where, names)
+        for out_ in cell.get("outputs", []):
+            if "text/markdown" in out_.get("data", {}):
+                out_["data"]["text/markdown"] = unlinked("".join(out_["data"]["text/markdown"]), where, names)
+    out.write_text(json.dumps(nb, indent=1))
 
 
 def landing(readme: str, pages: list[str], prov: str) -> str:
     """The landing page (MyST): the README up to its "Two clients" section (the overview and the notebooks), the
     provenance note, and the book's table of contents (``pages``: source paths without suffix, in order)."""
     overview = readme.split("\n## Two clients", 1)[0]
-    names = {p + s for p in pages for s in (".ipynb", ".md")}
+    names = {p + s for p in pages for s in (".ipynb", ".md")}  # either suffix: the landing page does not know which
     toc = "\n".join(pages)
     return (f"{_linked(overview, names)}\n\n{admonition(prov)}\n"
             f"```{{toctree}}\n:maxdepth: 1\n:caption: The lab\n\n{toc}\n```\n")
@@ -108,13 +171,12 @@ def write_source(src: Path, notebook_pages: list[Path], prov: str, repo: Path = 
     (src / "notebooks").mkdir(parents=True)
     (src / "docs").mkdir()
     (src / "_static").mkdir()
-    pages = []
+    pages = [f"notebooks/{page.stem}" for page in notebook_pages] + ["notebooks/glossary", "docs/instructor"]
+    names = {f"notebooks/{page.name}" for page in notebook_pages} | {"notebooks/glossary.md", "docs/instructor.md"}
     for page in notebook_pages:
-        shutil.copy(page, src / "notebooks" / page.name)
-        pages.append(f"notebooks/{page.stem}")
-    (src / "notebooks" / "glossary.md").write_text(with_note((repo / "notebooks/glossary.md").read_text(), prov))
-    (src / "docs" / "instructor.md").write_text(with_note((repo / "docs/instructor.md").read_text(), prov))
-    pages += ["notebooks/glossary", "docs/instructor"]
+        _unlinked_notebook(page, src / "notebooks" / page.name, names)
+    for doc in ("notebooks/glossary.md", "docs/instructor.md"):
+        (src / doc).write_text(unlinked(with_note((repo / doc).read_text(), prov), doc, names))
     (src / "index.md").write_text(landing((repo / "README.md").read_text(), pages, prov))
     (src / "conf.py").write_text(CONF)
     shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", src / "_static" / "plotly.min.js")

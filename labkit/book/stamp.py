@@ -1,6 +1,6 @@
 """Whether a notebook's recorded run is current: a SHA-256 over the notebook's bytes, labkit's Python sources (every
-``labkit/**/*.py`` but the book's own), the pinned requirements and the Kafka release. Stored beside the executed copy
-as ``<name>.stamp``; a run is reused only while the stamp matches (one changed file anywhere in labkit re-runs all:
+``labkit/**/*.py`` but the book's own, except :mod:`labkit.book.recording`, which runs in the kernel), the pinned
+requirements and the Kafka release. Stored beside the executed copy as ``<name>.stamp``; a run is reused only while the stamp matches (one changed file anywhere in labkit re-runs all:
 coarse, but never stale)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ def labkit_digest(repo: Path = REPO) -> str:
     """SHA-256 (hex) of labkit's sources (paths and bytes, sorted), the Java the notebooks run (``jvm/``),
     ``requirements.txt`` and ``LABKIT_KAFKA_VERSION``."""
     h = hashlib.sha256()
-    files = sorted(p for p in (repo / "labkit").rglob("*.py") if "book" not in p.relative_to(repo / "labkit").parts[:1])
+    files = sorted(p for p in (repo / "labkit").rglob("*.py")
+                   if "book" not in p.relative_to(repo / "labkit").parts[:1] or p.name == "recording.py")
     java = sorted(p for p in (repo / "jvm").rglob("*") if p.is_file() and "target" not in p.parts)
     for path in [*files, *java, repo / "requirements.txt"]:
         if path.exists():

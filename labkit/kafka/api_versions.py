@@ -51,6 +51,23 @@ def broker_api_versions(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tup
         labkit.errors.BrokerUnreachableError: no answer within ``timeout_s``.
         WireError: the broker answered ApiVersions with an error (named).
     """
+    return _answer(bootstrap, timeout_s)[0]
+
+
+def broker_features(bootstrap: str, timeout_s: float = 5.0) -> dict[str, dict[str, int | None]]:
+    """The features the broker at ``bootstrap``'s first address reports in the same ApiVersions v3 answer (KIP-584's
+    tagged fields: tag 0 SupportedFeatures, tag 2 FinalizedFeatures): ``{name: {"min": supported min, "max": supported
+    max, "finalized": the cluster's level or None}}``, e.g. ``{"metadata.version": {"min": 7, "max": 33,
+    "finalized": 33}, ...}``.
+
+    Raises:
+        the same as :func:`broker_api_versions`.
+    """
+    return _answer(bootstrap, timeout_s)[1]
+
+
+def _answer(bootstrap: str, timeout_s: float) -> tuple[dict[int, tuple[int, int]], dict[str, dict[str, int | None]]]:
+    """An ApiVersions v3 request to ``bootstrap``'s first address, its answer parsed: (the API keys, the features)."""
     body = Writer().compact_string("labkit").compact_string("1").no_tags().bytes()  # ClientSoftwareName, -Version
     r = call(bootstrap.split(",")[0], API_VERSIONS_KEY, 3, body, timeout_s)
     code = r.int16()
@@ -62,7 +79,24 @@ def broker_api_versions(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tup
         r.tags()
         return key, (low, high)
 
-    return dict(sorted(r.compact_array(api)))
+    apis = dict(sorted(r.compact_array(api)))
+    r.int32()  # throttle_time_ms
+    tags = r.tags()
+    features: dict[str, dict[str, int | None]] = {}
+
+    def supported(r: Reader) -> None:
+        name, low, high = r.compact_string(), r.int16(), r.int16()
+        r.tags()
+        features[name] = {"min": low, "max": high, "finalized": None}
+
+    def finalized(r: Reader) -> None:
+        name, high, _low = r.compact_string(), r.int16(), r.int16()
+        r.tags()
+        features.setdefault(name, {"min": None, "max": None})["finalized"] = high
+
+    Reader(tags.get(0, b"\x01")).compact_array(supported)  # an empty compact array when the tag is absent
+    Reader(tags.get(2, b"\x01")).compact_array(finalized)
+    return apis, features
 
 
 def api_name(api_key: int) -> str:
