@@ -61,14 +61,14 @@ STATED = {
         ("notebooks/07_share_transactions.ipynb", "`transaction.two.phase.commit.enable` is public)."),
     ],
     "wire_numbers": [
-        ("notebooks/05_unassigned_partition.ipynb", "KIP-1287 error code 134 and TxnOffsetCommit version 6 (seed 001)"),
+        ("notebooks/05_unassigned_partition.ipynb", "error code 134 and TxnOffsetCommit version 6 (seed 001)"),
         ("notebooks/05_unassigned_partition.ipynb", "Kafka 4.4.0 has all three: error 134 is GROUP_DELETION_FAILED"),
         ("notebooks/05_unassigned_partition.ipynb", "On 4.3.1 (which CI runs this notebook on too) the three numbers are still free"),
         ("notebooks/05_unassigned_partition.ipynb", "only for that partition; its error code 134 and TxnOffsetCommit version 6 are already taken in Kafka 4.4.0"),
         ("notebooks/07_share_transactions.ipynb", "Kafka 4.4.0's `ApiKeys` has no such request"),
-        ("notebooks/07_share_transactions.ipynb", "On Kafka 4.4.0 key 93 is StreamsGroupTopologyDescriptionUpdate (4.3.1 leaves it free)"),
-        ("notebooks/07_share_transactions.ipynb", "# The draft's API key 93 is taken on Kafka 4.4 (read from the jar), free on 4.3."),
-        ("labkit/kafka/protocol.py", "it is. Kafka 4.4.0: all three are taken"),
+        ("notebooks/07_share_transactions.ipynb", "StreamsGroupTopologyDescriptionUpdate (4.3.1 leaves it free): the proposal will need another number"),
+        ("notebooks/07_share_transactions.ipynb", "# The draft's API key 93 is taken on Kafka 4.4 (the broker's ApiVersions answer), free on 4.3."),
+        ("labkit/kafka/protocol.py", "Kafka 4.4.0: all three are taken (GROUP_DELETION_FAILED"),
     ],
     "kip_890": [
         ("notebooks/02_zombie_fencing.ipynb", "defence against hanging transactions. librdkafka has no KIP-890 support"),
