@@ -56,9 +56,12 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 #: Settings the lab's JupyterLab starts with (JupyterLab's ``overrides.json``, keyed by plugin): it never asks about
-#: "official Jupyter news" (that prompt covers the lower right of every notebook) and never looks for a newer
-#: JupyterLab (the lab pins its version; the check needs the news feed anyway). A learner can still change both.
-LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+#: "official Jupyter news" (that prompt covers the lower right of every notebook), never looks for a newer
+#: JupyterLab (the lab pins its version; the check needs the news feed anyway), and starts a notebook's own kernel
+#: (``python3``, its ``kernelspec``) without a "Select Kernel" dialog (``autoStartDefaultKernel``, JupyterLab 4's
+#: notebook tracker). A learner can still change each.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+                "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True}}
 
 
 def work_dir(home: Path | None = None) -> Path:
