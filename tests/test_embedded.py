@@ -11,7 +11,8 @@ import pytest
 from labkit.broker import EmbeddedBroker
 from labkit.broker.settings import FEATURES_BY_VERSION
 from labkit.waiting import Deadline, wait_until
-from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, PortInUseError
+from labkit.errors import (BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, LabkitError,
+                           PortInUseError)
 from labkit.kafka.records import create_topic, produce, read_topic
 
 
@@ -166,3 +167,25 @@ def test_no_jvm_outlives_the_interpreter(how):
     done = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True, timeout=120)
     jvm_pid = int(done.stdout.split()[0])
     assert wait_until(lambda: gone(jvm_pid), 30), f"JVM {jvm_pid} outlived its Python ({how})"
+
+
+def test_the_hubs_heap_setting_caps_the_broker_and_its_cleaner_buffer(tmp_path, monkeypatch):
+    """``LABKIT_BROKER_HEAP_MB`` (the workshop hub sets it) is the default heap cap and shrinks the log cleaner's
+    dedupe buffer to 16 MiB; an explicit ``heap_mb`` or buffer wins; unset, 768 MiB and Kafka's buffer; a bad value is
+    refused naming the variable (at construction: no folder made, no JVM)."""
+    from labkit.broker.embedded import HEAP_ENV, HEAP_MB, SMALL_HEAP_DEDUPE_BUFFER
+
+    dedupe = "log.cleaner.dedupe.buffer.size"
+    monkeypatch.delenv(HEAP_ENV, raising=False)
+    plain = EmbeddedBroker(tmp_path / "a")
+    assert plain.heap_mb == HEAP_MB == 768 and dedupe not in plain.settings
+    monkeypatch.setenv(HEAP_ENV, "256")
+    hub = EmbeddedBroker(tmp_path / "b")
+    assert hub.heap_mb == 256 and hub.settings[dedupe] == str(SMALL_HEAP_DEDUPE_BUFFER)
+    given = EmbeddedBroker(tmp_path / "c", heap_mb=512, log_cleaner_dedupe_buffer_size=2**25)
+    assert given.heap_mb == 512 and given.settings[dedupe] == str(2**25)
+    for bad in ("abc", "32"):
+        monkeypatch.setenv(HEAP_ENV, bad)
+        with pytest.raises(LabkitError, match=HEAP_ENV):
+            EmbeddedBroker(tmp_path / "d")
+        assert not (tmp_path / "d").exists()

@@ -103,6 +103,7 @@ def configure(c, settings: dict) -> None:
     c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
     liveview = f"http://127.0.0.1:{free_port(ports=HUB_PORTS)}"  # the instructor's live view: outside every block
     c.Spawner.environment["LABKIT_LIVEVIEW_URL"] = f"{liveview}/services/liveview/"  # labkit.hub.report.URL_ENV
+    c.Spawner.environment["LABKIT_BROKER_HEAP_MB"] = "256"  # embedded.HEAP_ENV: each attendee's brokers, bench/hub.py
     c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
     c.Spawner.http_timeout = 300  # the attendee's broker starts first (labkit.hub.singleuser), then JupyterLab
     c.LabSpawner.shared_cache = str(Path(s.prefix) / "cache")  # labkit.hub.install.cache_dir: jars, compiled Java
