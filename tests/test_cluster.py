@@ -125,3 +125,33 @@ def test_a_state_file_pid_of_another_start_time_is_not_the_cluster_and_never_sig
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_on_the_hub_every_daemon_executor_and_driver_listens_in_the_port_block(tmp_path):
+    """With ``LABKIT_PORT_RANGE`` set (as the hub sets it), a real master, worker, executor and driver, after a job
+    that ran in the executor, listen (as the OS reports their JVMs' sockets) only on ports of the block, but for
+    pyspark's secret-guarded py4j gateway: no master REST server on 6066, no kernel-picked worker port."""
+    from labkit.broker.ports import PORT_RANGE, free_port
+
+    start = min(free_port(), PORT_RANGE.stop - 100)
+    block = range(start, start + 100)
+    job = ("import json, sys, psutil\nfrom labkit.spark.cluster import StandaloneCluster\n"
+           "from labkit.spark import spark_session\n"
+           "with StandaloneCluster(folder=sys.argv[1]) as c:\n"
+           "    s = spark_session(c.master_url, app_name='t')\n"
+           "    assert s.range(1000).repartition(2).count() == 1000\n"
+           "    daemons = [psutil.Process(pid) for pid in c.pids.values()]\n"
+           "    jvms = {p for d in daemons for p in [d, *d.children(recursive=True)]}\n"
+           "    jvms |= set(psutil.Process().children(recursive=True))\n"
+           "    ports = {p.pid: sorted(c.laddr.port for c in p.net_connections('inet')\n"
+           "                           if c.status == psutil.CONN_LISTEN) for p in jvms if p.name() == 'java'}\n"
+           "    print(json.dumps([ports, s.sparkContext._gateway.gateway_parameters.port]))\n"
+           "    s.stop()\n")
+    env = {**os.environ, "LABKIT_PORT_RANGE": f"{block.start}-{block.stop - 1}"}
+    done = subprocess.run([sys.executable, "-c", job, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ports, gateway = json.loads(done.stdout.strip().splitlines()[-1])
+    listening = [p for p in ports.values() if p]
+    assert len(listening) >= 4, ports  # master, worker, the app's executor, the driver
+    assert {p for pids in listening for p in pids} - {gateway} <= set(block), (ports, block)

@@ -19,14 +19,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
-import secrets
-import signal
 import socket
 import stat
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
@@ -34,8 +30,9 @@ import pytest
 
 from labkit.broker import runtime
 from labkit.errors import LabkitError
-from labkit.hub import firewall, install, names, run, users
+from labkit.hub import drive, firewall, install, names, run, users
 from labkit.hub.config import HubSettings, configure
+from labkit.hub.drive import sign_in as _sign_in  # noqa: F401 (tests/test_hub_liveview.py imports it from here)
 from labkit.waiting import wait_until
 
 HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
@@ -43,6 +40,11 @@ LAB_START_S = 420  # sign-in to the file browser, the attendee's broker started 
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
 CULL_S = 300  # idle timeout 60 s, culler every 15 s, the hub's activity polled every 10 s; then the lab's ends
 LAST_LINE = "All claims hold on the real broker."
+#: The live view's marks of notebook 00 in the row of the attendee passed as ``arg`` (null while there is no row).
+NOTEBOOK_00_MARKS_JS = """name => {
+  const row = [...document.querySelectorAll('#live tbody tr')].find(r => r.querySelector('th.who')?.textContent === name);
+  return row ? row.querySelectorAll('td.nb')[0].textContent : null;
+}"""
 
 
 # --- no root needed -------------------------------------------------------------------------------------------------
@@ -124,10 +126,14 @@ def test_configuration(monkeypatch):
     assert c.JupyterHub.db_url == "sqlite:////s/jupyterhub.sqlite" and c.ConfigurableHTTPProxy.command == ["/p"]
 
 
-def test_the_shared_venv_leaves_out_the_test_tools_and_pyspark():
-    pins = {p.split("==")[0].lower() for p in install.pinned_packages()}
-    assert {"jupyterlab", "jupyterhub", "jupyterhub-idle-culler", "confluent-kafka"} <= pins
-    assert not pins & {"pytest", "playwright", "pyspark"}
+def test_the_shared_venv_has_the_lab_and_pyspark_pins_but_not_the_test_tools():
+    from labkit.spark.session import SPARK_VERSION
+
+    pinned = install.pinned_packages()
+    pins = {p.split("==")[0].lower() for p in pinned}
+    assert {"jupyterlab", "jupyterhub", "jupyterhub-idle-culler", "confluent-kafka", "pyspark"} <= pins
+    assert f"pyspark=={SPARK_VERSION}" in pinned  # the release of Spark's Kafka connector jars (notebook 04)
+    assert not pins & {"pytest", "playwright"}
 
 
 def test_the_prefix_must_be_open_to_attendees(tmp_path):
@@ -186,14 +192,6 @@ def _skip_unless_hub_can_run() -> None:
         pytest.skip(f"the hub test signs in through a browser: it {why}")
 
 
-def _answers(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=2)
-        return True
-    except OSError:
-        return False
-
-
 def _tree(folder: Path) -> dict[str, tuple]:
     """Every path under ``folder`` with its mode, owner, size and modification time: what a write would change."""
     return {str(p): (p.lstat().st_mode, p.lstat().st_uid, p.lstat().st_size, p.lstat().st_mtime_ns)
@@ -202,80 +200,19 @@ def _tree(folder: Path) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    """A running hub with a 60 s idle timeout: ``{"url", "password", "names", "log", "prefix", "admin",
-    "admin_password", "table", "cache"}``. The names are this run's; those whose Unix user did not exist before are
-    removed after, with their homes and processes."""
+    """A running hub with a 60 s idle timeout (:func:`labkit.hub.drive.running_hub`): ``{"url", "password", "names",
+    "log", "prefix", "admin", "admin_password", "table", "cache", "cache_tree"}``. The names are this run's; those whose
+    Unix user did not exist before are removed after, with their homes and processes."""
     _skip_unless_hub_can_run()
-    tag = secrets.token_hex(3)
-    made = [f"t{tag}{x}" for x in "abcd"]
-    assert all(names.why_refused(n) is None for n in made)
-    fresh = [n for n in made if not _exists(names.unix_name(n))]
-    state = tmp_path_factory.mktemp("hub") / "state"
-    log = state.parent / "hub.log"
-    password, admin_password = secrets.token_urlsafe(12), secrets.token_urlsafe(32)
-    t0 = time.monotonic()
-    admin = f"i{tag}"  # the instructor's name: unique too (signing in never spawns a server for it here)
-    proc, settings = run.start(password, admin_password, state, log, admin=admin, say=lambda line: None,
-                               cull_idle_s=60, extra={"JupyterHub": {"last_activity_interval": 10}})
-    table = firewall.table_name(settings.state)
-    cache = install.cache_dir(Path(settings.prefix))
-    try:
-        deadline = time.monotonic() + HUB_START_S
-        while not _answers(f"{settings.url}hub/api") and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        if not _answers(f"{settings.url}hub/api"):
-            pytest.fail(f"the hub did not answer within {HUB_START_S} s:\n{log.read_text()[-3000:]}")
-        print(f"set-up and hub start: {time.monotonic() - t0:.1f} s")
-        yield {"url": settings.url, "password": password, "names": made, "log": log, "prefix": settings.prefix,
-               "admin": admin, "admin_password": admin_password, "table": table, "cache": cache,
-               "cache_tree": _tree(cache)}
-    finally:
-        _stop(proc)
-        table_left = firewall.exists(table)
-        firewall.remove_table(table)
-        for name in fresh:
-            users.remove(name)
-        left = [n for n in fresh if _exists(names.unix_name(n))]
-        assert not left, f"Unix users left behind: {left}"
-        assert not table_left, f"the hub's firewall table {table} outlived the hub"
-
-
-def _exists(user: str) -> bool:
-    try:
-        pwd.getpwnam(user)
-        return True
-    except KeyError:
-        return False
-
-
-def _stop(proc, timeout_s: float = 90) -> None:
-    """SIGTERM the hub (it stops the proxy, the culler and every attendee's server), SIGKILL after ``timeout_s``."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-def _sign_in(page, url: str, name: str, password: str, next_path: str = "") -> float:
-    """Fill and submit the hub's sign-in form; returns the time of the submit (``time.monotonic``)."""
-    page.goto(f"{url}hub/login" + (f"?next={next_path}" if next_path else ""))
-    page.fill("#username_input", name)
-    page.fill("#password_input", password)
-    submitted = time.monotonic()
-    page.click("#login_submit")
-    return submitted
+    with drive.running_hub(tmp_path_factory.mktemp("hub"), 4, cull_idle_s=60, start_timeout_s=HUB_START_S,
+                           extra={"JupyterHub": {"last_activity_interval": 10}}) as running:
+        assert all(names.why_refused(n) is None for n in running["names"])
+        print(f"set-up and hub start: {running['setup_s']:.1f} s")
+        yield {**running, "cache_tree": _tree(running["cache"])}
 
 
 def _wait_for_lab(page, hub: dict, name: str) -> None:
-    try:
-        page.wait_for_selector(".jp-DirListing-itemText:has-text('00_tour.ipynb')", timeout=LAB_START_S * 1000)
-    except Exception:
-        pytest.fail(f"{name}'s JupyterLab did not show 00_tour.ipynb (at {page.url}):\n"
-                    f"{page.inner_text('body')[:1000]}\n{hub['log'].read_text()[-3000:]}")
-    assert page.url.startswith(f"{hub['url']}user/{name}/lab"), page.url
+    drive.wait_for_lab(page, hub, name, LAB_START_S)
 
 
 def _brokers(uid: int) -> list[psutil.Process]:
@@ -352,24 +289,6 @@ def _as(entry: pwd.struct_passwd, prefix: str, script: str, *args: str) -> str:
     return done.stdout
 
 
-def _run_all(page, name: str, tries: int = 3) -> None:
-    """Run > Run All Cells in JupyterLab's menu, again (up to ``tries`` times) while no cell was taken: a run asked
-    for while a new kernel's connection still settles is dropped (as tests/test_browser.py saw)."""
-    from playwright.sync_api import expect
-
-    taken = page.locator(".jp-CodeCell .jp-InputArea-prompt").filter(has_text=re.compile(r"\[(\*|\d+)\]"))
-    for _ in range(tries):
-        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-        try:
-            expect(taken.first).to_be_visible(timeout=20_000)
-            return
-        except AssertionError:
-            continue
-    page.screenshot(path=f"/tmp/hub-run-all-{name}.png")
-    pytest.fail(f"{name}'s Run All Cells started no cell in {tries} tries (screenshot /tmp/hub-run-all-{name}.png)")
-
-
 def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reach(hub):
     from playwright.sync_api import expect
 
@@ -389,12 +308,8 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
 
         started = time.monotonic()
         for page, name in zip(pages, attendees):  # each opens notebook 00 and runs it whole (Run > Run All Cells)
-            # JupyterLab may ask for the kernel even when it has started it: take the one it proposes
-            page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select Kernel"),
-                                     lambda dialog: dialog.locator(".jp-Dialog-button.jp-mod-accept").click())
-            page.goto(f"{hub['url']}user/{name}/lab/tree/00_tour.ipynb")
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(timeout=180_000)
-            _run_all(page, name)
+            drive.open_notebook(page, hub["url"], name, "00_tour.ipynb")
+            drive.run_all(page, name)
         for page, name in zip(pages, attendees):
             last = page.locator(".jp-OutputArea-output", has_text=LAST_LINE)
             try:
@@ -431,6 +346,18 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         assert _tree(hub["cache"]) == hub["cache_tree"], "an attendee's lab wrote into the shared cache"
         assert all(not (mode & 0o022) and owner == 0 for mode, owner, *_ in hub["cache_tree"].values())
 
+        # the instructor's live view: a row per attendee with notebook 00's verdicts, as their kernels reported them
+        # (an exercise verdict, whichever it was, and the claims cell held)
+        instructor = first.context.browser.new_page(viewport={"width": 1280, "height": 800})
+        _sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")
+        for name in attendees:
+            try:
+                instructor.wait_for_function(f"name => /^E[✓✗]C✓$/.test(({NOTEBOOK_00_MARKS_JS})(name))", arg=name,
+                                             timeout=120_000)
+            except Exception:
+                pytest.fail(f"the live view has no row for {name} with notebook 00's verdicts: "
+                            f"{instructor.inner_text('body')[:2000]}")
+
     # A cannot read B's files nor signal B's broker (real PermissionErrors), nor connect to any of B's broker ports
     a, b = (entries[n] for n in attendees[:2])
     b_lab = os.path.join(b.pw_dir, "labkit", "lab")
@@ -459,7 +386,7 @@ def test_root_an_existing_user_and_a_bad_name_are_refused_and_the_admin_page_lis
             page.wait_for_load_state()
             assert why in page.inner_text("body"), page.inner_text("body")[:1000]
             assert "/hub/login" in page.url
-        assert not _exists("lab-root") and not _exists("lab-daemon")
+        assert not drive.user_exists("lab-root") and not drive.user_exists("lab-daemon")
         # the instructor's name takes the instructor's password only
         _sign_in(page, hub["url"], hub["admin"], hub["password"])
         page.wait_for_load_state()
@@ -487,5 +414,8 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
         left = [(p.pid, p.name()) for p in users.processes_of(entry.pw_uid)]
         pytest.fail(f"{name}'s lab was not culled within {CULL_S} s; left: {left}\n{hub['log'].read_text()[-3000:]}")
     print(f"{name}: culled and every process ended {time.monotonic() - idle_since:.1f} s after the browser closed")
-    ended = [line for line in hub["log"].read_text().splitlines() if f"Ended {entry.pw_name}'s lab:" in line]
-    assert ended and "java" in ended[-1], ended
+    def ended() -> list[str]:  # the hub logs it once end_processes returns: after the processes are gone
+        return [line for line in hub["log"].read_text().splitlines() if f"Ended {entry.pw_name}'s lab:" in line]
+
+    assert wait_until(ended, 60, 1.0), hub["log"].read_text()[-3000:]
+    assert "java" in ended()[-1], ended()

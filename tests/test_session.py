@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -78,3 +79,57 @@ def test_a_session_reads_kafka_with_the_connector(bootstrap, tmp_path):
     assert "['a', 'b', 'c'] local[2]" in done.stdout
     archive = cds.archive("spark-driver", session.find_java(), session.driver_class_path())
     assert str(archive) in done.stdout.splitlines()[-1]
+
+
+def test_connector_jars_are_read_from_the_shared_cache_first(tmp_path):
+    """A finished ``spark-kafka-<version>`` of ``LABKIT_SHARED_CACHE`` is used as it is (no Maven: PATH is empty);
+    an unfinished one (no ``.complete``) is not, and the jars are then made in ``$LABKIT_HOME``, not there."""
+    shared = tmp_path / "shared" / f"spark-kafka-{session.SPARK_VERSION}"
+    shared.mkdir(parents=True)
+    (shared / "kafka-clients-3.9.2.jar").write_bytes(b"jar")
+    env = {"PATH": "", "LABKIT_HOME": str(tmp_path / "home"), "LABKIT_SHARED_CACHE": str(tmp_path / "shared")}
+    with pytest.raises(MavenError, match=str(tmp_path / "home")):
+        session.connector_jars(env, progress=False)
+    (shared / ".complete").touch()
+    assert session.connector_jars(env, progress=False) == [shared / "kafka-clients-3.9.2.jar"]
+    assert not (tmp_path / "home").exists()
+
+
+def _a_block() -> range:
+    """A block of 100 of the lab's ports, at random (as the hub's, :func:`labkit.hub.firewall.port_block`)."""
+    from labkit.broker.ports import PORT_RANGE, free_port
+
+    start = min(free_port(), PORT_RANGE.stop - 100)
+    return range(start, start + 100)
+
+
+def test_without_a_port_block_spark_picks_its_ports():
+    assert session.block_ports(True, {}) == {}
+
+
+def test_block_ports_leave_room_for_spark_retries():
+    block = _a_block()
+    conf = session.block_ports(True, {"LABKIT_PORT_RANGE": f"{block.start}-{block.stop - 1}"})
+    assert conf["spark.port.maxRetries"] == str(session.PORT_RETRIES)
+    ports = [int(conf[k]) for k in ("spark.driver.port", "spark.blockManager.port", "spark.ui.port")]
+    assert all(block.start <= p < block.stop - session.PORT_RETRIES for p in ports)
+
+
+def test_a_driver_on_the_hub_listens_only_in_its_port_block():
+    """With ``LABKIT_PORT_RANGE`` set (as the hub sets it), a real local[2] driver with its UI, after a job, listens
+    (as the OS reports its JVM's sockets) only on ports of the block, but for pyspark's py4j gateway (a
+    secret-guarded port pyspark picks); the UI's port is one of them."""
+    block = _a_block()
+    job = ("import json, psutil\nfrom labkit.spark import spark_session\n"
+           "s = spark_session(app_name='t', ui=True)\nassert s.range(100).count() == 100\n"
+           "ports = sorted({c.laddr.port for p in psutil.Process().children(recursive=True) if p.name() == 'java' "
+           "for c in p.net_connections('inet') if c.status == psutil.CONN_LISTEN})\n"
+           "print(json.dumps([ports, s.sparkContext._gateway.gateway_parameters.port, s.sparkContext.uiWebUrl]))\n")
+    env = {**os.environ, "LABKIT_PORT_RANGE": f"{block.start}-{block.stop - 1}"}
+    done = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ports, gateway, ui_url = json.loads(done.stdout.strip().splitlines()[-1])
+    assert gateway in ports and gateway not in block
+    inside = set(ports) - {gateway}
+    assert len(inside) >= 3 and inside <= set(block), (ports, block)  # RPC, block manager, UI
+    assert int(ui_url.rsplit(":", 1)[1]) in inside

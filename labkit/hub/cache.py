@@ -1,52 +1,43 @@
-"""The hub's shared read-only cache: the Kafka jars, the compiled broker launcher and Java participant, and their
-class-data archives, made once by the set-up (as root) for every attendee to read.
+"""The hub's shared read-only cache: the Kafka jars, Spark's Kafka connector jars, the compiled broker launcher and
+Java participant, and the class-data archives of the broker, the participant and the Spark driver, made once by the
+set-up (as root) for every attendee to read.
 
 ``python -m labkit.hub.cache <folder>`` runs with the shared venv's Python and the shared copy of labkit (so the jar
 paths, the Java sources' digests and the class paths are exactly those an attendee's lab computes) and with
-``LABKIT_HOME=<folder>``: what :func:`labkit.broker.runtime.ensure_jars`, :func:`labkit.broker.javac.compiled` and
-:func:`labkit.broker.cds.dumping` make in ``$LABKIT_HOME`` lands in the shared folder. An attendee's lab then finds
-it through ``LABKIT_SHARED_CACHE`` (:func:`labkit.broker.runtime.cache_path`) and never writes there. Everything in
-it ends up readable by all and writable by root only (:func:`open_to_all`).
-
-Spark's jars and archive are not made: pyspark is not in the shared venv in this phase (:mod:`labkit.hub.install`).
+``LABKIT_HOME=<folder>``: what :func:`labkit.broker.runtime.ensure_jars`, :func:`labkit.spark.session.connector_jars`,
+:func:`labkit.broker.javac.compiled` and :func:`labkit.broker.cds.dumping` make in ``$LABKIT_HOME`` lands in the
+shared folder. An attendee's lab then finds it through ``LABKIT_SHARED_CACHE``
+(:func:`labkit.broker.runtime.cache_path`) and never writes there. Everything in it ends up readable by all and
+writable by root only (:func:`open_to_all`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from labkit.broker import EmbeddedBroker, cds, launcher, runtime
+from labkit.broker import runtime
 from labkit.broker.settings import kafka_version
-from labkit.crashlab import java
+from labkit.jvm_archives import make_archives
+from labkit.spark.session import connector_jars
 
 
 def fill(version: str) -> list[str]:
-    """Resolve Kafka ``version``'s jars, compile the launcher and the participant, and make the broker's and the
-    participant's class-data archives where missing, all in ``$LABKIT_HOME``; returns the archives made.
+    """Resolve Kafka ``version``'s jars and Spark's Kafka connector jars, and make the broker's, the participant's
+    and the Spark driver's class-data archives where missing (:func:`labkit.jvm_archives.make_archives`, which
+    compiles the launcher and the participant), all in ``$LABKIT_HOME``; returns the archives made.
 
     Raises:
         JavaError, MavenError: no JDK 17+ with ``javac``, or the jars cannot be resolved (Maven Central unreachable).
+        SparkSetupError: pyspark missing from the venv, or of another release.
         BrokerExitedError, BrokerNotReadyError: the archive run's broker did not start.
-        subprocess.CalledProcessError, subprocess.TimeoutExpired: the archive run's participant failed.
+        subprocess.CalledProcessError, subprocess.TimeoutExpired: the archive run's participant or Spark driver failed.
     """
-    from labkit.jvm_archives import _run_participants  # the archive run of `python -m labkit jars`, without Spark
-
-    jvm = runtime.find_java()
     runtime.ensure_jars(version=version, progress=False)
-    class_paths = {"broker": launcher.class_path(version)[0], "participant": java.class_path(version)}
-    missing = [kind for kind, cp in class_paths.items() if not cds.archive(kind, jvm, cp).exists()]
-    if missing:
-        with contextlib.ExitStack() as stack:  # the broker stops (its JVM writes its archive), then each is published
-            flags = {kind: stack.enter_context(cds.dumping(kind, jvm, class_paths[kind])) for kind in missing}
-            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="labkit-cds-"))
-            broker = stack.enter_context(EmbeddedBroker(version=version, class_data=flags.get("broker")))
-            _run_participants(broker.bootstrap_servers, folder, version, flags.get("participant"))
-    return missing
+    connector_jars(progress=False)
+    return make_archives(version)
 
 
 def open_to_all(folder: Path) -> None:
@@ -68,7 +59,8 @@ def main(argv: list[str]) -> int:
         return 2
     for version in argv[1:] or [kafka_version()]:
         made = fill(version)
-        print(f"Kafka {version}: jars, launcher, participant; archives {', '.join(made) + ' made' if made else 'kept'}")
+        print(f"Kafka {version}: jars, Spark connector, launcher, participant; archives "
+              f"{', '.join(made) + ' made' if made else 'kept'}")
     for scratch in ("lab", "experiments"):  # what the archive run leaves besides the cache (its topics' ledger)
         shutil.rmtree(folder / scratch, ignore_errors=True)
     open_to_all(folder)

@@ -7,7 +7,7 @@ Everything an attendee's processes read must be readable by every attendee, so n
 ``LABKIT_HUB_PREFIX``), all world-readable and owned by root:
 
 * ``venv/``: a virtual environment of Debian's ``/usr/bin/python3`` with the lab's pinned packages
-  (``requirements.txt``, less the test tools and, in this phase, pyspark: :data:`DEFERRED`) and the hub's own
+  (``requirements.txt``, pyspark included, less the test tools: :data:`DEFERRED`) and the hub's own
   (:data:`HUB_PACKAGES`: ``jupyterhub`` brings ``jupyterhub-singleuser``), and JupyterLab's ``overrides.json``
   (:func:`labkit.workspace.write_lab_settings`: every attendee's JupyterLab reads the venv's settings folder).
 * ``src/``: a **copy** of this repository's files (``labkit/``, ``jvm/``, ``notebooks/``; what ``git ls-files``
@@ -17,17 +17,18 @@ Everything an attendee's processes read must be readable by every attendee, so n
   ``make hub`` starts again after the repository changed. Not a wheel either: labkit finds the notebooks and
   ``jvm/`` beside its package (:data:`labkit.workspace.SOURCES`, ``labkit.broker.runtime.POM``), which a wheel
   would not carry.
-* ``cache/``: the shared read-only cache (:mod:`labkit.hub.cache`): the Kafka jars, the compiled broker launcher and
-  Java participant and their class-data archives, made by the shared venv from the copy, as root; attendees read it
+* ``cache/``: the shared read-only cache (:mod:`labkit.hub.cache`): the Kafka jars, Spark's Kafka connector jars,
+  the compiled broker launcher and Java participant, and the class-data archives of the broker, the participant
+  and the Spark driver, made by the shared venv from the copy, as root; attendees read it
   through ``LABKIT_SHARED_CACHE`` (set by the spawner) and never write there.
 
 It also installs Debian's ``nftables`` when ``nft`` is missing (:func:`labkit.hub.firewall.install`): the firewall that
 keeps attendees off each other's brokers.
 
 Every step is idempotent: a stamp file records the hash of what was installed (the pins; the copied files; the
-cache's sources and Kafka release), and a second run with nothing changed only hashes the sources (well under a
-second). A file lock serialises two set-ups: a second waits for the first (at most :data:`LOCK_WAIT_S`, then fails
-naming it).
+cache's packages, sources and Kafka release), and a second run with nothing changed only hashes the sources (well
+under a second). A file lock serialises two set-ups: a second waits for the first (at most :data:`LOCK_WAIT_S`, then
+fails naming it).
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ DEFAULT_PREFIX = Path("/opt/labkit")
 SYSTEM_PYTHON = "/usr/bin/python3"
 #: The hub's packages, pinned (PyPI): JupyterHub 6 (hub, ``jupyterhub-singleuser``) and the idle culler service.
 HUB_PACKAGES = ("jupyterhub==6.1.1", "jupyterhub-idle-culler==2.0.0")
-#: Packages of ``requirements.txt`` the shared venv leaves out: the test tools, and pyspark (450 MB, notebook 04
-#: only; deferred to the phase that runs notebooks on the hub).
-DEFERRED = frozenset({"pyspark", "pytest", "pytest-xdist", "nbval", "hypothesis", "playwright"})
+#: Packages of ``requirements.txt`` the shared venv leaves out: the test tools (attendees run notebooks, not the
+#: suite). pyspark (about 450 MB, notebook 04) is in: pip installs it from its own cache, a local copy once the lab's
+#: venv has it, so only a first machine downloads it.
+DEFERRED = frozenset({"pytest", "pytest-xdist", "nbval", "hypothesis", "playwright"})
 #: The repository folders copied into ``<prefix>/src`` (plus the top-level ``pyproject.toml``).
 COPIED = ("labkit", "jvm", "notebooks")
 #: configurable-http-proxy, the hub's proxy (npm), installed into the project by :func:`install_proxy`.
@@ -214,7 +216,8 @@ def _fill_cache(prefix: Path, say: Callable[[str], None]) -> None:
     """Fill :func:`cache_dir` by ``python -m labkit.hub.cache`` of the shared venv (so the paths are the attendees'),
     with ``LABKIT_HOME`` the cache and no shared cache to read from."""
     cache = cache_dir(prefix)
-    say(f"filling the shared cache {cache} (Kafka jars, compiled Java, class-data archives; a minute the first time)")
+    say(f"filling the shared cache {cache} (Kafka and Spark connector jars, compiled Java, class-data archives; two "
+        "minutes the first time)")
     cache.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in (SHARED_CACHE_ENV, "PYTHONPATH", "VIRTUAL_ENV")}
     done = subprocess.run([str(venv_python(prefix)), "-m", "labkit.hub.cache", str(cache)], capture_output=True,
@@ -255,7 +258,8 @@ def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] 
                 _copy_sources(prefix, files, say)
                 stamp = {**stamp, "sources": sources_hash}
                 _write_stamp(prefix, stamp)
-            cache_hash = _hash([sources_hash.encode(), kafka_version().encode()])
+            # the packages too: the Spark driver's archive holds pyspark's jars, as the venv installed them
+            cache_hash = _hash([packages_hash.encode(), sources_hash.encode(), kafka_version().encode()])
             if stamp.get("cache") != cache_hash or not cache_dir(prefix).is_dir():
                 _fill_cache(prefix, say)
                 _write_stamp(prefix, {**stamp, "cache": cache_hash})

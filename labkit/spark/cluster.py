@@ -20,17 +20,21 @@ from collections import deque
 from pathlib import Path
 
 from labkit import lab
-from labkit.broker.ports import HOST, ensure_free, free_port
+from labkit.broker.ports import HOST, RANGE_ENV, ensure_free, free_port
 from labkit.broker.runtime import find_java, labkit_home
 from labkit.errors import LabkitError
 from labkit.procs import process_state, spawn, start_time, why_not_ours
-from labkit.spark.session import JVM_FLAGS, LOG4J, check_pyspark
+from labkit.spark.session import JVM_FLAGS, LOG4J, PORT_RETRIES, block_port, check_pyspark
 from labkit.waiting import Deadline, wait_until
 
 READY = {"master": "I have been elected leader", "worker": "Successfully registered with master"}
 # labkit's errors-only Spark logging, plus the INFO lines (readiness among them) of the two daemon classes
 DAEMON_LOG4J = "".join(f"\nlogger.{n}.name = org.apache.spark.deploy.{n}.{n.title()}\nlogger.{n}.level = info"
                        for n in READY)
+#: The master's REST submission server off: Spark 4.2's master otherwise listens on 6066 (seen with psutil), a fixed
+#: port outside every attendee's block where anyone on the machine could submit an application, unauthenticated
+#: (Spark's docs: Security, "Standalone mode"; ``spark.master.rest.enabled``). The lab submits through the driver.
+NO_REST = "spark.master.rest.enabled=false"
 _LIVE: "weakref.WeakSet[StandaloneCluster]" = weakref.WeakSet()
 atexit.register(lambda: [c.stop() for c in list(_LIVE)])
 
@@ -56,6 +60,12 @@ class StandaloneCluster:
     Web UIs: they cannot be turned off (Spark 4.2 has no such setting for the master or worker;
     ``spark.ui.enabled`` is the driver's), so they bind to 127.0.0.1 (``SPARK_LOCAL_IP``), on ports the
     kernel picks with ``ui=False``, on free ports with ``ui=True`` (the master's in :attr:`ui_url`).
+
+    On the workshop hub (``LABKIT_PORT_RANGE`` set) every daemon port, the master's and each worker's RPC and web
+    UI (the master's REST server is off: :data:`NO_REST`), is picked in the attendee's block
+    (:func:`labkit.spark.session.block_port`), never by the kernel: the daemons take no authentication
+    (``spark.authenticate`` is false), and the hub's firewall rule closes only the block to other users
+    (:func:`labkit.spark.session.block_ports` says why; the executors' ports follow the driver's settings).
 
     Args:
         workers: number of worker JVMs, at least 1.
@@ -96,7 +106,7 @@ class StandaloneCluster:
     @property
     def ui_url(self) -> str | None:
         """``"http://127.0.0.1:<port>"``, the master's web UI (its JSON status at ``/json``) if ``ui=True``."""
-        return f"http://{HOST}:{self.ui_port}" if self.ui_port else None
+        return f"http://{HOST}:{self.ui_port}" if self.ui and self.ui_port else None
 
     @property
     def is_running(self) -> bool:
@@ -126,7 +136,12 @@ class StandaloneCluster:
         check_pyspark()
         import pyspark
 
-        self.port, self.ui_port = self._requested_port or free_port(), free_port() if self.ui else 0
+        in_block = bool(os.environ.get(RANGE_ENV))  # on the hub: every port in the attendee's block
+
+        def port(wanted: bool) -> int:
+            return block_port() if in_block else free_port() if wanted else 0
+
+        self.port, self.ui_port = self._requested_port or port(True), port(self.ui)
         ensure_free(self.port, "Spark master RPC port")
         (self.folder / "conf").mkdir(parents=True, exist_ok=True)  # SPARK_CONF_DIR: no spark-env.sh of the user's
         log4j = self.folder / "log4j2-daemons.properties"
@@ -136,14 +151,15 @@ class StandaloneCluster:
                "SPARK_LOCAL_IP": HOST, "SPARK_MASTER_HOST": HOST, "SPARK_DAEMON_MEMORY": self.daemon_memory,
                "SPARK_LAUNCHER_OPTS": JVM_FLAGS,
                "SPARK_DAEMON_JAVA_OPTS": f"{JVM_FLAGS} -Dlog4j.configurationFile=file:{log4j} "
-                                         f"-Dlog4j2.configurationFile=file:{log4j}"}
+                                         f"-Dlog4j2.configurationFile=file:{log4j} -D{NO_REST}"
+                                         + (f" -Dspark.port.maxRetries={PORT_RETRIES}" if in_block else "")}
         try:
             self._spawn("master", home, env, "--host", HOST, "--port", str(self.port),
                         "--webui-port", str(self.ui_port))
             self._await(*self._procs[0], deadline)  # workers only register with a leader
             for i in range(1, self.workers + 1):
                 self._spawn(f"worker-{i}", home, env, self.master_url, "--host", HOST, "--cores", str(self.cores),
-                            "--memory", self.memory, "--webui-port", str(free_port() if self.ui else 0),
+                            "--memory", self.memory, "--port", str(port(False)), "--webui-port", str(port(self.ui)),
                             "--work-dir", str(self.folder / "work"))
             for daemon in self._procs[1:]:
                 self._await(*daemon, deadline)

@@ -4,7 +4,13 @@ Kafka connector on its classpath.
 The pyspark pip package (pinned at :data:`SPARK_VERSION`) brings Spark itself but not its Kafka
 connector. :func:`connector_jars` resolves the connector's four jars (``jvm/spark-kafka.xml``) once with
 Maven, non-transitively, into ``$LABKIT_HOME/spark-kafka-<version>/``; :func:`spark_session` passes them
-with ``spark.jars`` (the driver and every executor load them; no Ivy resolution at run time).
+with ``spark.jars`` (the driver and every executor load them; no Ivy resolution at run time). On the workshop hub
+the folder is read from the shared read-only cache first (``LABKIT_SHARED_CACHE``,
+:func:`labkit.broker.runtime.cache_path`), where the hub's set-up resolved it; it is only ever made in
+``$LABKIT_HOME``.
+
+On the hub, a Spark driver's listening ports are also in the attendee's port block (:func:`block_ports`): see there
+why.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import sys
 from pathlib import Path
 
 from labkit.broker import cds
-from labkit.broker.runtime import find_java, labkit_home, maven_jars
+from labkit.broker.ports import RANGE_ENV, free_port, lab_ports
+from labkit.broker.runtime import cache_path, find_java, maven_jars
 from labkit.errors import LabkitError
 
 #: The Spark release of the pyspark pin and of the connector jars (the newest whose connector set is
@@ -37,16 +44,66 @@ class SparkSetupError(LabkitError):
 JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+#: How many ports above its configured one Spark tries when that one is taken (``spark.port.maxRetries``; Spark's
+#: default is 16), on the hub: :func:`block_port` leaves this many ports of the block above each port it picks.
+PORT_RETRIES = 8
+
+
+def block_port(env: dict[str, str] | None = None) -> int:
+    """A free port of the attendee's block (``$LABKIT_PORT_RANGE``, :func:`labkit.broker.ports.lab_ports`) for one
+    Spark listener, at least :data:`PORT_RETRIES` below the block's top: Spark's retries on a taken port walk up one
+    port at a time (``spark.port.maxRetries``, ``Utils.startServiceOnPort``), so every retry stays in the block.
+
+    Raises:
+        PortInUseError: no port of the block could be bound. LabkitError: ``LABKIT_PORT_RANGE`` is malformed.
+    """
+    block = lab_ports(env)
+    return free_port(ports=range(block.start, max(block.start + 1, block.stop - PORT_RETRIES)))
+
+
+def block_ports(ui: bool = False, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings that put a driver's listening ports in the attendee's port block when
+    ``LABKIT_PORT_RANGE`` is set (the workshop hub sets it); ``{}`` when it is not (Spark's defaults: ports the
+    kernel picks).
+
+    Why: a driver listens on its RPC port (``spark.driver.port``), on its block manager's
+    (``spark.blockManager.port``, also an executor's on a standalone worker) and, with ``ui``, on its web UI
+    (``spark.ui.port``), none of them authenticated (``spark.authenticate`` is false by default). On ports the kernel
+    picks (the ephemeral range) any local user could connect to them: submit work to the driver (code run as the
+    attendee), read its blocks, watch its UI. The hub's nftables rule refuses other users' connections to the
+    attendee's block only (:mod:`labkit.hub.firewall`), so the ports must be in the block: each from
+    :func:`block_port`, with ``spark.port.maxRetries`` = :data:`PORT_RETRIES` so that a taken port (two settings
+    that drew the same port, a race with another process) moves up within the block. Spark's docs: Configuration,
+    "Networking"; Security, "Configuring Ports for Network Security".
+
+    Not moved: the py4j gateway the driver JVM opens for pyspark's Python (a kernel-picked port on 127.0.0.1; pyspark
+    has no setting for it), which answers only a client that first sends its per-process secret (py4j's
+    ``auth_token``, pyspark's ``java_gateway.launch_gateway``).
+
+    Raises:
+        PortInUseError, LabkitError: see :func:`block_port`.
+    """
+    env = os.environ if env is None else env
+    if not env.get(RANGE_ENV):
+        return {}
+    names = ["spark.driver.port", "spark.blockManager.port", *(["spark.ui.port"] if ui else [])]
+    return {**{name: str(block_port(env)) for name in names}, "spark.port.maxRetries": str(PORT_RETRIES)}
+
+
 def connector_jars(env: dict[str, str] | None = None, *, progress: bool = True) -> list[Path]:
     """Paths of Spark's Kafka connector jars (``spark-sql-kafka-0-10_2.13``,
     ``spark-token-provider-kafka-0-10_2.13``, ``kafka-clients`` 3.9.2, ``commons-pool2`` 2.13.1), resolved with
     Maven on first use.
 
+    Cached in ``spark-kafka-<version>/`` of the shared cache if it holds them finished, else of ``$LABKIT_HOME``
+    (:func:`labkit.broker.runtime.cache_path`), where Maven resolves them if missing: the shared cache is never
+    written.
+
     Raises:
         MavenError: not cached, and Maven is missing or cannot reach Maven Central.
     """
     env = dict(os.environ if env is None else env)
-    return maven_jars(POM, labkit_home(env) / f"spark-kafka-{SPARK_VERSION}", f"Spark {SPARK_VERSION} Kafka connector",
+    return maven_jars(POM, cache_path(f"spark-kafka-{SPARK_VERSION}", env), f"Spark {SPARK_VERSION} Kafka connector",
                       ["-DexcludeTransitive=true"], env=env, progress=progress)
 
 
@@ -87,7 +144,8 @@ def spark_conf(master: str | None = None, *, app_name: str = "labkit", ui: bool 
                env: dict[str, str] | None = None, class_data: list[str] | None = None) -> dict[str, str]:
     """The Spark settings of a lab session (also what :func:`spark_session` uses): the connector jars,
     everything bound to 127.0.0.1, the UI off (or on 127.0.0.1), errors-only logs, 2 shuffle partitions, the
-    driver's JVM flags (:data:`JVM_FLAGS`) and class-data archive.
+    driver's JVM flags (:data:`JVM_FLAGS`) and class-data archive; on the hub, its listening ports in the attendee's
+    block (:func:`block_ports`).
 
     Args:
         master: Spark master URL; default :func:`spark_master`.
@@ -98,6 +156,7 @@ def spark_conf(master: str | None = None, *, app_name: str = "labkit", ui: bool 
     Raises:
         JavaError: no Java 17+ (Spark 4 needs it). MavenError: the connector jars cannot be resolved.
         SparkSetupError: pyspark missing or of another release.
+        PortInUseError, LabkitError: on the hub, see :func:`block_port`.
     """
     env = os.environ if env is None else env
     check_pyspark()
@@ -109,7 +168,7 @@ def spark_conf(master: str | None = None, *, app_name: str = "labkit", ui: bool 
             "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
             "spark.ui.enabled": str(ui).lower(), "spark.sql.shuffle.partitions": "2",
             "spark.driver.extraJavaOptions": " ".join([log, *sharing]), "spark.executor.extraJavaOptions": log,
-            "spark.executor.memory": "1g", "spark.ui.showConsoleProgress": "false"}
+            "spark.executor.memory": "1g", "spark.ui.showConsoleProgress": "false", **block_ports(ui, env)}
 
 
 def spark_session(master: str | None = None, *, app_name: str = "labkit", ui: bool = False,
@@ -123,7 +182,7 @@ def spark_session(master: str | None = None, *, app_name: str = "labkit", ui: bo
         ui: start the Spark UI on 127.0.0.1.
         class_data: the driver JVM's class-data sharing flags (:func:`spark_conf`).
     Raises:
-        JavaError, MavenError, SparkSetupError: see :func:`spark_conf`.
+        JavaError, MavenError, SparkSetupError, PortInUseError: see :func:`spark_conf`.
     """
     conf = spark_conf(master, app_name=app_name, ui=ui, class_data=class_data)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

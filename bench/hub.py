@@ -1,0 +1,263 @@
+"""Memory per attendee on the workshop hub (issue 38): the peak proportional set size of every process of one attendee
+while they run each notebook in JupyterLab, measured on a real hub.
+
+It starts a hub on free ports with its own state (:func:`labkit.hub.drive.running_hub`, as tests/test_hub.py does),
+signs one attendee in through headless Chromium, and for each notebook opens it in their JupyterLab, runs Run > Run
+All Cells and waits (up to ``--deadline`` s) until no cell runs or waits and the kernel is idle, then the last code
+cell must have run. Meanwhile, every 2 s, it sums the PSS (``psutil`` ``memory_full_info().pss``: a page shared by n
+processes counts 1/n in each, so shared pages count once) of every process of the attendee's uid, grouped by kind
+from the command line (:data:`KINDS`). Between notebooks it shuts the kernel down (Kernel > Shut Down All Kernels) and
+waits for its process to end, and opens the next with JupyterLab's ``?reset`` (no earlier tab restored), so each
+notebook is measured as a learner running it first after the previous one: same JupyterLab server and broker (the
+broker keeps the previous notebooks' topics), a fresh kernel. The idle figure is the lab with no kernel (JupyterLab
+and the broker) after sign-in. Each notebook's CPU seconds (all the attendee's processes, from opening it to the end of
+its run) are given too, for sizing a room's cores.
+
+Goal (issue 38): <= 1 GiB (1024 MiB) at the peak of every notebook but 04, <= 1.5 GiB for 04.
+
+Run as root, with Debian's chromium: ``sudo nice -n 5 .venv/bin/python bench/hub.py [--notebooks 00 02]
+[--json bench/results/hub-memory.json]``. Default: 00 01 02 03 05 06 07 08, and 04 when the shared venv has pyspark.
+Prints a table, then the figures as one JSON line (also written to ``--json``). Stopped with SIGTERM (or Ctrl-C in a
+terminal), it still stops the hub and removes the attendee's Unix user, home and processes.
+"""
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from labkit.browser import chromium, missing
+from labkit.hub import drive, names, users
+from labkit.waiting import wait_until
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+DEFAULT = ("00", "01", "02", "03", "05", "06", "07", "08")
+#: What a process is, from its command line: the first kind one of whose markers is an argument (or an argument's
+#: last path part; for a ``prefix.`` marker the start of an argument, for a ``.suffix`` one its end). Else "other".
+KINDS = {
+    "jupyterlab": ("jupyterhub-singleuser", "labkit.hub.singleuser"),
+    "spark": ("org.apache.spark.", "pyspark."),
+    "kernel": ("ipykernel_launcher",),
+    "broker": ("labkit.broker.Launcher", "kafka.Kafka", "serve-broker"),
+    "java participants": ("labkit.participant.Main",),
+    "python participants": ("labkit.crashlab.run",),
+    "java programs": (".java",),  # single-file programs the lessons run (labkit.kafka.protocol, labkit.lessons)
+    "jupyterlab node": ("yarn.js",),  # JupyterLab's build check at each page load (yarn config, in node)
+}
+GOAL_MIB, GOAL_04_MIB = 1024, 1536
+LAB_START_S = 420  # sign-in to the file browser, the attendee's broker started first, on a loaded 2-core machine
+KERNEL_END_S = 120  # Shut Down All Kernels until the kernel's process has ended
+
+
+def kind(cmdline: list[str]) -> str:
+    """The kind (a key of :data:`KINDS`, or "other") of a process with command line ``cmdline``."""
+    for name, markers in KINDS.items():
+        for arg in cmdline:
+            if any(arg == m or arg.rsplit("/", 1)[-1] == m or (m.endswith(".") and arg.startswith(m))
+                   or (m.startswith(".") and arg.endswith(m)) for m in markers):
+                return name
+    return "other"
+
+
+def pss_by_kind(uid: int) -> dict[str, float]:
+    """PSS (MiB) of ``uid``'s processes summed per kind, at this moment; processes that end meanwhile are left out."""
+    sums: dict[str, float] = {}
+    for proc in users.processes_of(uid):
+        try:
+            k, pss = kind(proc.cmdline()), proc.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        sums[k] = sums.get(k, 0.0) + pss / 2**20
+    return sums
+
+
+def cpu_s(uid: int) -> float:
+    """CPU seconds (user and system) of ``uid``'s live processes and of the children they reaped (a kernel reaps the
+    participants it started, so their time counts once they end)."""
+    total = 0.0
+    for proc in users.processes_of(uid):
+        try:
+            t = proc.cpu_times()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+class Sampler:
+    """Samples :func:`pss_by_kind` of ``uid`` every ``interval_s`` seconds in a thread; :meth:`take` returns the peaks
+    since the last take and starts over."""
+
+    def __init__(self, uid: int, interval_s: float = 2.0) -> None:
+        self.uid, self.interval_s = uid, interval_s
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._samples: list[dict[str, float]] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            sample = pss_by_kind(self.uid)
+            with self._lock:
+                self._samples.append(sample)
+
+    def take(self) -> dict:
+        """``{"peak_mib", "at_peak": {kind: MiB}, "peak_by_kind": {kind: MiB}, "samples"}`` since the last take."""
+        with self._lock:
+            samples, self._samples = self._samples, []
+        if not samples:
+            return {"peak_mib": None, "at_peak": {}, "peak_by_kind": {}, "samples": 0}
+        top = max(samples, key=lambda s: sum(s.values()))
+        kinds = sorted({k for s in samples for k in s})
+        return {"peak_mib": round(sum(top.values())), "at_peak": {k: round(v) for k, v in sorted(top.items())},
+                "peak_by_kind": {k: round(max(s.get(k, 0.0) for s in samples)) for k in kinds},
+                "samples": len(samples)}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def notebook_file(number: str) -> str:
+    """The file name of notebook ``number`` ("00".."08").
+
+    Raises:
+        SystemExit: no such notebook (the ones there listed).
+    """
+    found = sorted(NOTEBOOKS.glob(f"{number}_*.ipynb"))
+    if len(found) != 1:
+        sys.exit(f"no notebook {number!r}: choose among {sorted(p.name[:2] for p in NOTEBOOKS.glob('[0-9]*.ipynb'))}")
+    return found[0].name
+
+
+def has_pyspark(prefix: str) -> bool:
+    """Whether the hub's shared venv (under ``prefix``) can import pyspark."""
+    python = os.path.join(prefix, "venv", "bin", "python")
+    check = "import importlib.util, sys; sys.exit(not importlib.util.find_spec('pyspark'))"
+    return subprocess.run([python, "-c", check], timeout=60).returncode == 0
+
+
+def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: str, deadline_s: float) -> dict:
+    """Open, Run All and wait for ``notebook``; then shut its kernel down. Returns its row: peaks (:meth:`Sampler.take`,
+    from opening to the end of the run), ``wall_s`` (Run All to the end), ``cpu_s`` (CPU seconds of ``uid``'s
+    processes from opening to the end, :func:`cpu_s`), ``error`` (None if the last cell ran),
+    ``last_output`` (the end of its last output, as a check) and ``left`` (the kinds of ``uid``'s processes once the
+    kernel ended, besides JupyterLab and the broker)."""
+    row: dict = {"notebook": notebook}
+    sampler.take()
+    cpu_before = cpu_s(uid)
+    started = None
+    try:
+        drive.open_notebook(page, hub["url"], name, notebook, reset=True)
+        drive.run_all(page, name)
+        started = time.monotonic()
+        row["error"] = drive.wait_for_run(page, deadline_s)
+        outputs = page.locator(".jp-OutputArea-output")
+        row["last_output"] = outputs.last.inner_text()[-160:].strip() if outputs.count() else ""
+    except Exception as exc:  # noqa: BLE001 (a notebook that fails is reported, and the next one runs)
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:800]}"
+    row["wall_s"] = round(time.monotonic() - started, 1) if started else None
+    row["cpu_s"] = round(cpu_s(uid) - cpu_before, 1)
+    row.update(sampler.take())
+    try:
+        drive.shut_down_kernels(page)
+    except Exception as exc:  # noqa: BLE001
+        row["shutdown_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if not wait_until(lambda: "kernel" not in pss_by_kind(uid), KERNEL_END_S, 1.0):
+        row["shutdown_error"] = f"a kernel was still running {KERNEL_END_S} s after Shut Down All Kernels"
+    row["left"] = sorted(set(pss_by_kind(uid)) - {"jupyterlab", "broker"})
+    return row
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notebooks", nargs="+", help="numbers, e.g. 00 02 (default: every notebook the hub runs)")
+    parser.add_argument("--deadline", type=float, default=1200, help="seconds a notebook may run (default 1200)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("bench/hub.py makes a Unix user and runs JupyterHub as root: run it with sudo")
+    if (why := missing()):
+        sys.exit(f"bench/hub.py signs in through a browser: it {why}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM): the hub and its attendee are removed"))
+    folder = Path(tempfile.mkdtemp(prefix="labkit-bench-hub-"))
+    try:
+        with drive.running_hub(folder, 1) as hub:
+            numbers = args.notebooks or [*DEFAULT[:4], *(["04"] if has_pyspark(hub["prefix"]) else []), *DEFAULT[4:]]
+            files = [notebook_file(n) for n in numbers]
+            print(f"hub set-up and start {hub['setup_s']:.0f} s; notebooks {' '.join(numbers)}", flush=True)
+            result = run_attendee(hub, files, args.deadline)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    report(result)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
+    """Sign the hub's first attendee in, measure the idle lab, then each notebook of ``files`` in turn."""
+    name = hub["names"][0]
+    with chromium() as page:
+        page.on("dialog", lambda dialog: dialog.accept())  # leaving a run notebook unsaved: JupyterLab asks
+        submitted = drive.sign_in(page, hub["url"], name, hub["password"])
+        drive.wait_for_lab(page, hub, name, LAB_START_S)
+        sign_in_s = time.monotonic() - submitted
+        # every cell drawn, so that drive.wait_for_run reads every prompt (a speed setting that changes no memory
+        # of the attendee's processes: the browser is root's)
+        drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"})
+        uid = pwd.getpwnam(names.unix_name(name)).pw_uid
+        sampler = Sampler(uid)
+        try:
+            time.sleep(20)  # the lab settles (JupyterLab's first requests, the broker's start-up work)
+            sampler.take()
+            time.sleep(20)
+            idle = sampler.take()
+            rows = []
+            for notebook in files:
+                rows.append(measure(page, hub, name, uid, sampler, notebook, deadline_s))
+                print(line(rows[-1]), flush=True)
+        finally:
+            sampler.close()
+    return {"conditions": {"cpus": os.cpu_count(), "memory_mib": round(psutil.virtual_memory().total / 2**20),
+                           "load_1min": round(os.getloadavg()[0], 2), "sample_s": sampler.interval_s,
+                           "sign_in_s": round(sign_in_s, 1), "order": "in turn, one attendee, kernel shut down "
+                           "between notebooks, same JupyterLab server and broker"},
+            "idle": idle, "notebooks": rows}
+
+
+def line(row: dict) -> str:
+    goal = GOAL_04_MIB if row["notebook"].startswith("04") else GOAL_MIB
+    peak = row["peak_mib"]
+    verdict = "FAILED: " + row["error"].splitlines()[0][:200] if row.get("error") else (
+        f"{'within' if peak is not None and peak <= goal else 'OVER'} the {goal} MiB goal")
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(row["peak_by_kind"].items(), key=lambda kv: -kv[1]))
+    wall = f"{row['wall_s']:.0f} s" if row.get("wall_s") is not None else "-"
+    return (f"{row['notebook'][:2]}: peak {peak} MiB PSS, wall {wall}, CPU {row['cpu_s']:.0f} s; peak per kind (MiB): "
+            f"{kinds}; {verdict}")
+
+
+def report(result: dict) -> None:
+    idle = result["idle"]
+    print(f"idle (JupyterLab and broker, no kernel): {idle['peak_mib']} MiB PSS ({idle['at_peak']})")
+    for row in result["notebooks"]:
+        print(line(row))
+        for extra in ("shutdown_error", "left"):
+            if row.get(extra):
+                print(f"    {extra}: {row[extra]}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,231 @@
+"""Driving a real workshop hub as a room would: start it on free ports with its own state, sign attendees in through
+headless Chromium, open a notebook in their JupyterLab, Run All, wait for it to finish, shut its kernel down; then
+stop the hub and remove the Unix users it made. Shared by the hub's tests (``tests/test_hub.py``,
+``tests/test_hub_liveview.py``) and ``bench/hub.py`` (which runs as a script, with only ``labkit`` importable, hence
+here and not under ``tests/``; like :mod:`labkit.browser`, it imports Playwright only when a page is driven).
+
+Everything here needs root (the hub makes Unix users and an nftables table) and Debian's chromium
+(:func:`labkit.browser.missing`). Every wait has a deadline given by the caller; a page that does not get where it
+should raises :class:`~labkit.errors.LabkitError` with what the page and the hub's log show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import secrets
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from labkit.errors import LabkitError
+from labkit.hub import firewall, install, names, run, users
+from labkit.hub.config import CULL_IDLE_S
+from labkit.waiting import Deadline, wait_until
+
+#: A code cell's prompt once it ran (``[3]``) or while it runs or waits in the queue (``[*]``).
+RAN, PENDING = re.compile(r"\[\d+\]"), re.compile(r"\[\*\]")
+
+
+def answers(url: str) -> bool:
+    """Whether ``url`` answers an HTTP GET within 2 s (any status)."""
+    try:
+        urllib.request.urlopen(url, timeout=2)
+        return True
+    except OSError:
+        return False
+
+
+def user_exists(user: str) -> bool:
+    """Whether the Unix user ``user`` exists."""
+    try:
+        pwd.getpwnam(user)
+        return True
+    except KeyError:
+        return False
+
+
+def stop(proc: subprocess.Popen, timeout_s: float = 90) -> None:
+    """SIGTERM the hub (it stops the proxy, the culler and every attendee's server), SIGKILL its session after
+    ``timeout_s`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@contextmanager
+def running_hub(folder: Path, count: int, *, cull_idle_s: int = CULL_IDLE_S, extra: dict | None = None,
+                start_timeout_s: float = 180.0) -> Iterator[dict]:
+    """A hub started by :func:`labkit.hub.run.start` (its set-up first) with its state and log in ``folder`` (a new,
+    empty folder), answering on its URL. Yields ``{"url", "password", "admin", "admin_password", "names", "log",
+    "prefix", "table", "cache", "setup_s"}``: ``names`` are ``count`` attendee names unique to this run
+    (``t<random>a``, ``b``...), ``setup_s`` the seconds from the call to the hub's first answer. After: the hub stopped
+    (SIGTERM), its firewall table removed, and the Unix users of ``names`` that did not exist before removed, with
+    their homes and processes; nothing else.
+
+    Raises:
+        LabkitError: as :func:`labkit.hub.run.start`; the hub did not answer within ``start_timeout_s`` seconds (the
+            log's tail quoted); or, after, a Unix user or the firewall table outlived the hub.
+    """
+    tag = secrets.token_hex(3)
+    made = [f"t{tag}{chr(ord('a') + i)}" for i in range(count)]
+    fresh = [n for n in made if not user_exists(names.unix_name(n))]
+    log = folder / "hub.log"
+    password, admin_password = secrets.token_urlsafe(12), secrets.token_urlsafe(32)
+    admin = f"i{tag}"  # the instructor's name: unique too (signing in never spawns a server for it)
+    started = time.monotonic()
+    proc, settings = run.start(password, admin_password, folder / "state", log, admin=admin, say=lambda line: None,
+                               cull_idle_s=cull_idle_s, extra=extra)
+    table = firewall.table_name(settings.state)
+    left: list[str] = []
+    try:
+        api = f"{settings.url}hub/api"
+        wait_until(lambda: answers(api) or proc.poll() is not None, start_timeout_s, 0.5)
+        if not answers(api):
+            raise LabkitError(f"The hub did not answer within {start_timeout_s:g} s:\n{log.read_text()[-3000:]}")
+        yield {"url": settings.url, "password": password, "admin": admin, "admin_password": admin_password,
+               "names": made, "log": log, "prefix": settings.prefix, "table": table,
+               "cache": install.cache_dir(Path(settings.prefix)), "setup_s": time.monotonic() - started}
+    finally:
+        stop(proc)
+        if firewall.exists(table):
+            left.append(f"the hub's firewall table {table}")
+        firewall.remove_table(table)
+        for name in fresh:
+            users.remove(name)
+        left += [f"the Unix user {names.unix_name(n)}" for n in fresh if user_exists(names.unix_name(n))]
+    if left:
+        raise LabkitError(f"Left behind by the hub: {', '.join(left)}")
+
+
+def sign_in(page, url: str, name: str, password: str, next_path: str = "") -> float:
+    """Fill and submit the hub's sign-in form on ``page`` (Playwright); returns the time of the submit
+    (``time.monotonic``, s)."""
+    page.goto(f"{url}hub/login" + (f"?next={next_path}" if next_path else ""))
+    page.fill("#username_input", name)
+    page.fill("#password_input", password)
+    submitted = time.monotonic()
+    page.click("#login_submit")
+    return submitted
+
+
+def wait_for_lab(page, hub: dict, name: str, timeout_s: float) -> None:
+    """Wait for ``name``'s JupyterLab file browser (listing ``00_tour.ipynb``) after :func:`sign_in`.
+
+    Raises:
+        LabkitError: not shown within ``timeout_s`` seconds, or shown at another URL (the page's text and the hub's
+            log quoted).
+    """
+    try:
+        page.wait_for_selector(".jp-DirListing-itemText:has-text('00_tour.ipynb')", timeout=timeout_s * 1000)
+    except Exception:
+        raise LabkitError(f"{name}'s JupyterLab did not show 00_tour.ipynb (at {page.url}):\n"
+                          f"{page.inner_text('body')[:1000]}\n{hub['log'].read_text()[-3000:]}") from None
+    if not page.url.startswith(f"{hub['url']}user/{name}/lab"):
+        raise LabkitError(f"{name}'s JupyterLab is at {page.url}, not under {hub['url']}user/{name}/lab")
+
+
+def lab_setting(page, url: str, name: str, plugin: str, values: dict) -> None:
+    """Save ``values`` as ``name``'s own JupyterLab settings of ``plugin`` (``"<package>:<plugin>"``), as the Settings
+    Editor does (``PUT lab/api/settings/<plugin>``, jupyterlab_server's settings API, with the page's ``_xsrf``
+    cookie as the ``X-XSRFToken`` header). The page must have shown ``name``'s JupyterLab.
+
+    Raises:
+        LabkitError: no ``_xsrf`` cookie, or the server refused the settings (its status and answer quoted).
+    """
+    xsrf = next((c["value"] for c in page.context.cookies() if c["name"] == "_xsrf"), None)
+    if xsrf is None:
+        raise LabkitError(f"{name}'s JupyterLab set no _xsrf cookie: open it before saving settings")
+    answer = page.request.put(f"{url}user/{name}/lab/api/settings/{plugin}", headers={"X-XSRFToken": xsrf},
+                              data=json.dumps({"raw": json.dumps(values)}))
+    if not answer.ok:
+        raise LabkitError(f"{name}'s JupyterLab refused the settings of {plugin}: {answer.status} {answer.text()}")
+
+
+def open_notebook(page, url: str, name: str, notebook: str, timeout_s: float = 180.0, reset: bool = False) -> None:
+    """Open ``notebook`` (a file name in the attendee's working folder) in ``name``'s JupyterLab and wait for its kernel
+    to be idle. JupyterLab may ask for the kernel even when it has started it: the proposed one is taken. ``reset``:
+    JupyterLab's ``?reset`` (the saved layout dropped, so no earlier tab is restored, and no kernel started for it).
+
+    Raises:
+        LabkitError: the kernel was not idle within ``timeout_s`` seconds.
+    """
+    from playwright.sync_api import expect
+
+    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select Kernel"),
+                             lambda dialog: dialog.locator(".jp-Dialog-button.jp-mod-accept").click())
+    page.goto(f"{url}user/{name}/lab/tree/{notebook}" + ("?reset" if reset else ""))
+    try:
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
+            timeout=timeout_s * 1000)
+    except AssertionError:
+        raise LabkitError(f"{name}'s {notebook} had no idle kernel within {timeout_s:g} s") from None
+
+
+def _menu(page, menu: str, item: str) -> None:
+    """Click JupyterLab's menu bar ``menu`` then its item labelled ``item`` (a regular expression)."""
+    page.locator(".lm-MenuBar-item", has_text=re.compile(f"^{menu}$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(item)).click()
+
+
+def run_all(page, name: str, tries: int = 3) -> None:
+    """Run > Run All Cells in JupyterLab's menu, again (up to ``tries`` times) while no cell was taken: a run asked
+    for while a new kernel's connection still settles is dropped (as tests/test_browser.py saw).
+
+    Raises:
+        LabkitError: no cell started after ``tries`` tries (a screenshot in ``/tmp/hub-run-all-<name>.png``).
+    """
+    from playwright.sync_api import expect
+
+    taken = page.locator(".jp-CodeCell .jp-InputArea-prompt").filter(has_text=re.compile(r"\[(\*|\d+)\]"))
+    for _ in range(tries):
+        _menu(page, "Run", "^Run All Cells$")
+        try:
+            expect(taken.first).to_be_visible(timeout=20_000)
+            return
+        except AssertionError:
+            continue
+    page.screenshot(path=f"/tmp/hub-run-all-{name}.png")
+    raise LabkitError(f"{name}'s Run All Cells started no cell in {tries} tries (screenshot "
+                      f"/tmp/hub-run-all-{name}.png)")
+
+
+def wait_for_run(page, timeout_s: float, interval_s: float = 2.0) -> str | None:
+    """After :func:`run_all`: wait until no code cell is running or queued (no ``[*]`` prompt) and the kernel is idle,
+    twice in a row ``interval_s`` apart. Reads every cell's prompt, so the notebook must draw every cell
+    (``windowingMode: none``, :func:`lab_setting`). Returns None if the last code cell ran, else why not: the
+    notebook's error outputs (a failed cell stops Run All: JupyterLab clears the queued cells' prompts).
+
+    Raises:
+        LabkitError: still running after ``timeout_s`` seconds.
+    """
+    prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    deadline, quiet = Deadline(timeout_s), 0
+    while quiet < 2:
+        if deadline.expired():
+            raise LabkitError(f"the notebook still ran after {timeout_s:g} s")
+        time.sleep(interval_s)
+        texts = prompts.all_inner_texts()
+        quiet = quiet + 1 if idle.count() and not any(PENDING.search(t) for t in texts) else 0
+    if texts and RAN.search(texts[-1]):
+        return None
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+    ran = sum(bool(RAN.search(t)) for t in texts)
+    return f"stopped after {ran} of {len(texts)} code cells: " + (errors[-1][-800:] if errors else "no error shown")
+
+
+def shut_down_kernels(page) -> None:
+    """Kernel > Shut Down All Kernels… in JupyterLab's menu, confirmed in its dialog ("Shut Down All")."""
+    _menu(page, "Kernel", "^Shut Down All Kernels")
+    page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click()
