@@ -72,12 +72,12 @@ def kind(cmdline: list[str]) -> str:
 def pss_by_kind(uid: int) -> dict[str, float]:
     """PSS (MiB) of ``uid``'s processes summed per kind, at this moment; processes that end meanwhile are left out."""
     sums: dict[str, float] = {}
-    for proc in users.processes_of(uid):
+    for proc, _rss, pss in users.memory_mib(uid):
         try:
-            k, pss = kind(proc.cmdline()), proc.memory_full_info().pss
+            k = kind(proc.cmdline())
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
-        sums[k] = sums.get(k, 0.0) + pss / 2**20
+        sums[k] = sums.get(k, 0.0) + pss
     return sums
 
 

@@ -227,14 +227,8 @@ def _listening(proc: psutil.Process) -> set[int]:
 
 def _memory_mib(uid: int) -> tuple[float, float]:
     """Resident and proportional set sizes (MiB) summed over ``uid``'s processes."""
-    rss = pss = 0
-    for proc in users.processes_of(uid):
-        try:
-            info = proc.memory_full_info()
-        except psutil.NoSuchProcess:
-            continue
-        rss, pss = rss + info.rss, pss + info.pss
-    return rss / 2**20, pss / 2**20
+    found = users.memory_mib(uid)
+    return sum(rss for _, rss, _ in found), sum(pss for _, _, pss in found)
 
 
 #: Run as an attendee with the shared venv's Python: produce one record to ``argv[1]`` (a bootstrap address) with

@@ -73,6 +73,20 @@ def processes_of(uid: int) -> list[psutil.Process]:
             and p.info["status"] != psutil.STATUS_ZOMBIE]
 
 
+def memory_mib(uid: int) -> list[tuple[psutil.Process, float, float]]:
+    """Each live process of ``uid`` (:func:`processes_of`) with its resident and proportional set sizes, in MiB
+    (psutil's ``memory_full_info``: PSS counts a page shared by n processes as 1/n of it in each); processes that end
+    meanwhile, or whose memory this process may not read, are left out."""
+    found = []
+    for proc in processes_of(uid):
+        try:
+            info = proc.memory_full_info()
+        except psutil.Error:  # ended meanwhile, or not readable
+            continue
+        found.append((proc, info.rss / 2**20, info.pss / 2**20))
+    return found
+
+
 def end_processes(uid: int, grace_s: float = 10.0, kill_s: float = 10.0) -> list[str]:
     """End every process of ``uid`` (:func:`processes_of`): SIGTERM, then SIGKILL to those left after ``grace_s``
     seconds (a broker stops cleanly on SIGTERM, :func:`labkit.lab.serve_broker`), again for any started meanwhile,
