@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import subprocess
-import tempfile
 from importlib import metadata
-from pathlib import Path
 
 #: Kafka's feature flag whose level names the metadata format, one per release line (``4.4-IV2``: Kafka 4.4's).
 METADATA_VERSION = "metadata.version"
@@ -37,14 +34,10 @@ def level_names(levels: tuple[int, ...], version: str) -> dict[int, str | None]:
         labkit.broker.runtime.JavaError: no Java 17+. subprocess.CalledProcessError / TimeoutExpired: the JVM failed or
             ran past :data:`TIMEOUT_S`.
     """
-    from labkit.broker.runtime import classpath, ensure_jars, find_java
+    from labkit.broker.runtime import run_source
 
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "LevelNames.java"
-        source.write_text(_NAMES_SOURCE)
-        cp = classpath(ensure_jars(version=version, progress=False))
-        run = subprocess.run([find_java(), "-cp", cp, str(source), *map(str, levels)], capture_output=True, text=True,
-                             check=True, timeout=TIMEOUT_S)
+    run = run_source(_NAMES_SOURCE, "LevelNames", list(map(str, levels)), version, TIMEOUT_S)
+    run.check_returncode()
     names = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line.strip())
     return {level: None if names.get(str(level), "?") == "?" else names[str(level)] for level in levels}
 

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -199,3 +200,20 @@ def main(versions: list[str]) -> int:
     for version in versions or [kafka_version()]:
         print(f"Kafka {version} jars: {len(ensure_jars(version=version))} in {jar_dir(version=version)}")
     return 0
+
+
+def run_source(source: str, class_name: str, args: list[str], version: str, timeout_s: float) -> subprocess.CompletedProcess:
+    """Run the Java program ``source`` (its public class ``class_name``) with ``args`` on Java's source launcher
+    (JEP 330: compiled in memory, nothing cached), with Kafka ``version``'s jars on the classpath (fetched first if
+    missing), and return the finished process (text output captured; a non-zero exit is the caller's to judge).
+
+    Raises:
+        JavaError: no Java 17+. MavenError: the jars are missing and cannot be fetched.
+        subprocess.TimeoutExpired: it ran past ``timeout_s`` seconds.
+    """
+    cp = classpath(ensure_jars(version=version, progress=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{class_name}.java"
+        path.write_text(source)
+        return subprocess.run([find_java(), "-cp", cp, str(path), *args], capture_output=True, text=True,
+                              timeout=timeout_s)

@@ -13,11 +13,9 @@
 from __future__ import annotations
 
 import functools
-import subprocess
-import tempfile
 from pathlib import Path
 
-from labkit.broker.runtime import classpath, ensure_jars, find_java, jar_dir
+from labkit.broker.runtime import jar_dir, run_source
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
 from labkit.kafka.api_versions import api_name, broker_api_versions
@@ -54,12 +52,7 @@ public class ErrorNames { public static void main(String[] codes) {
 @functools.lru_cache(maxsize=None)
 def _error_names(codes: tuple[int, ...], version: str) -> dict[int, str | None]:
     jar = clients_jar(version)  # the clear error when the release was never fetched
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "ErrorNames.java"
-        source.write_text(_ERRORS_SOURCE)
-        cp = classpath(ensure_jars(version=version, progress=False))  # Errors logs through slf4j
-        run = subprocess.run([find_java(), "-cp", cp, str(source), *map(str, codes)],
-                             capture_output=True, text=True, timeout=120)
+    run = run_source(_ERRORS_SOURCE, "ErrorNames", list(map(str, codes)), version, 120)  # all jars: Errors logs via slf4j
     if run.returncode:
         raise ProtocolError(f"reading Errors from {jar.name} failed (exit {run.returncode}): {run.stderr.strip()[-500:]}")
     out = {}
