@@ -64,8 +64,10 @@ SLOWEST = (
 
 def pytest_configure(config: pytest.Config) -> None:
     """The test run says so (``LABKIT_CI=1``, :func:`labkit.under_test`): the kernels nbval starts inherit this
-    process's environment, and a notebook's CI-only cells (pressing a playground's buttons) act only then."""
+    process's environment, and a notebook's CI-only cells (pressing a playground's buttons) act only then. A SIGTERM
+    (a time limit) stops the run with every fixture's teardown (:func:`labkit.testmode.stop_on_sigterm`)."""
     os.environ.setdefault(testmode.ENV, "1")
+    testmode.stop_on_sigterm(controller=not hasattr(config, "workerinput"))
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -46,3 +46,55 @@ def test_the_test_run_sets_it_and_an_nbval_kernel_inherits_it():
         km.shutdown_kernel(now=True)
     text = "".join(m["content"].get("text", "") for m in seen if m["msg_type"] == "stream")
     assert text.split() == ["1", "True"], text
+
+
+RUN = '''
+import pathlib, time, pytest
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pathlib.Path("made").write_text("yes")
+    try:
+        yield
+    finally:
+        time.sleep(2)  # a teardown that takes a while, as the hub's does
+        pathlib.Path("removed").write_text("yes")
+
+def test_waits(made):
+    time.sleep(600)
+'''
+
+
+def test_a_sigterm_to_the_controller_stops_the_run_after_every_fixtures_teardown(tmp_path):
+    """Killed by a time limit, the xdist run still tears its fixtures down: what they made (a hub's Unix users) is
+    removed. A job runner may signal the controller only: it passes the SIGTERM on to its worker, which tears down and
+    reports the interruption (``timeout`` signals the whole process group: the worker's own handler acts at once and
+    the controller's copy finds it ignoring SIGTERM already)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psutil
+
+    from labkit.waiting import wait_until
+
+    (tmp_path / "conftest.py").write_text("from labkit import testmode\n\ndef pytest_configure(config):\n"
+                                          "    testmode.stop_on_sigterm(not hasattr(config, 'workerinput'))\n")
+    (tmp_path / "test_run.py").write_text(RUN)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "test_run.py"],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    try:
+        assert wait_until(lambda: (tmp_path / "made").exists() or run.poll() is not None, 180, 0.2), "no fixture set up"
+        workers = psutil.Process(run.pid).children()
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert (tmp_path / "removed").exists(), out
+    assert run.returncode == 2 and "keyboard-interrupt" in out, out  # pytest's "interrupted", from the worker
+    assert workers and not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
