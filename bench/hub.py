@@ -46,6 +46,10 @@ DEFAULT = ("00", "01", "02", "03", "05", "06", "07", "08")
 #: last path part; for a ``prefix.`` marker the start of an argument, for a ``.suffix`` one its end). Else "other".
 KINDS = {
     "jupyterlab": ("jupyterhub-singleuser", "labkit.hub.singleuser"),
+    "spark driver": ("org.apache.spark.deploy.SparkSubmit",),  # a standalone cluster's daemons and executors apart
+    "spark master": ("org.apache.spark.deploy.master.Master",),
+    "spark worker": ("org.apache.spark.deploy.worker.Worker",),
+    "spark executor": ("org.apache.spark.executor.CoarseGrainedExecutorBackend",),
     "spark": ("org.apache.spark.", "pyspark."),
     "kernel": ("ipykernel_launcher",),
     "broker": ("labkit.broker.Launcher", "kafka.Kafka", "serve-broker"),

@@ -37,11 +37,16 @@ class SparkSetupError(LabkitError):
     """pyspark is missing or of another release than the connector jars."""
 
 
-#: The driver's and executors' JVM flags besides the log settings: C1 only and the serial collector. A lab's driver
-#: lives a minute or two on a few thousand records, where C2's compiler threads cost more CPU than they save (a
-#: driver's start and one short query: 30 CPU s with Spark's defaults, 16 with these). Neither changes what Spark
-#: computes. The launcher JVM that ``spark-submit`` runs first gets them too (``SPARK_LAUNCHER_OPTS``).
-JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: The driver's and executors' JVM flags besides the log settings (a standalone cluster's master and workers get them
+#: too): C1 only and the serial collector. A lab's driver lives a minute or two on a few thousand records, where C2's
+#: compiler threads cost more CPU than they save (a driver's start and one short query: 30 CPU s with Spark's
+#: defaults, 16 with these). A heap that starts at 32 MiB (``-Xms32m``; the JVM's default start is 1/64 of the
+#: machine's memory, 384 MiB on 24 GiB, and the serial collector fills its young generation before its first
+#: collection) and grows as the work needs: a driver's proportional set size 410 to 342 MiB on the same job, for the
+#: same CPU, and in notebook 04's cluster part the master and worker 225 to 131 MiB each, the executor 275 to 191
+#: (issue 38's memory goal for a hub attendee). None of them changes what Spark computes. The launcher JVM that
+#: ``spark-submit`` runs first gets them too (``SPARK_LAUNCHER_OPTS``).
+JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xms32m"
 
 
 #: How many ports above its configured one Spark tries when that one is taken (``spark.port.maxRetries``; Spark's
