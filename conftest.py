@@ -43,11 +43,10 @@ def labkit_children() -> list[int]:
 #: ``--durations``): handed out first, so that no long file starts last and keeps one worker busy alone at the end.
 #: Every other file follows in collection order. A file missing here only costs balance, never correctness.
 SLOWEST = (
+    "tests/test_hub.py",
     "notebooks/04_spark_pipeline.ipynb",
     "notebooks/08_broker_crashes.ipynb",
     "tests/test_exercise.py",
-    "tests/test_hub.py",
-    "tests/test_hub_liveview.py",
     "tests/test_java.py",
     "notebooks/06_share_groups.ipynb",
     "tests/test_soak.py",

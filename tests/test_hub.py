@@ -1,12 +1,13 @@
 """The workshop hub (labkit/hub/, issue 38): a real JupyterHub on this machine; three attendees signed in through
 headless Chromium run notebook 00 whole at the same time, each on a broker of their own, started as them, on ports only
-they can reach, from a shared read-only cache; the idle culler ends every process of an idle attendee's lab.
+they can reach, from a shared read-only cache; the idle culler ends every process of an idle attendee's lab; the
+instructor's live view shows an attendee's verdicts as their kernel reports them, and refuses what it must.
 
 The hub tests need root (they make Unix users, an nftables table and run JupyterHub as root) and Debian's chromium;
 without either they are skipped, saying why. One hub serves the whole module (started once: its CPU is the test's
 largest cost). It does the hub's set-up itself (:func:`labkit.hub.install.install_shared`: once per machine, a few
 minutes the first time, seconds after), runs on free ports with its own state folder and firewall table, a 60 s idle
-timeout, and signs in names unique to the run (``t<random>a``..``d``), so parallel workers and second runs never
+timeout, and signs in names unique to the run (``t<random>a``..``f``), so parallel workers and second runs never
 meet. Its teardown stops the hub (and with it the attendees' servers and its firewall table, which it checks) and
 removes the Unix users, homes and processes of the names it made, and nothing else.
 
@@ -23,6 +24,8 @@ import socket
 import stat
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -30,9 +33,9 @@ import pytest
 
 from labkit.broker import runtime
 from labkit.errors import LabkitError
-from labkit.hub import drive, firewall, install, names, run, users
+from labkit.hub import drive, firewall, install, names, report, run, users
 from labkit.hub.config import HubSettings, configure
-from labkit.hub.drive import sign_in as _sign_in  # noqa: F401 (tests/test_hub_liveview.py imports it from here)
+from labkit.hub.drive import sign_in as _sign_in
 from labkit.waiting import wait_until
 
 HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
@@ -40,11 +43,6 @@ LAB_START_S = 420  # sign-in to the file browser, the attendee's broker started 
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
 CULL_S = 300  # idle timeout 60 s, culler every 15 s, the hub's activity polled every 10 s; then the lab's ends
 LAST_LINE = "All claims hold on the real broker."
-#: The live view's marks of notebook 00 in the row of the attendee passed as ``arg`` (null while there is no row).
-NOTEBOOK_00_MARKS_JS = """name => {
-  const row = [...document.querySelectorAll('#live tbody tr')].find(r => r.querySelector('th.who')?.textContent === name);
-  return row ? row.querySelectorAll('td.nb')[0].textContent : null;
-}"""
 
 
 # --- no root needed -------------------------------------------------------------------------------------------------
@@ -204,7 +202,7 @@ def hub(tmp_path_factory):
     "log", "prefix", "admin", "admin_password", "table", "cache", "cache_tree"}``. The names are this run's; those whose
     Unix user did not exist before are removed after, with their homes and processes."""
     _skip_unless_hub_can_run()
-    with drive.running_hub(tmp_path_factory.mktemp("hub"), 4, cull_idle_s=60, start_timeout_s=HUB_START_S,
+    with drive.running_hub(tmp_path_factory.mktemp("hub"), 6, cull_idle_s=60, start_timeout_s=HUB_START_S,
                            extra={"JupyterHub": {"last_activity_interval": 10}}) as running:
         assert all(names.why_refused(n) is None for n in running["names"])
         print(f"set-up and hub start: {running['setup_s']:.1f} s")
@@ -302,16 +300,13 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
 
         started = time.monotonic()
         for page, name in zip(pages, attendees):  # each opens notebook 00 and runs it whole (Run > Run All Cells)
+            # every cell drawn, so that drive.wait_for_output reads every queued cell's prompt
+            drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker",
+                              {"windowingMode": "none"})
             drive.open_notebook(page, hub["url"], name, "00_tour.ipynb")
             drive.run_all(page, name)
         for page, name in zip(pages, attendees):
-            last = page.locator(".jp-OutputArea-output", has_text=LAST_LINE)
-            try:
-                expect(last).to_be_visible(timeout=RUN_ALL_S * 1000)
-            except AssertionError:
-                errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-                pytest.fail(f"{name}'s notebook 00 did not end with its claims line; errors shown: "
-                            f"{[e.inner_text()[:500] for e in errors.all()]}")
+            drive.wait_for_output(page, name, LAST_LINE, RUN_ALL_S)
             # the notebook used the attendee's lab broker, not one of its own
             expect(page.locator(".jp-OutputArea-output", has_text="(the lab broker, make lab)")).to_be_visible()
         print(f"notebook 00, Run All, three attendees at once: {time.monotonic() - started:.1f} s")
@@ -345,12 +340,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         instructor = first.context.browser.new_page(viewport={"width": 1280, "height": 800})
         _sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")
         for name in attendees:
-            try:
-                instructor.wait_for_function(f"name => /^E[✓✗]C✓$/.test(({NOTEBOOK_00_MARKS_JS})(name))", arg=name,
-                                             timeout=120_000)
-            except Exception:
-                pytest.fail(f"the live view has no row for {name} with notebook 00's verdicts: "
-                            f"{instructor.inner_text('body')[:2000]}")
+            drive.wait_for_live_marks(instructor, name, "^E[✓✗]C✓$")
 
     # A cannot read B's files nor signal B's broker (real PermissionErrors), nor connect to any of B's broker ports
     a, b = (entries[n] for n in attendees[:2])
@@ -413,3 +403,99 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
 
     assert wait_until(ended, 60, 1.0), hub["log"].read_text()[-3000:]
     assert "java" in ended()[-1], ended()
+
+
+# --- the instructor's live view on the same hub (labkit/hub/liveview.py; its other tests: tests/test_hub_liveview.py)
+
+#: An attendee's cells: a claims cell failing then passing, an exercise check wrong then right (notebook 00's
+#: session), and two reports the service must refuse, sent from the kernel with the kernel's own means.
+SETUP = "import os\nimport labkit\nfrom labkit.exercise import compare\nfrom labkit.hub import report\n" \
+        "print(os.path.basename(os.environ['JPY_SESSION_NAME']), report._reporter is not None)"
+CLAIMS_FAIL = 'assert 1 + 1 == 3, "a claim that does not hold"\nprint("All claims hold on the real broker.")'
+EXERCISE_WRONG = 'compare(2, 3, "Right.", "Not yet: count again.")'
+CLAIMS_PASS = 'assert 1 + 1 == 2\nprint("All claims hold on the real broker.")'
+EXERCISE_RIGHT = 'compare(2, 1 + 1, "Right.", "Not yet: count again.")'
+KERNEL_S = 240  # a kernel's start and a cell's reply on a loaded 2-core machine
+#: The texts of the cells of ``name``'s row in the live view.
+ROW_JS = """name => [...[...document.querySelectorAll('#live tbody tr')]
+  .find(r => r.querySelector('th.who')?.textContent === name).children].map(c => c.innerText)"""
+
+
+def _refused_cell(other: str) -> str:
+    """A cell sending, with the kernel's own means, a report with a bad token and one naming ``other``."""
+    return ("url, token = os.environ[report.URL_ENV], os.environ[report.TOKEN_ENV]\n"
+            "claim = {'notebook': '01', 'kind': 'claims', 'ok': True}\n"
+            f"print(report.send(url, 'x' + token[1:], claim), report.send(url, token, {{**claim, 'user': {other!r}}}))")
+
+
+def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
+    """An attendee signed in through Chromium runs claims-like cells and an exercise check in a kernel of theirs (the
+    Jupyter server's REST API and kernel websocket, driven from their page) while the instructor's live view, open in
+    another page, shows their row change; a report with a bad token, or naming another user, is refused; an attendee
+    opening the live view gets a 403. A screenshot of the page at 1280x800 is saved (its path printed)."""
+    from labkit.browser import chromium
+    from labkit.hub import observed
+
+    a, b = hub["names"][4:6]  # names of this test's own: the others' attendees have run notebook 00
+    url, view = hub["url"], f"{hub['url']}services/liveview/"
+    t0, cpu0 = time.monotonic(), time.process_time()
+    with chromium() as page_a:
+        browser = page_a.context.browser
+        _sign_in(page_a, url, a, hub["password"])
+        _wait_for_lab(page_a, hub, a)
+        instructor = browser.new_page(viewport={"width": 1280, "height": 800})
+        _sign_in(instructor, url, hub["admin"], hub["admin_password"], next_path="/services/liveview/")
+        instructor.wait_for_selector(f"#live th.who:text-is('{a}')", timeout=60_000)
+        assert instructor.url.startswith(view), instructor.url
+        drive.wait_for_live_marks(instructor, a, "^E·C·$")  # signed in, nothing run yet
+
+        setup, claims_fail, wrong = drive.run_cells(page_a, url, a, [SETUP, CLAIMS_FAIL, EXERCISE_WRONG],
+                                                    timeout_s=KERNEL_S)
+        assert (setup["status"], setup["output"].split()) == ("ok", ["00_tour.ipynb", "True"]), setup
+        assert claims_fail["status"] == "error" and "a claim that does not hold" in claims_fail["output"]
+        assert "NOT YET" in wrong["output"], wrong
+        drive.wait_for_live_marks(instructor, a, "^E✗C✗$")  # the open page refreshed itself
+        right, claims_pass, refused = drive.run_cells(page_a, url, a, [EXERCISE_RIGHT, CLAIMS_PASS, _refused_cell(b)],
+                                                      timeout_s=KERNEL_S)
+        assert "RIGHT" in right["output"] and claims_pass["status"] == "ok", (right, claims_pass)
+        assert refused["output"].split() == ["403", "400"], refused  # a bad token; a report naming another user
+        drive.wait_for_live_marks(instructor, a, "^E✓C✓$")
+        # a kernel of another notebook reports for that notebook (its JPY_SESSION_NAME)
+        (claims_01,) = drive.run_cells(page_a, url, a, ["import labkit\n" + CLAIMS_FAIL], path="01_idempotence.ipynb",
+                                       timeout_s=KERNEL_S)
+        assert claims_01["status"] == "error", claims_01
+        drive.wait_for_live_marks(instructor, a, "^E·C✗$", notebook=1)
+        assert drive.live_marks(instructor, a) == "E✓C✓"
+
+        row = instructor.evaluate(ROW_JS, a)
+        entry = pwd.getpwnam(names.unix_name(a))
+        assert observed.state_file(entry.pw_dir).exists()  # the attendee's broker
+        assert row[1].startswith("yes") and row[2] == "up" and row[3] == "up", row  # signed in, server ready, broker
+
+        # an attendee opening the live view, or its table, is refused
+        page_b = browser.new_page()
+        _sign_in(page_b, url, b, hub["password"], next_path="/services/liveview/")
+        page_b.wait_for_load_state()
+        response = page_b.goto(view)
+        assert response.status == 403, (response.status, page_b.inner_text("body")[:500])
+        assert "permission" in page_b.inner_text("body").lower()
+        assert page_b.request.get(f"{view}api/table", max_redirects=0).status in (302, 403)
+        # ... and b, who ran nothing, has no mark: not a's, not the one a's kernel tried to file under b's name
+        instructor.reload()
+        instructor.wait_for_selector(f"#live th.who:text-is('{b}')", timeout=60_000)
+        assert drive.live_marks(instructor, b) == "E·C·"
+        assert instructor.evaluate(ROW_JS, b)[-1] == "none"  # no report at all, 01's refused one included
+        shot = tmp_path / "liveview-1280x800.png"
+        instructor.screenshot(path=str(shot))
+        print(f"the live view as the instructor sees it: {shot}")
+    print(f"live view test: {time.monotonic() - t0:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU (this process)")
+
+
+def test_a_report_without_a_known_token_is_refused(hub):
+    report_url = f"{hub['url']}services/liveview/api/report"
+    claim = {"notebook": "00", "kind": "claims", "ok": True}
+    assert report.send(report_url.removesuffix("api/report"), "not-a-token", claim) == 403
+    request = urllib.request.Request(report_url, data=json.dumps(claim).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 401

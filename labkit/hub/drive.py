@@ -1,8 +1,9 @@
 """Driving a real workshop hub as a room would: start it on free ports with its own state, sign attendees in through
-headless Chromium, open a notebook in their JupyterLab, Run All, wait for it to finish, shut its kernel down; then
-stop the hub and remove the Unix users it made. Shared by the hub's tests (``tests/test_hub.py``,
-``tests/test_hub_liveview.py``) and ``bench/hub.py`` (which runs as a script, with only ``labkit`` importable, hence
-here and not under ``tests/``; like :mod:`labkit.browser`, it imports Playwright only when a page is driven).
+headless Chromium, open a notebook in their JupyterLab, Run All, wait for it to finish, shut its kernel down, run
+cells in a kernel of theirs, read the instructor's live view; then stop the hub and remove the Unix users it made.
+Shared by the hub's test (``tests/test_hub.py``) and ``bench/hub.py`` (which runs as a script, with only ``labkit``
+importable, hence here and not under ``tests/``; like :mod:`labkit.browser`, it imports Playwright only when a page is
+driven).
 
 Everything here needs root (the hub makes Unix users and an nftables table) and Debian's chromium
 (:func:`labkit.browser.missing`). Every wait has a deadline given by the caller; a page that does not get where it
@@ -200,6 +201,45 @@ def run_all(page, name: str, tries: int = 3) -> None:
                       f"/tmp/hub-run-all-{name}.png)")
 
 
+#: Seconds a cell may stay queued (``[*]``) while the kernel says idle before its execute request counts as lost.
+LOST_S = 45
+
+
+def wait_for_output(page, name: str, text: str, timeout_s: float, interval_s: float = 2.0) -> None:
+    """After :func:`run_all`: wait until an output of ``name``'s open notebook shows ``text``. Cells queued (``[*]``)
+    while the kernel has said idle for :data:`LOST_S` seconds had their execute requests lost: JupyterLab sent them
+    on a kernel connection it then replaced (it started a notebook's kernel twice, on a hub under load, and shut the
+    first one down with the requests), and nothing would ever run them. Run All is then asked again, once (the
+    cells that ran run again: the lab's notebooks may be run twice).
+
+    Raises:
+        LabkitError: ``text`` not shown within ``timeout_s`` seconds, a cell failed (the notebook's last error
+            quoted), or cells were lost again after the second Run All.
+    """
+    shown = page.locator(".jp-OutputArea-output", has_text=text)
+    prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    deadline, stalled_since, asked_again, quiet = Deadline(timeout_s), None, False, 0
+    while not shown.count():
+        if deadline.expired():
+            raise LabkitError(f"{name}'s notebook showed no {text!r} within {timeout_s:g} s; errors shown: "
+                              f"{[e[-500:] for e in errors.all_inner_texts()]}")
+        time.sleep(interval_s)
+        pending, is_idle = any(PENDING.search(t) for t in prompts.all_inner_texts()), bool(idle.count())
+        quiet = quiet + 1 if is_idle and not pending else 0
+        if quiet >= 3 and not shown.count():  # nothing runs nor waits, and no line: Run All stopped at a failed cell
+            raise LabkitError(f"{name}'s notebook stopped before {text!r}: "
+                              f"{(errors.all_inner_texts() or ['no error shown'])[-1][-800:]}")
+        stalled_since = (stalled_since or time.monotonic()) if pending and is_idle else None
+        if stalled_since is not None and time.monotonic() - stalled_since > LOST_S:
+            if asked_again:
+                raise LabkitError(f"{name}'s queued cells were not run by an idle kernel, twice (lost execute "
+                                  "requests)")
+            run_all(page, name)
+            asked_again, stalled_since = True, None
+
+
 def wait_for_run(page, timeout_s: float, interval_s: float = 2.0) -> str | None:
     """After :func:`run_all`: wait until no code cell is running or queued (no ``[*]`` prompt) and the kernel is idle,
     twice in a row ``interval_s`` apart. Reads every cell's prompt, so the notebook must draw every cell
@@ -229,3 +269,93 @@ def shut_down_kernels(page) -> None:
     """Kernel > Shut Down All Kernels… in JupyterLab's menu, confirmed in its dialog ("Shut Down All")."""
     _menu(page, "Kernel", "^Shut Down All Kernels")
     page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click()
+
+
+#: Runs ``cells`` one after the other in a new kernel of the page's Jupyter server (``base``: ``.../user/<name>/``),
+#: as a notebook session of ``path``: the server's REST API (a session, with the page's XSRF cookie) then the kernel's
+#: websocket (Jupyter's messaging protocol 5.3). Returns each cell's status and output.
+RUN_CELLS_JS = """async ({base, path, cells, timeoutMs}) => {
+  const xsrf = decodeURIComponent((document.cookie.match(/(?:^|;\\s*)_xsrf=([^;]*)/) || [null, ''])[1]);
+  const made = await fetch(base + 'api/sessions', {method: 'POST', body: JSON.stringify(
+      {path, name: path, type: 'notebook', kernel: {name: 'python3'}}),
+    headers: {'Content-Type': 'application/json', 'X-XSRFToken': xsrf}});
+  if (!made.ok) return {error: 'api/sessions: HTTP ' + made.status + ' ' + await made.text()};
+  const session = await made.json();
+  const ws = new WebSocket(base.replace(/^http/, 'ws') + 'api/kernels/' + session.kernel.id + '/channels?session_id='
+                           + session.id);
+  await new Promise((ok, fail) => { ws.onopen = ok; ws.onerror = () => fail(new Error('websocket refused')); });
+  const results = [];
+  for (const code of cells) {
+    const id = crypto.randomUUID();
+    const done = new Promise((resolve, fail) => {
+      const out = []; let status = null, idle = false;
+      setTimeout(() => fail(new Error('no reply within ' + timeoutMs + ' ms to ' + code)), timeoutMs);
+      ws.onmessage = ev => {
+        const msg = JSON.parse(ev.data);
+        if (msg.parent_header.msg_id !== id) return;
+        const t = msg.header.msg_type;
+        if (t === 'stream') out.push(msg.content.text);
+        else if (t === 'execute_result') out.push(msg.content.data['text/plain']);
+        else if (t === 'error') out.push(msg.content.ename + ': ' + msg.content.evalue);
+        else if (t === 'execute_reply') status = msg.content.status;
+        else if (t === 'status' && msg.content.execution_state === 'idle') idle = true;
+        if (status && idle) resolve({status, output: out.join('')});
+      };
+    });
+    ws.send(JSON.stringify({header: {msg_id: id, msg_type: 'execute_request', username: '', session: session.id,
+      date: new Date().toISOString(), version: '5.3'}, parent_header: {}, metadata: {}, channel: 'shell',
+      content: {code, silent: false, store_history: true, user_expressions: {}, allow_stdin: false,
+                stop_on_error: false}}));
+    results.push(await done);
+  }
+  ws.close();
+  return {results};
+}"""
+
+
+def run_cells(page, url: str, name: str, cells: list[str], path: str = "00_tour.ipynb",
+              timeout_s: float = 240.0) -> list[dict]:
+    """Run ``cells`` (code strings) one after the other in a new kernel of ``name``'s Jupyter server, as a notebook
+    session of ``path``, from ``page`` (signed in as ``name`` to the hub at ``url``, its JupyterLab open):
+    :data:`RUN_CELLS_JS`. Returns each cell's ``{"status": "ok"|"error", "output"}``.
+
+    Raises:
+        LabkitError: the server refused the session, or a cell had no reply within ``timeout_s`` seconds.
+    """
+    base = f"{url}user/{name}/"
+    try:
+        out = page.evaluate(RUN_CELLS_JS, {"base": base, "path": path, "cells": cells, "timeoutMs": timeout_s * 1000})
+    except Exception as error:  # Playwright's Error: the promise was rejected (no reply, websocket refused)
+        raise LabkitError(f"{name}'s cells did not run: {error}") from None
+    if "error" in out:
+        raise LabkitError(f"{name}'s cells did not run: {out['error']}")
+    return out["results"]
+
+
+#: The live view's cell of notebook ``n`` in ``name``'s row (its marks, e.g. ``E✓C✓``), null while there is no row.
+LIVE_MARKS_JS = """([name, n]) => {
+  const row = [...document.querySelectorAll('#live tbody tr')]
+    .find(r => r.querySelector('th.who')?.textContent === name);
+  return row ? row.querySelectorAll('td.nb')[n].textContent : null;
+}"""
+
+
+def live_marks(page, name: str, notebook: int = 0) -> str | None:
+    """The marks the instructor's live view, open on ``page``, shows for ``name`` and notebook ``notebook`` (its
+    column: 0 for 00), e.g. ``E✓C✗``; None while it has no row for ``name``."""
+    return page.evaluate(LIVE_MARKS_JS, [name, notebook])
+
+
+def wait_for_live_marks(page, name: str, pattern: str, notebook: int = 0, timeout_s: float = 120.0) -> None:
+    """Wait until the live view open on ``page`` shows marks matching ``pattern`` (a JavaScript regular expression)
+    for ``name`` and notebook ``notebook``, by itself (the page refreshes itself).
+
+    Raises:
+        LabkitError: not within ``timeout_s`` seconds (the marks shown and the page's text quoted).
+    """
+    try:
+        page.wait_for_function(f"([name, n, pattern]) => new RegExp(pattern).test(({LIVE_MARKS_JS})([name, n]))",
+                               arg=[name, notebook, pattern], timeout=timeout_s * 1000)
+    except Exception:
+        raise LabkitError(f"the live view did not show /{pattern}/ for {name} in notebook 0{notebook}: "
+                          f"{live_marks(page, name, notebook)!r}\n{page.inner_text('body')[:2000]}") from None
