@@ -12,8 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -34,27 +32,6 @@ def group_members(pgids: set[int]) -> list[int]:
         if int(fields[2]) in pgids and fields[0] != "Z":
             members.append(int(stat.parent.name))
     return members
-
-
-def test_the_cluster_is_alive_and_stop_ends_every_process(tmp_path):
-    t = time.monotonic()
-    cluster = StandaloneCluster(workers=1, cores=1, memory="1g", folder=tmp_path, ui=True).start()
-    start_s = time.monotonic() - t
-    try:
-        assert cluster.is_running and cluster.master_url.startswith("spark://127.0.0.1:")
-        assert "running" in repr(cluster)
-        status = json.load(urllib.request.urlopen(cluster.ui_url + "/json", timeout=10))
-        assert status["status"] == "ALIVE" and [w["state"] for w in status["workers"]] == ["ALIVE"]
-        pgids = set(cluster.pids.values())
-        assert len(pgids) == 2
-    finally:
-        t = time.monotonic()
-        cluster.stop()
-        stop_s = time.monotonic() - t
-    print(f"\nstart() {start_s:.1f} s, stop() {stop_s:.1f} s")
-    assert not cluster.is_running and "stopped" in repr(cluster)
-    assert group_members(pgids) == []
-    cluster.stop()  # idempotent
 
 
 def test_pinned_master_port_in_use(tmp_path):
@@ -127,17 +104,22 @@ def test_a_state_file_pid_of_another_start_time_is_not_the_cluster_and_never_sig
         stranger.wait()
 
 
-def test_on_the_hub_every_daemon_executor_and_driver_listens_in_the_port_block(tmp_path):
-    """With ``LABKIT_PORT_RANGE`` set (as the hub sets it), a real master, worker, executor and driver, after a job
-    that ran in the executor, listen (as the OS reports their JVMs' sockets) only on ports of the block, but for
-    pyspark's secret-guarded py4j gateway: no master REST server on 6066, no kernel-picked worker port."""
+def test_a_cluster_in_a_port_block_runs_a_job_and_stop_ends_every_process(tmp_path):
+    """A real master and worker (UI on) come up alive; a driver's job runs in an executor; with ``LABKIT_PORT_RANGE``
+    set (as the hub sets it), the master, worker, executor and driver listen (as the OS reports their JVMs' sockets)
+    only on ports of the block, but for pyspark's secret-guarded py4j gateway: no master REST server on 6066, no
+    kernel-picked worker port. ``stop()`` (the ``with`` block's end) leaves no process of the daemons' groups, and a
+    second ``stop()`` does nothing."""
     from labkit.broker.ports import PORT_RANGE, free_port
 
     start = min(free_port(), PORT_RANGE.stop - 100)
     block = range(start, start + 100)
-    job = ("import json, sys, psutil\nfrom labkit.spark.cluster import StandaloneCluster\n"
+    job = ("import json, sys, time, urllib.request, psutil\nfrom labkit.spark.cluster import StandaloneCluster\n"
            "from labkit.spark import spark_session\n"
-           "with StandaloneCluster(folder=sys.argv[1]) as c:\n"
+           "t = time.monotonic()\n"
+           "with StandaloneCluster(folder=sys.argv[1], ui=True) as c:\n"
+           "    start_s = time.monotonic() - t\n"
+           "    status = json.load(urllib.request.urlopen(c.ui_url + '/json', timeout=10))\n"
            "    s = spark_session(c.master_url, app_name='t')\n"
            "    assert s.range(1000).repartition(2).count() == 1000\n"
            "    daemons = [psutil.Process(pid) for pid in c.pids.values()]\n"
@@ -145,13 +127,23 @@ def test_on_the_hub_every_daemon_executor_and_driver_listens_in_the_port_block(t
            "    jvms |= set(psutil.Process().children(recursive=True))\n"
            "    ports = {p.pid: sorted(c.laddr.port for c in p.net_connections('inet')\n"
            "                           if c.status == psutil.CONN_LISTEN) for p in jvms if p.name() == 'java'}\n"
-           "    print(json.dumps([ports, s.sparkContext._gateway.gateway_parameters.port]))\n"
-           "    s.stop()\n")
+           "    seen = [ports, s.sparkContext._gateway.gateway_parameters.port, status['status'],\n"
+           "            [w['state'] for w in status['workers']], sorted(set(c.pids.values())), c.master_url, repr(c)]\n"
+           "    s.stop()\n"
+           "    t = time.monotonic()\n"
+           "stop_s = time.monotonic() - t\n"
+           "c.stop()  # idempotent\n"
+           "print(json.dumps([*seen, repr(c), c.is_running, round(start_s, 1), round(stop_s, 1)]))\n")
     env = {**os.environ, "LABKIT_PORT_RANGE": f"{block.start}-{block.stop - 1}"}
     done = subprocess.run([sys.executable, "-c", job, str(tmp_path)], capture_output=True, text=True, timeout=300,
                           env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    ports, gateway = json.loads(done.stdout.strip().splitlines()[-1])
+    ports, gateway, alive, workers, pgids, url, running, stopped, is_running, start_s, stop_s = json.loads(
+        done.stdout.strip().splitlines()[-1])
+    print(f"\nstart() {start_s} s, stop() {stop_s} s")
+    assert (alive, workers, len(pgids)) == ("ALIVE", ["ALIVE"], 2)
+    assert url.startswith("spark://127.0.0.1:") and "running" in running
+    assert "stopped" in stopped and not is_running and group_members(set(pgids)) == []
     listening = [p for p in ports.values() if p]
     assert len(listening) >= 4, ports  # master, worker, the app's executor, the driver
     assert {p for pids in listening for p in pids} - {gateway} <= set(block), (ports, block)
