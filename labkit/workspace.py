@@ -16,7 +16,7 @@ conflicted) and left widget views whose models were never saved (reopened: "widg
   copy the learner deleted is made again from the current source.
 * :func:`write_server_config` writes the Jupyter server's configuration for a home folder (its copies' folder as
   root, idle kernels culled after :data:`CULL_IDLE_TIMEOUT_S`, :func:`strip_orphan_widget_views` before every save);
-  :func:`write_lab_settings` writes JupyterLab's ``overrides.json``. A JupyterHub set-up can call both (and
+  :func:`write_lab_settings` writes JupyterLab's ``overrides.json`` and ``page_config.json``. A JupyterHub set-up can call both (and
   :func:`make_copies`) per attendee, as :mod:`labkit.lab` does for ``make lab``.
 
 Copies carry no widget state: the repository's notebooks hold no outputs and no ``widgets`` metadata today, and
@@ -62,6 +62,11 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: notebook tracker). A learner can still change each.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
                 "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True}}
+#: JupyterLab's page configuration the lab's JupyterLab starts with (``labconfig/page_config.json``, read by
+#: ``jupyterlab.labapp`` through ``get_static_page_config``): no build check. Each page load otherwise asks the server
+#: whether extensions need a rebuild, and the server runs ``node yarn.js config`` to answer (1-2 s of CPU, 40-67 MiB
+#: for its life, seen on the hub); the lab installs no extension to build, so the answer is always no.
+LAB_PAGE_CONFIG = {"buildAvailable": False, "buildCheck": False}
 
 
 def work_dir(home: Path | None = None) -> Path:
@@ -223,19 +228,23 @@ def write_server_config(home: Path | None = None) -> Path:
     return path
 
 
-def write_lab_settings(app_settings_dir: Path | None = None) -> Path:
-    """Merge :data:`LAB_SETTINGS` into ``overrides.json`` of JupyterLab's application settings folder
-    (``app_settings_dir``; default ``<sys.prefix>/share/jupyter/lab/settings``: the lab's own virtual environment,
-    so no other JupyterLab is touched), keeping any other override found there. Returns the file's path.
+def write_lab_settings(prefix: Path | None = None) -> list[Path]:
+    """Merge :data:`LAB_SETTINGS` into the ``overrides.json`` of JupyterLab's application settings folder
+    (``<prefix>/share/jupyter/lab/settings``) and :data:`LAB_PAGE_CONFIG` into ``<prefix>/etc/jupyter/labconfig/
+    page_config.json``, keeping anything else found in either. ``prefix``: the environment whose JupyterLab reads them
+    (default ``sys.prefix``, the lab's own virtual environment: no other JupyterLab is touched). Returns both paths.
 
     Raises:
-        OSError: the file cannot be written. ValueError: the existing file is not JSON.
+        OSError: a file cannot be written. ValueError: an existing file is not JSON.
     """
-    folder = app_settings_dir or Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
-    path = folder / "overrides.json"
-    overrides = json.loads(path.read_text()) if path.exists() else {}
-    for plugin, values in LAB_SETTINGS.items():
-        overrides[plugin] = {**overrides.get(plugin, {}), **values}
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(overrides, indent=2) + "\n")
-    return path
+    prefix = prefix or Path(sys.prefix)
+    written = []
+    for path, wanted in [(prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json", LAB_SETTINGS),
+                         (prefix / "etc" / "jupyter" / "labconfig" / "page_config.json", LAB_PAGE_CONFIG)]:
+        current = json.loads(path.read_text()) if path.exists() else {}
+        for key, value in wanted.items():
+            current[key] = {**current.get(key, {}), **value} if isinstance(value, dict) else value
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(current, indent=2) + "\n")
+        written.append(path)
+    return written

@@ -297,6 +297,8 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         settings = pages[0].request.get(f"{hub['url']}user/{attendees[0]}/lab/api/settings/"
                                         "@jupyterlab/apputils-extension:notification").json()
         assert settings["schema"]["properties"]["fetchNews"]["default"] == "false", settings
+        # ... nor its page configuration: no page asked the server for a build check (``node yarn.js`` each time)
+        assert "/lab/api/build" not in hub["log"].read_text()
 
         started = time.monotonic()
         for page, name in zip(pages, attendees):  # each opens notebook 00 and runs it whole (Run > Run All Cells)

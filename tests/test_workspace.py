@@ -141,15 +141,22 @@ def test_the_server_config_serves_the_copies_and_culls_idle_kernels(tmp_path):
 
 
 def test_lab_settings_keep_other_overrides(tmp_path):
-    from labkit.workspace import LAB_SETTINGS, write_lab_settings
+    from labkit.workspace import LAB_PAGE_CONFIG, LAB_SETTINGS, write_lab_settings
 
-    (tmp_path / "overrides.json").write_text(json.dumps({
+    settings = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({
         "@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"},
         "@jupyterlab/apputils-extension:notification": {"doNotDisturbMode": True, "fetchNews": "true"}}))
-    written = json.loads(write_lab_settings(tmp_path).read_text())
+    page = tmp_path / "etc" / "jupyter" / "labconfig" / "page_config.json"
+    page.parent.mkdir(parents=True)
+    page.write_text(json.dumps({"disabledExtensions": {"x": True}, "buildCheck": True}))
+    assert write_lab_settings(tmp_path) == [settings, page]
+    written = json.loads(settings.read_text())
     assert written["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}
     assert written["@jupyterlab/apputils-extension:notification"] == {
         "doNotDisturbMode": True, **LAB_SETTINGS["@jupyterlab/apputils-extension:notification"]}
+    assert json.loads(page.read_text()) == {"disabledExtensions": {"x": True}, **LAB_PAGE_CONFIG}
 
 
 def test_a_dropped_figure_widget_view_leaves_one_line_not_its_figure_as_text():

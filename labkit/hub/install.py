@@ -9,7 +9,7 @@ Everything an attendee's processes read must be readable by every attendee, so n
 * ``venv/``: a virtual environment of Debian's ``/usr/bin/python3`` with the lab's pinned packages
   (``requirements.txt``, pyspark included, less the test tools: :data:`DEFERRED`) and the hub's own
   (:data:`HUB_PACKAGES`: ``jupyterhub`` brings ``jupyterhub-singleuser``), and JupyterLab's ``overrides.json``
-  (:func:`labkit.workspace.write_lab_settings`: every attendee's JupyterLab reads the venv's settings folder).
+  (:func:`labkit.workspace.write_lab_settings`: every attendee's JupyterLab reads the venv's settings).
 * ``src/``: a **copy** of this repository's files (``labkit/``, ``jvm/``, ``notebooks/``; what ``git ls-files``
   lists, untracked files included, ignored ones not), on the venv's path through a ``.pth`` file and byte-compiled
   (attendees cannot write ``__pycache__`` there). A copy, not an editable install of the checkout: attendees must
@@ -264,8 +264,8 @@ def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] 
                 _fill_cache(prefix, say)
                 _write_stamp(prefix, {**stamp, "cache": cache_hash})
             firewall.install(say)
-            # every attendee's JupyterLab reads the venv's overrides.json (merged, so cheap to redo each time)
-            write_lab_settings(prefix / "venv" / "share" / "jupyter" / "lab" / "settings")
+            # every attendee's JupyterLab reads the venv's overrides.json and page_config.json (merged: cheap to redo)
+            write_lab_settings(prefix / "venv")
     finally:
         os.umask(old_umask)
     return prefix
