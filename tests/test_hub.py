@@ -330,6 +330,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
             assert int(state["bootstrap"].rsplit(":", 1)[1]) in block
             cmdline = " ".join(broker.cmdline())
             assert f"{hub['cache']}/kafka-" in cmdline and f"-XX:SharedArchiveFile={hub['cache']}/cds/" in cmdline
+            assert "-Xmx256m" in broker.cmdline() and "-XX:+UseSerialGC" in broker.cmdline()  # the hub's small heap
             started_s = os.stat(Path(entry.pw_dir, "labkit", "lab", "broker.json")).st_mtime - state["started"]
             rss, pss = _memory_mib(entry.pw_uid)
             print(f"{name}: broker start {started_s:.1f} s; after notebook 00: RSS {rss:.0f} MiB, PSS {pss:.0f} MiB "

@@ -40,6 +40,12 @@ HEAP_MB = 768
 #: ``SkimpyOffsetMap``), far more than a lab's compacted topics (the internal offsets, transaction and share-state
 #: topics) hold. Measured: a fresh broker's PSS 265 MiB with the default, 156 MiB with this.
 SMALL_HEAP_DEDUPE_BUFFER = 16 * 2**20
+#: With :data:`HEAP_ENV` set, the collector and the heap's start, in place of G1: a hub attendee's broker on G1 with a
+#: 256 MiB cap grew from 203 MiB PSS idle to 372-387 MiB over notebooks 00-07 (G1 lets its young generation take up to
+#: 60 % of the heap and fills it before collecting, so the whole cap ends up resident); the serial collector, from a
+#: 32 MiB start, grows the heap only when what survives a collection needs it. Its pauses on a heap this small are a
+#: few milliseconds to tens of them, far below every timeout the lessons use (sessions, transactions: seconds).
+SMALL_HEAP_FLAGS = ("-XX:+UseSerialGC", "-Xms32m")
 
 
 def _heap_mb() -> int:
@@ -85,7 +91,8 @@ class EmbeddedBroker:
         port: client listener port; ``None`` picks a free one.
         controller_port: KRaft controller listener port; ``None`` picks a free one.
         heap_mb: JVM heap cap (``-Xmx``), in MiB; ``None``: ``$LABKIT_BROKER_HEAP_MB`` (:data:`HEAP_ENV`, and then
-            the smaller cleaner buffer :data:`SMALL_HEAP_DEDUPE_BUFFER`), else :data:`HEAP_MB`.
+            the smaller cleaner buffer :data:`SMALL_HEAP_DEDUPE_BUFFER` and the serial collector from a small start,
+            :data:`SMALL_HEAP_FLAGS`), else :data:`HEAP_MB`.
         start_timeout_s: how long :meth:`start` waits for readiness, in seconds.
         proxy_listener: also open listener PROXIED, advertised at :attr:`proxy_port`, for a
             :class:`labkit.crashlab.proxy.FaultProxy` to listen on (see ``render_server_properties``).
@@ -118,7 +125,8 @@ class EmbeddedBroker:
         self.version = kafka_version(version)
         self.heap_mb = _heap_mb() if heap_mb is None else heap_mb  # checked before the folder is made
         dedupe = "log.cleaner.dedupe.buffer.size"
-        if heap_mb is None and HEAP_ENV in os.environ and all(config_key(name) != dedupe for name in overrides):
+        self._small_heap = heap_mb is None and HEAP_ENV in os.environ
+        if self._small_heap and all(config_key(name) != dedupe for name in overrides):
             overrides[dedupe] = SMALL_HEAP_DEDUPE_BUFFER
         self._owns_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="labkit-broker-") if data_dir is None else data_dir)
@@ -203,7 +211,8 @@ class EmbeddedBroker:
         self._check_storage_version()
         cp, self._launcher = launcher.class_path(self.version, runtime.ensure_jars(version=self.version))
         sharing = cds.flags("broker", java, cp) if self.class_data is None else self.class_data
-        jvm = [java, f"-Xmx{self.heap_mb}m", *JVM_FLAGS, *sharing,
+        flags = [f for f in JVM_FLAGS if f != "-XX:+UseG1GC"] + list(SMALL_HEAP_FLAGS) if self._small_heap else JVM_FLAGS
+        jvm = [java, f"-Xmx{self.heap_mb}m", *flags, *sharing,
                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}", f"-Dkafka.logs.dir={self.data_dir}",
                "-cp", cp]
         picked_now = self.port is None  # restarts keep the ports of the first start
