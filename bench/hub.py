@@ -165,7 +165,7 @@ def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: st
         drive.open_notebook(page, hub["url"], name, notebook, reset=True)
         drive.run_all(page, name)
         started = time.monotonic()
-        row["error"] = drive.wait_for_run(page, deadline_s)
+        row["error"] = drive.wait_for_run(page, name, deadline_s)
         outputs = page.locator(".jp-OutputArea-output")
         row["last_output"] = outputs.last.inner_text()[-160:].strip() if outputs.count() else ""
     except Exception as exc:  # noqa: BLE001 (a notebook that fails is reported, and the next one runs)

@@ -302,13 +302,15 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
 
         started = time.monotonic()
         for page, name in zip(pages, attendees):  # each opens notebook 00 and runs it whole (Run > Run All Cells)
-            # every cell drawn, so that drive.wait_for_output reads every queued cell's prompt
+            # every cell drawn, so that drive.wait_for_run reads every queued cell's prompt
             drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker",
                               {"windowingMode": "none"})
             drive.open_notebook(page, hub["url"], name, "00_tour.ipynb")
             drive.run_all(page, name)
         for page, name in zip(pages, attendees):
-            drive.wait_for_output(page, name, LAST_LINE, RUN_ALL_S)
+            stopped = drive.wait_for_run(page, name, RUN_ALL_S)
+            assert stopped is None, f"{name}'s notebook 00 {stopped}"
+            expect(page.locator(".jp-OutputArea-output", has_text=LAST_LINE)).to_be_visible()
             # the notebook used the attendee's lab broker, not one of its own
             expect(page.locator(".jp-OutputArea-output", has_text="(the lab broker, make lab)")).to_be_visible()
         print(f"notebook 00, Run All, three attendees at once: {time.monotonic() - started:.1f} s")
@@ -419,9 +421,6 @@ EXERCISE_WRONG = 'compare(2, 3, "Right.", "Not yet: count again.")'
 CLAIMS_PASS = 'assert 1 + 1 == 2\nprint("All claims hold on the real broker.")'
 EXERCISE_RIGHT = 'compare(2, 1 + 1, "Right.", "Not yet: count again.")'
 KERNEL_S = 240  # a kernel's start and a cell's reply on a loaded 2-core machine
-#: The texts of the cells of ``name``'s row in the live view.
-ROW_JS = """name => [...[...document.querySelectorAll('#live tbody tr')]
-  .find(r => r.querySelector('th.who')?.textContent === name).children].map(c => c.innerText)"""
 
 
 def _refused_cell(other: str) -> str:
@@ -470,7 +469,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         drive.wait_for_live_marks(instructor, a, "^E·C✗$", notebook=1)
         assert drive.live_marks(instructor, a) == "E✓C✓"
 
-        row = instructor.evaluate(ROW_JS, a)
+        row = drive.live_row(instructor, a)
         entry = pwd.getpwnam(names.unix_name(a))
         assert observed.state_file(entry.pw_dir).exists()  # the attendee's broker
         assert row[1].startswith("yes") and row[2] == "up" and row[3] == "up", row  # signed in, server ready, broker
@@ -487,7 +486,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         instructor.reload()
         instructor.wait_for_selector(f"#live th.who:text-is('{b}')", timeout=60_000)
         assert drive.live_marks(instructor, b) == "E·C·"
-        assert instructor.evaluate(ROW_JS, b)[-1] == "none"  # no report at all, 01's refused one included
+        assert drive.live_row(instructor, b)[-1] == "none"  # no report at all, 01's refused one included
         shot = tmp_path / "liveview-1280x800.png"
         instructor.screenshot(path=str(shot))
         print(f"the live view as the instructor sees it: {shot}")

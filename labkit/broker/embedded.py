@@ -211,7 +211,9 @@ class EmbeddedBroker:
         self._check_storage_version()
         cp, self._launcher = launcher.class_path(self.version, runtime.ensure_jars(version=self.version))
         sharing = cds.flags("broker", java, cp) if self.class_data is None else self.class_data
-        flags = [f for f in JVM_FLAGS if f != "-XX:+UseG1GC"] + list(SMALL_HEAP_FLAGS) if self._small_heap else JVM_FLAGS
+        flags = JVM_FLAGS
+        if self._small_heap:  # the serial collector in place of G1 (SMALL_HEAP_FLAGS)
+            flags = (*(f for f in JVM_FLAGS if f != "-XX:+UseG1GC"), *SMALL_HEAP_FLAGS)
         jvm = [java, f"-Xmx{self.heap_mb}m", *flags, *sharing,
                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}", f"-Dkafka.logs.dir={self.data_dir}",
                "-cp", cp]
