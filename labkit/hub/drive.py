@@ -211,17 +211,19 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
     must draw every cell (``windowingMode: none``, :func:`lab_setting`). Cells queued while the kernel has said idle
     for :data:`LOST_S` seconds had their execute requests lost: JupyterLab sent them on a kernel connection it then
     replaced (it started a notebook's kernel twice, on a hub under load, and shut the first one down with the
-    requests), and nothing would ever run them; Run All is then asked again, once (the cells that ran run again: the
-    lab's notebooks may be run twice). Returns None if the last code cell ran, else why not: the notebook's error
-    outputs (a failed cell stops Run All: JupyterLab clears the queued cells' prompts).
+    requests), and nothing would ever run them (or, when it cleared their prompts, the run ended short with no error
+    shown); Run All is then asked again, once (the cells that ran run again: the lab's notebooks may be run twice).
+    Returns None if the last code cell ran, else why not: the notebook's error outputs (a failed cell stops Run All:
+    JupyterLab clears the queued cells' prompts).
 
     Raises:
         LabkitError: still running after ``timeout_s`` seconds, or cells lost again after the second Run All.
     """
     prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     deadline, quiet, stalled_since, asked_again = Deadline(timeout_s), 0, None, False
-    while quiet < 2:
+    while True:
         if deadline.expired():
             raise LabkitError(f"{name}'s notebook still ran after {timeout_s:g} s")
         time.sleep(interval_s)
@@ -229,17 +231,23 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
         pending, is_idle = any(PENDING.search(t) for t in texts), bool(idle.count())
         quiet = quiet + 1 if is_idle and not pending else 0
         stalled_since = (stalled_since or time.monotonic()) if pending and is_idle else None
-        if stalled_since is not None and time.monotonic() - stalled_since > LOST_S:
-            if asked_again:
-                raise LabkitError(f"{name}'s queued cells were not run by an idle kernel, twice (lost execute "
-                                  "requests)")
+        # lost: queued cells an idle kernel never takes, or a Run All that ended short with no error (JupyterLab
+        # clears the queued cells' prompts when it replaces the kernel)
+        lost = (stalled_since is not None and time.monotonic() - stalled_since > LOST_S) or (
+            quiet >= 2 and not (texts and RAN.search(texts[-1])) and not errors.count())
+        if lost and not asked_again:
             run_all(page, name)
-            asked_again, stalled_since = True, None
+            asked_again, stalled_since, quiet = True, None, 0
+        elif lost and stalled_since is not None:
+            raise LabkitError(f"{name}'s queued cells were not run by an idle kernel, twice (lost execute "
+                              "requests)")
+        elif quiet >= 2:
+            break
     if texts and RAN.search(texts[-1]):
         return None
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
+    shown = errors.all_inner_texts()
     ran = sum(bool(RAN.search(t)) for t in texts)
-    return f"stopped after {ran} of {len(texts)} code cells: " + (errors[-1][-800:] if errors else "no error shown")
+    return f"stopped after {ran} of {len(texts)} code cells: " + (shown[-1][-800:] if shown else "no error shown")
 
 
 def shut_down_kernels(page) -> None:
