@@ -148,18 +148,52 @@ def test_no_participant_outlives_its_kernel(bootstrap, tmp_path, how):
     assert wait_until(lambda: not os.path.exists(f"/proc/{pid}") or process_state(pid) == "Z", 10)
 
 
-def test_rerunning_a_cell_replaces_the_old_process_of_that_experiment_only(bootstrap, tmp_path):
+def _run_cell(kc, code: str, cell_id: str | None = None) -> int:
+    """Run ``code`` as one cell in the kernel of ``kc`` (with JupyterLab's ``cellId`` in the request's metadata when
+    given, as JupyterLab sends it) and return the number it printed."""
+    msg = kc.session.msg("execute_request", {"code": code, "silent": False, "store_history": True,
+                                             "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+                         metadata={"cellId": cell_id} if cell_id else {})
+    kc.shell_channel.send(msg)
+    printed = []
+    while True:
+        out = kc.get_iopub_msg(timeout=120)
+        if out["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+            continue
+        if out["msg_type"] == "stream":
+            printed.append(out["content"]["text"])
+        elif out["msg_type"] == "error":
+            raise AssertionError("\n".join(out["content"]["traceback"]))
+        elif out["msg_type"] == "status" and out["content"]["execution_state"] == "idle":
+            return int("".join(printed).split()[-1])
+
+
+def test_a_rerun_cell_replaces_its_own_participant_and_never_another_cells_of_the_same_names(bootstrap, tmp_path):
+    """In a real kernel (started as nbval starts one): a cell that starts a participant, run again, kills the process
+    its last run left, by its source (nbval sends no cell id) and by JupyterLab's ``cellId`` (the cell edited between
+    runs); another cell's experiment of the same name with a participant of the same name (notebook 04's parts 5 and 6
+    both run a ``spark-B`` ``driver``) runs on."""
+    from nbval.kernel import CURRENT_ENV_KERNEL_NAME, start_new_kernel
+
     topic = create_topic(bootstrap, "rerun")
-    endless = dict(topic=topic, iterations=10_000, interval_ms=50)
-    first = Experiment("cell", bootstrap, folder=tmp_path).participant("same", "producer", **endless).start()
-    other = Experiment("other-cell", bootstrap, folder=tmp_path).participant("same", "producer", **endless).start()
-    old_pid = first.pid
-    rerun = Experiment("cell", bootstrap, folder=tmp_path)  # the cell again: a new run of the same experiment
-    second = rerun.participant("same", "producer", topic=topic, iterations=1).start()
-    assert first.status == "crashed" and not os.path.exists(f"/proc/{old_pid}")
-    assert second.wait(60) == "finished"
-    assert other.status == "running"  # another experiment's participant of the same name runs on
-    other.stop()
+    cell = (f"from labkit.crashlab.experiment import Experiment\n"
+            f"p = Experiment('spark-B', {bootstrap!r}, folder={str(tmp_path)!r}).participant('driver', 'producer', "
+            f"topic={topic!r}, iterations=10_000, interval_ms=50).start()\nprint(p.pid)")
+    another_cell = cell + "  # part 6"
+    running = lambda pid: psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    km, kc = start_new_kernel(kernel_name=CURRENT_ENV_KERNEL_NAME)
+    try:
+        first = _run_cell(kc, cell)
+        neighbour = _run_cell(kc, another_cell)
+        again = _run_cell(kc, cell)
+        assert not running(first) and running(again) and running(neighbour), (first, again, neighbour)
+        in_lab = _run_cell(kc, cell, cell_id="c-1")
+        edited = _run_cell(kc, cell + "  # edited", cell_id="c-1")
+        assert not running(in_lab) and running(edited) and running(again) and running(neighbour)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert wait_until(lambda: not any(running(pid) for pid in (again, neighbour, edited)), 30)  # gone with the kernel
 
 
 def test_at_least_once_processor_commits_offsets_after_writing(bootstrap, history, exp):

@@ -7,8 +7,8 @@ state of the process (psutil), "crashed" a death by a signal, "fenced" and "fail
 recorded in the history before it exited with its code (:mod:`labkit.crashlab.loop`).
 Each participant is the leader of its own process group and every signal goes to the whole group, so
 the JVM a Spark driver starts is killed, stopped and resumed with it. No participant process outlives the
-kernel that started it (atexit, and Linux's parent-death signal), and re-creating a participant of the same
-name (re-running a cell) first kills the old process.
+kernel that started it (atexit, and Linux's parent-death signal), and a re-run notebook cell's participant first
+kills the process the cell's last run left (the same cell, experiment and name: never another cell's).
 """
 
 from __future__ import annotations
@@ -27,16 +27,19 @@ import psutil
 
 from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP
 from labkit.crashlab import java
+from labkit.crashlab.cell import current_cell
 from labkit.crashlab.registry import CLIENTS, Role, load
 from labkit.errors import LabkitError
 from labkit.history import History
 from labkit.waiting import wait_until
 from labkit.procs import os_status, spawn
 
-#: The last started participant of each (experiment, name): an experiment is its history's folder and name without
-#: the run id (``<name>-<8 hex>.jsonl``), so a re-run notebook cell, which makes a new run of the same experiment,
-#: replaces the process the last run left, and two experiments can run participants of the same name side by side.
-_LIVE: dict[tuple[str, str], "Participant"] = {}
+#: The last started participant of each (experiment, name, cell): an experiment is its history's folder and name
+#: without the run id (``<name>-<8 hex>.jsonl``) and the cell the one that made the participant
+#: (:func:`labkit.crashlab.cell.current_cell`), so a re-run notebook cell, which makes a new run of the same experiment,
+#: replaces the process its last run left, while another cell's experiment of the same name (notebook 04's parts 5 and
+#: 6 both run a ``spark-B`` driver) runs on. Made outside a cell (a script, a test), a participant replaces none.
+_LIVE: dict[tuple[str, str, str], "Participant"] = {}
 
 
 class ParticipantStateError(LabkitError):
@@ -125,6 +128,7 @@ class Participant:
                      "crash_at": crash_at, "crash_iteration": crash_iteration, "client": client,
                      **self.role_def.spec(options, crash_at, client)}
         self._command = _command(client)
+        self._cell = current_cell() or f"made outside a cell, {id(self)}"
         self._options = dict(options)
         self._proc: subprocess.Popen | None = None
         self._stopped = False
@@ -388,8 +392,8 @@ class Participant:
         return why
 
     @property
-    def _live_key(self) -> tuple[str, str]:
-        return str(self.history.path.parent / self.history.path.stem.rsplit("-", 1)[0]), self.name
+    def _live_key(self) -> tuple[str, str, str]:
+        return str(self.history.path.parent / self.history.path.stem.rsplit("-", 1)[0]), self.name, self._cell
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
