@@ -16,15 +16,19 @@ its run) are given too, for sizing a room's cores.
 Goal (issue 38): <= 1 GiB (1024 MiB) at the peak of every notebook but 04, <= 1.5 GiB for 04.
 
 Run as root, with Debian's chromium: ``sudo nice -n 5 .venv/bin/python bench/hub.py [--notebooks 00 02]
-[--json bench/results/hub-memory.json]``. Default: 00 01 02 03 05 06 07 08, and 04 when the shared venv has pyspark.
-Prints a table, then the figures as one JSON line (also written to ``--json``). Stopped with SIGTERM (or Ctrl-C in a
-terminal), it still stops the hub and removes the attendee's Unix user, home and processes.
+[--json labkit/doctor/hub-memory.json]`` (the one copy of these figures: ``make doctor`` reads it,
+:func:`labkit.doctor.needs.measured_peaks`, and tests/test_figures.py checks the README's and the run-sheet's against
+it). Default: 00 01 02 03 05 06 07 08, and 04 when the shared venv has pyspark.
+Prints a table, then the figures as one JSON line (also written to ``--json``); exits 1 if a notebook's run failed.
+Stopped with SIGTERM (or Ctrl-C in a terminal), it still stops the hub and removes the attendee's Unix user, home and
+processes.
 """
 
 import argparse
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -41,6 +45,9 @@ from labkit.hub import drive, names, users
 from labkit.waiting import wait_until
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+#: What each notebook's claims cell prints once its assertions held ("All claims hold on the real broker.", 04's
+#: "Real-time mode's claims hold: ...").
+CLAIMS_HOLD = re.compile(r"[Cc]laims hold")
 DEFAULT = ("00", "01", "02", "03", "05", "06", "07", "08")
 #: What a process is, from its command line: the first kind one of whose markers is an argument (or an argument's
 #: last path part; for a ``prefix.`` marker the start of an argument, for a ``.suffix`` one its end). Else "other".
@@ -154,9 +161,10 @@ def has_pyspark(prefix: str) -> bool:
 def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: str, deadline_s: float) -> dict:
     """Open, Run All and wait for ``notebook``; then shut its kernel down. Returns its row: peaks (:meth:`Sampler.take`,
     from opening to the end of the run), ``wall_s`` (Run All to the end), ``cpu_s`` (CPU seconds of ``uid``'s
-    processes from opening to the end, :func:`cpu_s`), ``error`` (None if the last cell ran),
-    ``last_output`` (the end of its last output, as a check) and ``left`` (the kinds of ``uid``'s processes once the
-    kernel ended, besides JupyterLab and the broker)."""
+    processes from opening to the end, :func:`cpu_s`), ``error`` (None only if every code cell ran, none raised
+    (:func:`labkit.hub.drive.wait_for_run`) and a claims line was printed: else why the run failed), ``claims_line``
+    (the last output that says the claims hold, as printed), ``last_output`` (the end of its last output) and ``left``
+    (the kinds of ``uid``'s processes once the kernel ended, besides JupyterLab and the broker)."""
     row: dict = {"notebook": notebook}
     sampler.take()
     cpu_before = cpu_s(uid)
@@ -168,6 +176,10 @@ def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: st
         row["error"] = drive.wait_for_run(page, name, deadline_s)
         outputs = page.locator(".jp-OutputArea-output")
         row["last_output"] = outputs.last.inner_text()[-160:].strip() if outputs.count() else ""
+        claims = outputs.filter(has_text=CLAIMS_HOLD)
+        row["claims_line"] = claims.last.inner_text().strip()[-300:] if claims.count() else None
+        if row["error"] is None and row["claims_line"] is None:
+            row["error"] = "every cell ran, but no output says the claims hold"
     except Exception as exc:  # noqa: BLE001 (a notebook that fails is reported, and the next one runs)
         row["error"] = f"{type(exc).__name__}: {str(exc)[:800]}"
     row["wall_s"] = round(time.monotonic() - started, 1) if started else None
@@ -207,7 +219,10 @@ def main(argv: list[str]) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")
-    return 0
+    failed = [row["notebook"] for row in result["notebooks"] if row.get("error")]
+    if failed:  # a run that raised is a failed run: its figures are no notebook's
+        print(f"FAILED: {', '.join(failed)} (their rows say why)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:

@@ -32,6 +32,9 @@ from labkit.waiting import Deadline, wait_until
 
 #: A code cell's prompt once it ran (``[3]``) or while it runs or waits in the queue (``[*]``).
 RAN, PENDING = re.compile(r"\[\d+\]"), re.compile(r"\[\*\]")
+#: What an error output shows (IPython's traceback header): JupyterLab draws an error and a stderr stream alike
+#: (``application/vnd.jupyter.stderr``), and only an error fails a cell.
+RAISED = re.compile(r"Traceback \(most recent call last\)")
 
 
 def answers(url: str) -> bool:
@@ -213,15 +216,17 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
     replaced (it started a notebook's kernel twice, on a hub under load, and shut the first one down with the
     requests), and nothing would ever run them (or, when it cleared their prompts, the run ended short with no error
     shown); Run All is then asked again, once (the cells that ran run again: the lab's notebooks may be run twice).
-    Returns None if the last code cell ran, else why not: the notebook's error outputs (a failed cell stops Run All:
-    JupyterLab clears the queued cells' prompts).
+    Returns None if the last code cell ran and no cell raised, else why not: where the run stopped and the last error
+    output shown (a cell that raised stops Run All: JupyterLab clears the queued cells' prompts; the last cell's
+    failure stops nothing, and fails the run all the same).
 
     Raises:
         LabkitError: still running after ``timeout_s`` seconds, or cells lost again after the second Run All.
     """
     prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                          has_text=RAISED)
     deadline, quiet, stalled_since, asked_again = Deadline(timeout_s), 0, None, False
     while True:
         if deadline.expired():
@@ -243,11 +248,13 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
                               "requests)")
         elif quiet >= 2:
             break
-    if texts and RAN.search(texts[-1]):
-        return None
     shown = errors.all_inner_texts()
+    if texts and RAN.search(texts[-1]) and not shown:
+        return None
     ran = sum(bool(RAN.search(t)) for t in texts)
-    return f"stopped after {ran} of {len(texts)} code cells: " + (shown[-1][-800:] if shown else "no error shown")
+    where = (f"every code cell ran ({ran}), one raised" if texts and RAN.search(texts[-1]) else
+             f"stopped after {ran} of {len(texts)} code cells")
+    return f"{where}: " + (shown[-1][-800:] if shown else "no error shown")
 
 
 def shut_down_kernels(page) -> None:
