@@ -17,7 +17,7 @@ CPUS := taskset -c 0
 else ifneq ($(SPEED),)
 $(error SPEED=$(SPEED): the only speed is SPEED=half (or none))
 endif
-PYTEST := $(CPUS) $(PY) -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider
+PYTEST := $(CPUS) $(PY) -m pytest -rs --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider
 
 .PHONY: lab stop reset test jars bench setup browser
 

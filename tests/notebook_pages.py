@@ -43,9 +43,8 @@ ALLOWED_CONSOLE_ERRORS = {
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """After the last cell of each notebook of :data:`PAGES`, its page item."""
-    if browser.missing():
-        return
+    """After the last cell of each notebook of :data:`PAGES`, its page item (skipped, with the reason, on a machine
+    without Chromium)."""
     for stem in PAGES:
         cells = [i for i, item in enumerate(items) if item.nodeid.split("::")[0] == f"notebooks/{stem}.ipynb"]
         if cells:
@@ -73,6 +72,8 @@ class NotebookPage(pytest.Item):
         return nb
 
     def runtest(self) -> None:
+        if browser.missing():
+            pytest.skip(f"the page check opens the notebook in Chromium: it {browser.missing()}")
         name = Path(self.parent.path).name
         home = Path(self.config._tmp_path_factory.mktemp("page"))  # noqa: SLF001 (pytest's own tmp_path_factory)
         shots = home / "pages" / Path(name).stem

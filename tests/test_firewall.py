@@ -84,6 +84,7 @@ def test_the_rule_refuses_every_other_user_and_lets_the_owner_and_root_in():
         listed = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True).stdout
         assert listed.count("reject with tcp reset") == 1, listed
         assert _connect_as(NOBODY, port) == "refused"
+        assert _connect_as(owner, port) == "connected"
         assert _connect_as(0, port) == "connected"
         outside = socket.create_server(("127.0.0.1", 0))  # a port outside every block: the rule leaves it alone
         with outside:

@@ -365,7 +365,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
     assert json.loads(_as(a, hub["prefix"], PRODUCE, a_bootstrap))["delivered"]
 
 
-def test_root_an_existing_user_and_a_bad_name_are_refused_and_the_admin_page_lists_attendees(hub):
+def test_root_an_existing_user_and_a_bad_name_are_refused_and_the_instructor_reaches_the_admin_page(hub):
     from labkit.browser import chromium
 
     with chromium() as page:
