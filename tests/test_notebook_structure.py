@@ -204,6 +204,16 @@ def test_only_the_test_run_plays_the_playgrounds(nb):
                           "`if labkit.under_test():`")
 
 
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_prose_that_says_a_cell_presses_the_buttons_for_you_says_only_the_test_run_does(nb):
+    """A cell presses a playground's buttons only in the test run (the test above), so prose that tells the learner a
+    cell presses them for them says it is the test run's: in a learner's Run All it presses nothing (notebook 04's part 5
+    said otherwise, and the learner's cell then printed "Not under test")."""
+    for text in markdown(nb):
+        promises = [s for s in re.split(r"(?<=[.;])\s+", text) if re.search(r"\bpress\w*\b[^.;]*\bfor you\b", s)]
+        assert not promises or "test run" in text, f"{nb.name}: {promises} (a learner's Run All presses nothing)"
+
+
 def _guarded_nodes(tree: ast.AST) -> list[ast.AST]:
     """The nodes of ``tree`` that run only inside the body of an ``if labkit.under_test():``."""
     if isinstance(tree, ast.If) and _is_under_test(tree.test):
