@@ -31,7 +31,7 @@ def test_a_participant_keeps_its_colour_from_figure_to_figure():
     assert one[b] == two[b] and len({one[a], one[b], two[c]}) == 3
 
 
-def test_share_consumers_and_group_consumers_share_the_palette_and_none_is_red():
+def test_a_share_consumer_is_drawn_in_its_participant_colour_and_the_palette_has_no_red_or_green():
     who = f"w-{uuid.uuid4().hex[:6]}"
     h = S().written(1).delivered(who, 0).acked(who, 0).state(0, 0, "ACKNOWLEDGED").spso(1)
     fig = share_timeline_figure(h.events, SHARE)

@@ -19,7 +19,7 @@ def home(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_labkit_bootstrap_wins(bootstrap, monkeypatch):
+def test_labkit_bootstrap_is_the_broker_connect_returns(bootstrap, monkeypatch):
     monkeypatch.setenv("LABKIT_BOOTSTRAP", bootstrap)
     assert labkit.connect(quiet=True) == bootstrap
 

@@ -129,6 +129,7 @@ def test_missing_java_is_reported_before_anything_starts(tmp_path, monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(JavaError, match="No Java found"):
         EmbeddedBroker(tmp_path / "b").start()
+    assert not (tmp_path / "b").exists()  # no folder made, no config written
 
 
 def test_state_errors_are_clear(tmp_path):

@@ -19,7 +19,7 @@ def test_unknown_fencing_names_the_choices(tmp_path):
 # notebook 02's claim on its own three zombie runs (labkit/crashlab/figure_truth.py), not three more runs here.
 
 
-def test_zombies_refuse_an_unknown_fencing_before_starting_anything():
+def test_zombies_refuse_an_unknown_fencing():
     with pytest.raises(ValueError, match="unknown fencing 'epoch'"):
         zombies("127.0.0.1:1", "epoch")
 

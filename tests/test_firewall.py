@@ -2,7 +2,8 @@
 connections to it from every other Unix user.
 
 The rule test needs root and nftables (skipped otherwise, saying why); it makes a table of its own (unique per run),
-listens as root on a port of a block, connects as ``nobody`` (refused) and as root (accepted), and removes the table.
+listens as root on a port of a block, connects as ``nobody`` (refused), as the block's owner and as root (accepted),
+and removes the table.
 """
 
 from __future__ import annotations

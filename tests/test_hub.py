@@ -141,7 +141,7 @@ def test_the_prefix_must_be_open_to_attendees(tmp_path):
         install.shared_prefix(closed / "labkit")
 
 
-def test_the_shared_cache_is_read_first_and_never_written(tmp_path):
+def test_the_shared_cache_is_read_first_and_what_it_lacks_is_made_at_home(tmp_path):
     shared, home = tmp_path / "shared", tmp_path / "home"
     env = {"LABKIT_HOME": str(home), runtime.SHARED_CACHE_ENV: str(shared)}
     assert runtime.jar_dir(env, "4.4.0") == home / "kafka-4.4.0"  # not in the shared cache: made at home

@@ -53,6 +53,7 @@ def test_4_4_names_stale_member_epoch_from_txn_offset_commit_v6_and_on_offset_co
     assert g.txn_offset_commit("A", 6, [0], rule="4.4") == {0: STALE_MEMBER_EPOCH}  # default: 4.4's newest, v6
     assert g.txn_offset_commit("A", 6, [0], rule="4.4", version=5) == {0: ILLEGAL_GENERATION}
     assert g.offset_commit("A", 4, [1], rule="4.3", transactional=False) == {1: STALE_MEMBER_EPOCH}
+    assert g.offset_commit("A", 4, [1], rule="4.4", transactional=False) == {1: STALE_MEMBER_EPOCH}
     with pytest.raises(ValueError, match="v6 does not exist under rule 4.3"):
         g.txn_offset_commit("A", 5, [0], rule="4.3", version=6)
 

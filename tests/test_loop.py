@@ -62,7 +62,7 @@ def test_a_fatal_error_the_client_lost_is_read_from_the_producer_and_ends_the_lo
     assert fatal_error(Producer({"bootstrap.servers": bootstrap})) is None  # not transactional
 
 
-def test_every_role_has_named_steps_in_loop_order():
+def test_the_producer_starts_at_before_produce_and_the_processor_ends_at_after_commit():
     assert load("producer").steps[0] == "before_produce" and load("processor").steps[-1] == "after_commit"
 
 

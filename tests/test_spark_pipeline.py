@@ -8,6 +8,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from labkit.kafka.records import high_watermarks
 from labkit.lessons import spark_pipeline as sp
 from tests.test_spark_role import offsets_file
 
@@ -20,6 +21,7 @@ def test_unknown_sink_is_refused(bootstrap):
 def test_pipeline_writes_its_inputs_and_checks_the_crash_plan(bootstrap):
     run = sp.pipeline(bootstrap, "A", records=10, partitions=2)
     assert run.records == 10 and run.pipeline.spec["sink"] == "kafka"
+    assert high_watermarks(bootstrap, run.input_topic) == {0: 5, 1: 5}
     with pytest.raises(ValueError, match="'after_commit' is not a crash point of sink A"):
         run.run_to_end([("after_commit", 1)])
     assert run.pipeline.status == "not started"  # refused before anything ran

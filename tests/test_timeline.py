@@ -48,6 +48,7 @@ def test_100k_events_render_as_a_few_webgl_traces():
     events += [Event("ack", "p", mono_ns=50_000_000 + i, value_id=f"p-{i}", offset=i) for i in range(50_000)]
     fig = timeline_figure(events)
     assert len(fig.data) == 1 and len(fig.data[0].x) == 150_000
+    assert isinstance(fig.data[0], go.Scattergl)
     assert len(fig.layout.yaxis.categoryarray) == 50_000
 
 
