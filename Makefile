@@ -33,12 +33,14 @@ endif
 unbundle:
 	$(if $(BUNDLE),$(PYTHON) -m labkit.bundle install $(BUNDLE),@:)
 
+# -W "ignore:Editable installation": setuptools' boxed notice on every editable install (pip shows a build backend's
+# warnings even with -q) is no error, but a newcomer's first `make` would look failed; only that one is hidden.
 $(STAMP): requirements.txt pyproject.toml | unbundle
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "labkit needs Python 3.11 or newer: install it, or run make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(PIP_FROM) --upgrade pip
 	$(PY) -m pip install -q $(PIP_FROM) -r requirements.txt
-	$(PY) -m pip install -q $(PIP_FROM) --no-deps -e .
+	$(PY) -W "ignore:Editable installation" -m pip install -q $(PIP_FROM) --no-deps -e .
 	touch $(STAMP)
 
 # The Kafka jars (LABKIT_KAFKA_VERSION, default 4.4.0), resolved once with Maven into ~/.cache/labkit (or $$LABKIT_HOME).
@@ -113,7 +115,8 @@ preflight: $(STAMP)
 # LABKIT_CI=1 (at most 2 at once; a notebook whose source and labkit have not changed since its last run is reused),
 # then a static site built offline by Sphinx + MyST-NB in its own venv (.venv-book, requirements-book.txt), into
 # $$LABKIT_HOME/book/html (default ~/.cache/labkit/book/html). Serve it: python -m http.server -d <that folder>.
-# ARGS: notebook numbers (ARGS="00 05"), --out DIR.
+# ARGS: notebook numbers (ARGS="00 05"), --out DIR, --no-run, --allow-failures (a cell that raised otherwise stops
+# the build, named; with it the book shows each failed cell as failed, and make still fails).
 BOOK_VENV := .venv-book
 .PHONY: book
 $(BOOK_VENV)/.installed: requirements-book.txt

@@ -5,7 +5,11 @@ cut (every request that is not to the local server is aborted and recorded): the
 SVG drawn, a hover label on a point), the provenance line names what the cluster reported, the glossary link
 resolves, each live widget is followed by what it showed at the end of the run (the panel's final table, the timeline
 drawn from the run's whole history), the console shows no error, the page names no path of this machine and holds no
-error output. The builder's venv (``.venv-book``) is made on first use (about 60 s wall, 20 s CPU from PyPI)."""
+error output. The builder's venv (``.venv-book``) is made on first use (about 60 s wall, 20 s CPU from PyPI).
+
+Without a browser or a broker: a failed cell (a hand-made recorded run, ``--no-run``) stops the build, named, or with
+``--allow-failures`` is published marked as failed; the real notebooks' claims cells collapsed and their test-only
+cells' code left out; a notebook run by the book prints no kernel warning."""
 
 from __future__ import annotations
 
@@ -18,12 +22,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from bs4 import BeautifulSoup
 
 from labkit import browser
 from labkit.book import __main__ as book
-from labkit.book import site
+from labkit.book import clean, execute, site
 
-pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "")
+#: The tests of the site built from live runs and opened in Chromium.
+needs_browser = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "")
 
 #: Where screenshots go when LABKIT_BOOK_SHOTS names a folder (for a person to look at; none by default).
 SHOTS_ENV = "LABKIT_BOOK_SHOTS"
@@ -77,6 +83,7 @@ def served(built: Path):
     server.shutdown()
 
 
+@needs_browser
 def test_pages_hold_no_local_path_and_no_error(built: Path) -> None:
     """No page names the building machine's paths, shows a traceback, or a progress bar."""
     for page in (built / "html").rglob("*.html"):
@@ -88,6 +95,7 @@ def test_pages_hold_no_local_path_and_no_error(built: Path) -> None:
     assert (built / "html/notebooks/glossary.html").exists() and (built / "html/docs/instructor.html").exists()
 
 
+@needs_browser
 def test_live_widgets_recorded(built: Path) -> None:
     """Each live widget of the small notebook is followed on its page by what it showed at the end of the run, then
     the note: the panel as a table (the producer finished, its counters), the live timeline as a static plotly figure
@@ -95,7 +103,6 @@ def test_live_widgets_recorded(built: Path) -> None:
     the saved widget holds."""
     import plotly.io as pio
 
-    from labkit.book import clean
     from labkit.crashlab.timeline import timeline_figure
     from labkit.history import History
 
@@ -118,6 +125,7 @@ def test_live_widgets_recorded(built: Path) -> None:
     assert len(rows) == RECORDS and rows == expected["layout"]["yaxis"]["categoryarray"], rows
 
 
+@needs_browser
 def test_provenance_names_what_the_cluster_reports(built: Path, bootstrap: str) -> None:
     """With LABKIT_BOOTSTRAP (the session broker, as another cluster would be), the provenance names the
     metadata.version the broker answered in ApiVersions, of the session broker's release line, and not the embedded
@@ -136,6 +144,7 @@ def test_provenance_names_what_the_cluster_reports(built: Path, bootstrap: str) 
     assert f"Apache Kafka {kafka_version()}" not in line
 
 
+@needs_browser
 def test_page_offline_in_chromium(served: str) -> None:
     """Notebook 00's page in Chromium with every non-local request aborted: a live plotly figure (SVG, hover label),
     the provenance note, the claims' verdict, a glossary link that opens the glossary; no request blocked, no console
@@ -186,11 +195,11 @@ def test_page_offline_in_chromium(served: str) -> None:
 
 
 def test_clean_page_of_a_made_up_run() -> None:
-    """The cleaning on a made-up run: errors, stderr and progress bars dropped; a plotly figure drawn from the page's
+    """The cleaning on a made-up run: stderr and progress bars dropped; a plotly figure drawn from the page's
     plotly.js; a panel without a recording noted as a live widget; an unanswered exercise's "Not yet" replaced by a
-    line saying the exercise is the reader's; the claims cell's input hidden; the repository's path scrubbed; the
-    provenance note right under the title, the title cell's other text after it."""
-    from labkit.book import clean
+    line saying the exercise is the reader's; the collapsed (claims) cell's input hidden; a test-only cell's code left
+    out, its output kept under the note, while a cell that also defines something for the learner stays shown; the
+    repository's path scrubbed; the provenance note right under the title, the title cell's other text after it."""
     from labkit.exercise import unanswered
 
     fig = {"data": [{"type": "scatter", "x": [0, 1], "y": [1, 2]}], "layout": {"title": {"text": "t"}}}
@@ -208,14 +217,18 @@ def test_clean_page_of_a_made_up_run() -> None:
         {"cell_type": "markdown", "metadata": {}, "source": "# 99 · Title\n\nWhat it is about."},
         code("x", [{"output_type": "stream", "name": "stdout", "text": f"wrote {site.REPO}/notebooks/x\n"},
                    {"output_type": "stream", "name": "stderr", "text": "50%|#####     | 5/10 [00:01<00:01, 4.2it/s]"},
-                   {"output_type": "error", "ename": "E", "evalue": "", "traceback": []},
                    widget("bar"), {"output_type": "display_data", "metadata": {}, "data": {clean.PLOTLY: fig}}]),
         code("panel", [widget("panel")]),
         code("check(answer)", [{"output_type": "execute_result", "metadata": {}, "execution_count": 1,
                                 "data": {"text/markdown": unanswered(..., "a dict")._repr_markdown_(),
                                          "text/plain": repr(unanswered(..., "a dict"))}}]),
         {"cell_type": "markdown", "metadata": {}, "source": "## 6. Check the lesson against the broker"},
-        code("assert True", [{"output_type": "stream", "name": "stdout", "text": "All claims hold.\n"}]),
+        {**code("assert True", [{"output_type": "stream", "name": "stdout", "text": "All claims hold.\n"}]),
+         "metadata": {"jupyter": {"source_hidden": True}}},
+        code("# CI only\nif labkit.under_test():\n    panel.press('p', 'crash')\nelif x:\n    pass\n"
+             "if labkit.under_test() or done:\n    print('crashed')",
+             [{"output_type": "stream", "name": "stdout", "text": "crashed\n"}]),
+        code("def stop():\n    panel.close()\nif labkit.under_test():\n    stop()", []),
     ]}
     cells = clean.page(nb, "PROV")["cells"]
     assert cells[0]["source"] == "# 99 · Title" and "PROV" in cells[1]["source"]
@@ -229,6 +242,10 @@ def test_clean_page_of_a_made_up_run() -> None:
     assert [o["data"] for o in panel] == [{"text/markdown": clean.UNRECORDED_NOTE}]
     assert [o["data"] for o in cells[4]["outputs"]] == [{"text/markdown": clean.EXERCISE_NOTE}]
     assert "hide-input" in cells[6]["metadata"]["tags"] and "hide-input" not in cells[3]["metadata"].get("tags", [])
+    assert cells[7]["metadata"]["tags"] == ["remove-input"]
+    assert [o.get("data", {}).get("text/markdown") or o.get("text") for o in cells[7]["outputs"]] == \
+        [clean.TEST_ONLY_NOTE, "crashed\n"]
+    assert not cells[8]["metadata"].get("tags") and not cells[8]["outputs"]
     assert "widgets" not in nb["metadata"]
 
 
@@ -244,3 +261,105 @@ def test_landing_links_stay_in_the_book() -> None:
                     "others (`docs/y.md`, in the repository), [the glossary](notebooks/glossary.md), "
                     "[`notebooks/00_tour.ipynb`](notebooks/00_tour.ipynb), [web](https://kafka.apache.org).\n"
                     "## Kept here\nSee [it](#kept-here).\n"), text
+
+
+#: The hand-made recorded run's claims cell: its index, id and error.
+FAILED_CELL, FAILED_ID, FAILED_ERROR = 2, "claims-cell", ("AssertionError", "claim 2: 3 records, expected 4")
+
+
+def failed_run(home: Path) -> Path:
+    """Write a notebook and, as the book records runs, its run (``executed/``, with its versions) whose claims cell
+    (cell :data:`FAILED_CELL`, collapsed as every notebook's is) raised :data:`FAILED_ERROR`, with a traceback naming
+    the repository's path (ANSI colours, as IPython writes it). Returns the notebook's path."""
+    nb = nbformat.v4.new_notebook(metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    nb.cells = [nbformat.v4.new_markdown_cell("# A failed run", id="title"),
+                nbformat.v4.new_code_cell("records = 3\nprint(records)", id="work", outputs=[
+                    nbformat.v4.new_output("stream", name="stdout", text="3\n")]),
+                nbformat.v4.new_code_cell("assert records == 4, 'claim 2: ...'\nprint('All claims hold.')",
+                                          id=FAILED_ID, metadata={"jupyter": {"source_hidden": True}})]
+    source = home / "failed_run.ipynb"
+    nbformat.write(nb, source)
+    nb.cells[FAILED_CELL].outputs = [nbformat.v4.new_output(
+        "error", ename=FAILED_ERROR[0], evalue=FAILED_ERROR[1],
+        traceback=["\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
+                   f"\x1b[0;31m{FAILED_ERROR[0]}\x1b[0m  Traceback (most recent call last)",
+                   f"File \x1b[0;32m{site.REPO}/notebooks/failed_run.ipynb:1\x1b[0m",
+                   f"\x1b[0;31m{FAILED_ERROR[0]}\x1b[0m: {FAILED_ERROR[1]}"])]
+    (home / "executed").mkdir()
+    nbformat.write(nb, home / "executed" / source.name)
+    (home / "executed" / "failed_run.versions.json").write_text(json.dumps({
+        "metadata_version": "4.4-IV2", "metadata_version_max": "4.4-IV2", "embedded": "yes", "kafka_clients": "4.4.0",
+        "confluent_kafka": "2.14.0", "librdkafka": "2.14.0", "spark": "4.2.0", "date": "2026-01-01"}))
+    return source
+
+
+def test_a_failed_cell_stops_the_book_naming_notebook_cell_and_error(tmp_path: Path, capsys) -> None:
+    """A recorded run whose claims cell raised: the build exits 1 before any page or site is made (the builder is
+    never called: here a program that would fail), printing the notebook, the cell's index and id, and its error."""
+    source = failed_run(tmp_path)
+    assert book.main([str(source), "--home", str(tmp_path), "--no-run", "--builder", "/bin/false"]) == 1
+    printed = capsys.readouterr().out
+    assert (f"failed_run.ipynb: cell {FAILED_CELL} (id {FAILED_ID}) raised {FAILED_ERROR[0]}: {FAILED_ERROR[1]}"
+            in printed), printed
+    assert "book not built" in printed and "--allow-failures" in printed, printed
+    assert not (tmp_path / "pages").exists() and not (tmp_path / "html").exists()
+
+
+def test_allow_failures_publishes_the_failed_cell_marked_as_failed(tmp_path: Path, capsys) -> None:
+    """The same run with ``--allow-failures``: the site is built (no Sphinx warning), the exit status is still 1, and
+    the page shows the failed claims cell as failed: framed (``tag_labkit-failed``), its code not collapsed, the note
+    naming the error, the traceback itself (ANSI codes stripped, the repository's path scrubbed); the cell before it as
+    it ran. Sphinx runs in the builder's venv (``.venv-book``, made if missing)."""
+    source = failed_run(tmp_path)
+    assert book.main([str(source), "--home", str(tmp_path), "--no-run", "--allow-failures"]) == 1
+    assert "1 failed cell(s) shown on their pages as failed" in capsys.readouterr().out
+    assert "WARNING" not in (tmp_path / "sphinx-warnings.txt").read_text()
+    html = (tmp_path / "html/notebooks/failed_run.html").read_text()
+    worked, failed = BeautifulSoup(html, "html.parser").select("article div.cell")
+    assert worked.select_one(".cell_input").get_text().strip() == "records = 3\nprint(records)"
+    assert worked.select_one(".cell_output").get_text().strip() == "3"
+    assert failed["class"] == ["cell", "tag_labkit-failed", "docutils", "container"], failed["class"]
+    assert failed.select_one(".cell_input").get_text().strip().startswith("assert records == 4")  # not collapsed
+    note, traceback = failed.select_one(".cell_output").find_all(recursive=False)
+    error = f"{FAILED_ERROR[0]}: {FAILED_ERROR[1]}"
+    assert note.get_text().startswith(f"❌ This cell failed in the book’s run ({error})"), note.get_text()
+    assert "traceback" in traceback["class"] and "\x1b" not in traceback.get_text()
+    assert traceback.get_text().strip().splitlines()[1:] == [f"{FAILED_ERROR[0]}  Traceback (most recent call last)",
+                                                             "File labkit/notebooks/failed_run.ipynb:1", error]
+    assert str(site.REPO) not in html
+
+
+def test_claims_collapsed_and_test_only_code_left_out_in_every_notebook() -> None:
+    """Each real notebook's page (its JSON, not run): every cell the notebook collapses (``jupyter.source_hidden``:
+    its claims and assertion cells, notebook 04's six among them) is collapsed on the page (``hide-input``); every
+    test-only cell (the notebooks start one with "# CI only") has its code left out (``remove-input``), in the notebooks
+    with a playground (02, 04, 06); no other cell is hidden."""
+    test_only: dict[str, int] = {}
+    for path in sorted((site.REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(path.read_text())
+        hidden = [bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in nb["cells"]]
+        ci_only = ["".join(c["source"]).startswith("# CI only") for c in nb["cells"]]
+        page = clean.page(nb, "PROV")["cells"][-len(hidden):]  # the provenance note and the title's split before
+        for cell, collapsed, ci in zip(page, hidden, ci_only):
+            tags = set(cell["metadata"].get("tags", [])) & {"hide-input", "remove-input", "remove-cell"}
+            assert tags == ({"hide-input"} if collapsed else {"remove-input"} if ci else set()), \
+                (path.name, cell.get("id"), tags)
+        test_only[path.name[:2]] = sum(ci_only)
+        if path.name.startswith("04"):
+            assert sum(hidden) >= 6, "notebook 04's assertion cells"
+    assert {n for n, count in test_only.items() if count} == {"02", "04", "06"}, test_only
+
+
+def test_a_book_run_prints_no_kernel_warning(tmp_path: Path, capfd) -> None:
+    """A notebook run as the book runs it (:func:`labkit.book.execute._run_one`: its kernel, then the recording cell)
+    prints nothing on the terminal: no ipykernel warning (over TCP, "Kernel is running over TCP without encryption
+    ... eavesdropping" at every kernel start), and its output is the run's."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print('ran in the kernel')")]
+    nbformat.write(nb, tmp_path / "quiet.ipynb")
+    capfd.readouterr()
+    _, errors = execute._run_one(str(tmp_path / "quiet.ipynb"), str(tmp_path / "executed/quiet.ipynb"), "digest", {})
+    out, err = capfd.readouterr()
+    assert errors == 0 and not err.strip() and not out.strip(), (out, err)
+    ran = nbformat.read(tmp_path / "executed/quiet.ipynb", as_version=4)
+    assert ran.cells[0].outputs[0].text == "ran in the kernel\n"

@@ -1,11 +1,16 @@
-"""``python -m labkit.book [NN ...] [--out DIR] [--builder PYTHON]``: run the notebooks (cached), then build the book.
+"""``python -m labkit.book [NN ...] [--out DIR] [--builder PYTHON] [--allow-failures]``: run the notebooks (cached),
+then build the book.
 
 Folders (under ``$LABKIT_HOME/book`` unless ``--home``): ``executed/`` (the recorded runs and their stamps),
 ``pages/`` (the cleaned pages), ``src/`` (Sphinx's sources), ``html/`` (the site; ``--out`` to put it elsewhere).
 ``--no-run``: the site from the recorded runs as they are (to work on the pages without running the notebooks).
 Serve it with ``python -m http.server -d <html folder>``. Prints each notebook's run time (or "cached") and the
-build's. Exit 1 when a notebook raised in a cell (the page is still built, without the error) or Sphinx warned (a
-broken link, a page it could not read: each warning printed, the site still built).
+build's. A cell that raised in a run (a live one, or a recorded one with ``--no-run``) is printed with its notebook,
+its index and its error, and the book is not built (the recorded runs stay in ``executed/``); with
+``--allow-failures`` the book is built, each failed cell shown on its page as failed (its error kept and marked,
+:mod:`labkit.book.clean`). Exit 1 when a cell raised (with the flag too: the run failed), when a live widget's
+recording failed, or when Sphinx warned (a broken link, a page it could not read: each warning printed, the site
+still built).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=execute.MAX_PARALLEL, help="notebooks run at once (max 2)")
     parser.add_argument("--no-run", action="store_true",
                         help="build the site from the recorded runs as they are, even if labkit changed since")
+    parser.add_argument("--allow-failures", action="store_true",
+                        help="build the book even when a cell raised, each failed cell shown on its page as failed "
+                             "(exit status 1 still)")
     args = parser.parse_args(argv)
     home = args.home or labkit_home() / "book"
     out = args.out or home / "html"
@@ -64,6 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         print(f"{run.notebook.name}: {'cached' if run.cached else f'ran in {run.seconds:.1f} s'}"
               + (f", {run.errors} cell(s) raised" if run.errors else ""))
+    failed = {run.notebook.name: clean.failures(json.loads(run.executed.read_text())) for run in runs}
+    for name, cells in failed.items():
+        for cell in cells:
+            print(f"{name}: {cell}")
+    count = sum(map(len, failed.values()))
+    if count and not args.allow_failures:
+        print(f"book not built: {count} cell(s) failed (above; the runs are in {home / 'executed'}; {out} is left as "
+              "it was). Fix them, or build the book with each failure shown as failed: --allow-failures "
+              "(make book ARGS=--allow-failures)")
+        return 1
     pages = []
     for run in runs:
         page = home / "pages" / run.notebook.name
@@ -79,9 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         print(warning.replace(str(home / "src"), "src"))
     if warnings:
         print(f"{len(warnings)} Sphinx warning(s), all in {home / 'sphinx-warnings.txt'}: fix them (make book fails)")
+    if count:
+        print(f"{count} failed cell(s) shown on their pages as failed (--allow-failures)")
     print(f"book: {out}/index.html (runs {built - start:.1f} s, site {time.monotonic() - built:.1f} s); "
           f"serve it with: python -m http.server -d {out}")
-    return 1 if warnings or any(run.errors for run in runs) else 0
+    return 1 if warnings or count or any(run.errors for run in runs) else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """Turns a recorded run (an executed notebook) into a book page, in place on a copy:
 
 * a provenance note right under the title (:mod:`labkit.book.provenance`; the title cell's other text after it);
-* error outputs and stderr streams dropped (tracebacks, warnings, tqdm's progress bars write there);
+* a failed cell shown as failed, never hidden: its error output kept (the traceback) under a line saying the cell
+  raised in the book's run (:data:`FAILED_NOTE`), the cell tagged ``labkit-failed`` (framed by the site's CSS) and its
+  code left expanded; :func:`failures` names the failed cells, for the build to stop on them;
+* stderr streams dropped (warnings; tqdm's progress bars write there);
 * each plotly figure (``application/vnd.plotly.v1+json``) rendered to an HTML ``<div>`` that the site's own
   ``plotly.min.js`` draws (live: hover, zoom; no CDN);
 * each widget view (``application/vnd.jupyter.widget-view+json``, which a static page cannot draw) replaced by what it
@@ -11,17 +14,19 @@
   progress bars dropped;
 * an exercise's check that says "Not yet" (the book leaves every exercise unanswered: ``answer = ...``) replaced by a
   line saying the exercise is the reader's, and how to check an answer;
-* claims cells (the code after a "Check the lesson" heading, or printing "All claims hold") tagged ``hide-input`` so
-  the builder collapses the code and shows the verdict line;
+* the cells a notebook collapses (``jupyter.source_hidden``: its claims and assertion cells) tagged ``hide-input``,
+  so that the builder collapses their code too and shows their verdict lines;
+* test-only cells (:func:`is_test_only`: each statement an ``if`` on ``labkit.under_test()``) tagged ``remove-input``:
+  their code (the test run's presses) left out, what they showed kept under a line saying what the run did there;
 * every absolute path of the building machine (the repository, ``$HOME``, ``$LABKIT_HOME``, the temp folder) replaced
   by a neutral name.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 
@@ -39,7 +44,40 @@ UNRECORDED_NOTE = ("*A live widget (a panel, stepper or figure that redraws as t
 NOT_YET = "❌ **Not yet.**"
 EXERCISE_NOTE = ("*An exercise for you: the book leaves it unanswered. In the lab (`make lab`), write your answer in "
                  "the cell above, run it, then run this cell: it checks your answer against the run.*")
-CLAIMS_HEADING = re.compile(r"^#+ .*check the lesson", re.I | re.M)
+#: Over a failed cell's error (``{error}``: its name and message), on the page.
+FAILED_NOTE = ("❌ **This cell failed in the book's run** ({error}): its error is below, as raised. The run is a "
+               "failed run: what this page shows after this cell may lack what the cell would have made.")
+#: What a test-only cell's outputs show in place of its code (its ``if labkit.under_test():`` branches).
+TEST_ONLY_NOTE = ("*The book's run, like the test run, did here what the cell's `if labkit.under_test():` branch does "
+                  "(pressing the control panel's buttons for you); its code is left out. In the lab (`make lab`) "
+                  "this cell leaves the playground to you.*")
+
+
+def is_test_only(source: str) -> bool:
+    """True when the code cell ``source`` is a test run's alone: every statement is an ``if`` whose condition calls
+    ``labkit.under_test()`` (:mod:`labkit.testmode`); False for code that does not parse, or that also defines or
+    runs something for the learner (a ``def`` beside the ``if``)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(node, ast.If) and any(
+        isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.under_test" for call in ast.walk(node.test))
+        for node in body)
+
+
+def _error_line(out: dict) -> str:
+    """An error output's name and the first line of its message (``AssertionError: 3 != 4``)."""
+    message = str(out.get("evalue", "")).strip().splitlines()
+    return f"{out.get('ename', 'error')}: {message[0][:300]}" if message else str(out.get("ename", "error"))
+
+
+def failures(nb: dict) -> list[str]:
+    """The failed cells of the executed notebook ``nb`` (nbformat 4, as a dict), one line each, in order:
+    ``cell <index> (id <cell id>) raised <error name>: <its message's first line>``, the index counted from 0 in the
+    notebook as it is (the executed copy has the source's cells)."""
+    return [f"cell {i} (id {cell.get('id', '?')}) raised {_error_line(out)}" for i, cell in enumerate(nb["cells"])
+            for out in cell.get("outputs", []) if out.get("output_type") == "error"]
 
 
 def local_paths() -> list[tuple[str, str]]:
@@ -84,8 +122,12 @@ def recorded(parts: list[dict], first_id: int) -> list[dict]:
         else:
             body = f'<div class="labkit-recording">{part["html"]}</div>'
         out.append({"output_type": "display_data", "metadata": {}, "data": {"text/html": body}})
-    note = RECORDING_NOTE if parts else UNRECORDED_NOTE
-    return out + [{"output_type": "display_data", "metadata": {}, "data": {"text/markdown": note}}]
+    return out + [_markdown(RECORDING_NOTE if parts else UNRECORDED_NOTE)]
+
+
+def _markdown(text: str) -> dict:
+    """A display output (nbformat 4) showing the Markdown ``text``."""
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": text}}
 
 
 def _is_progress_bar(state: dict, model_id: str) -> bool:
@@ -103,19 +145,19 @@ def page(nb: dict, prov: str) -> dict:
     widgets = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     state = widgets.get("state", {})
     recordings = nb.get("metadata", {}).get("labkit_book", {}).get("recordings", {})
-    claims = False
     figures = 0
     for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            claims = bool(CLAIMS_HEADING.search("".join(cell["source"]))) or (claims and not
-                                                                               "".join(cell["source"]).startswith("#"))
-            continue
         if cell["cell_type"] != "code":
             continue
         outputs = []
+        failed = False
         for out in cell.get("outputs", []):
             kind = out.get("output_type")
-            if kind == "error" or (kind == "stream" and out.get("name") == "stderr"):
+            if kind == "stream" and out.get("name") == "stderr":
+                continue
+            if kind == "error":
+                failed = True
+                outputs += [_markdown(FAILED_NOTE.format(error=f"`{_error_line(out)}`")), out]
                 continue
             data = out.get("data", {})
             if PLOTLY in data:
@@ -131,13 +173,15 @@ def page(nb: dict, prov: str) -> dict:
             elif "".join(data.get("text/markdown", "")).startswith(NOT_YET):
                 out["data"] = {"text/markdown": EXERCISE_NOTE}
             outputs.append(out)
+        metadata = cell.setdefault("metadata", {})
+        tag = ("labkit-failed" if failed else "remove-input" if is_test_only("".join(cell["source"]))
+               else "hide-input" if metadata.get("jupyter", {}).get("source_hidden") else None)
+        if tag == "remove-input":
+            outputs.insert(0, _markdown(TEST_ONLY_NOTE))
+        if tag and tag not in metadata.setdefault("tags", []):
+            metadata["tags"].append(tag)
         text = json.dumps(outputs)
         cell["outputs"] = json.loads(scrub(text, pairs)) if any(p in text for p, _ in pairs) else outputs
-        printed = "".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
-        if claims or "All claims hold" in printed:
-            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
-            if "hide-input" not in tags:
-                tags.append("hide-input")
     nb.get("metadata", {}).pop("widgets", None)
     nb.get("metadata", {}).pop("labkit_book", None)
     note = {"cell_type": "markdown", "id": "labkit-provenance", "metadata": {"tags": ["provenance"]},

@@ -6,6 +6,10 @@ outputs show the runs the text discusses and the claims cells check them (withou
 playground nobody pressed). The broker: ``LABKIT_BOOTSTRAP`` if set, else one embedded broker started here and shared
 by the notebooks (as the test suite does). After a notebook's last cell one more cell, run in the same kernel and
 removed from the saved run, records what each live widget shows at the end (:mod:`labkit.book.recording`).
+
+The kernel talks to the book over Unix sockets in a private temporary folder (jupyter_client's ``ipc`` transport),
+not TCP ports on 127.0.0.1: no other user of the machine can reach it, and ipykernel has nothing to warn about (over
+TCP it prints, at every start, that the connection is unencrypted and "susceptible to eavesdropping").
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -48,6 +53,7 @@ def _run_one(notebook: str, executed: str, labkit: str, versions: dict[str, str]
     counted as one when it failed)."""
     import nbclient
     import nbformat
+    from traitlets.config import Config
 
     start = time.monotonic()
     nb = nbformat.read(notebook, as_version=4)
@@ -57,10 +63,13 @@ def _run_one(notebook: str, executed: str, labkit: str, versions: dict[str, str]
         if cell.get("id") == recording.CELL_ID:
             cell.source = recording.source(recording.displayed(nb.cells[:cell_index]))
 
-    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_START_S, kernel_name="python3",
-                                     allow_errors=True, store_widget_state=True, on_cell_start=recorder,
-                                     resources={"metadata": {"path": str(Path(notebook).parent)}})
-    client.execute()
+    with tempfile.TemporaryDirectory(prefix="labkit-kernel-") as sockets:  # mode 0700; a short path (sun_path)
+        transport = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}})
+        client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, startup_timeout=KERNEL_START_S,
+                                         kernel_name="python3", allow_errors=True, store_widget_state=True,
+                                         on_cell_start=recorder, config=transport,
+                                         resources={"metadata": {"path": str(Path(notebook).parent)}})
+        client.execute()
     last = nb.cells.pop()
     errors = sum(1 for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error")
     try:

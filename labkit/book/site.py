@@ -53,8 +53,10 @@ exclude_patterns = ["_build"]
 '''
 
 #: The provenance note a little smaller; the article as wide as the window leaves it (no cap: a lab figure is laid out
-#: for 850 px); a live widget's recorded panel (:mod:`labkit.book.recording`) as a ruled table.
+#: for 850 px); a live widget's recorded panel (:mod:`labkit.book.recording`) as a ruled table; a cell that failed in
+#: the run (:mod:`labkit.book.clean` tags it ``labkit-failed``) framed in red.
 CSS = """.cell.tag_provenance { font-size: 0.9em; }
+.cell.tag_labkit-failed { border-left: 4px solid #c62828; padding-left: 0.6em; }
 .bd-main .bd-content .bd-article-container { max-width: none; }
 .bd-sidebar-primary { flex-shrink: 0; }
 table.labkit-recording { border-collapse: collapse; margin: 0.4em 0; }
