@@ -54,7 +54,8 @@ lab: $(STAMP) preflight
 	$(PY) -m labkit up
 
 # One archive for a venue with no network (labkit/bundle/): this platform's wheels, the jar caches of the lab's Kafka
-# release and of Spark's connector, the compiled Java code, a manifest; dist/labkit-bundle-*.tar, about 700 MB.
+# release and of Spark's connector, the compiled Java code, a manifest; dist/labkit-bundle-*.tar (its measured size:
+# bench/results/bundle.json).
 # ARGS: --out DIR, Kafka releases. The offline test (outside make test): python -m labkit.bundle.offline_check.
 .PHONY: bundle
 bundle: $(STAMP)

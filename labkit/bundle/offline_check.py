@@ -1,7 +1,7 @@
-"""The offline test of the bundle, outside ``make test`` (the archive is about 700 MB and the run takes minutes):
-build it, then set the lab up from it in a fresh copy of this checkout with no network at all, and run notebook 00.
+"""The offline test of the bundle, outside ``make test`` (the archive is large and the run takes minutes): build it,
+then set the lab up from it in a fresh copy of this checkout with no network at all, and run notebook 00.
 
-    taskset -c 1 nice -n 5 .venv/bin/python -m labkit.bundle.offline_check [--bundle ARCHIVE] [--keep]
+    taskset -c 1 nice -n 5 .venv/bin/python -m labkit.bundle.offline_check [--bundle ARCHIVE] [--keep] [--json FILE]
 
 1. The bundle, as ``make bundle`` builds it (:func:`labkit.bundle.build.build`), unless ``--bundle`` names one.
 2. A fresh folder: the checkout's files as git lists them, as they are on disk (tracked and new, not ignored: once
@@ -16,14 +16,17 @@ build it, then set the lab up from it in a fresh copy of this checkout with no n
 5. Notebook 00 headless (``pytest --nbval-lax``, on the copy's own embedded broker), with ``LABKIT_CI=1``.
 6. Maven never ran: the fresh ``HOME`` has no ``.m2``.
 
-Prints each step's wall time and the bundle's size; exit 0 only if every step passed. Leaves nothing running (each
-step's processes end with it; the notebook run stops its broker), and removes the folder unless ``--keep``.
+Prints each step's wall time and the bundle's size, and with ``--json`` writes them to that file once every step
+passed (``--json bench/results/bundle.json``: :data:`RESULTS`); exit 0 only if every step passed. Leaves nothing
+running (each step's processes end with it; the notebook run stops its broker), and removes the folder unless
+``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -38,8 +41,11 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "notebooks/00_tour.ipynb"
-#: The longest any one step may take (s): the install unpacks and installs about 700 MB, the jars step starts a broker,
-#: participants and Spark, the notebook runs about a minute; all on one CPU, on a machine twice as slow.
+#: The bundle's measured size and this check's figures, as the last passed run wrote them (``--json``): the one place
+#: of that size (the README and the run-sheet give it; tests/test_figures.py checks them against this file).
+RESULTS = ROOT / "bench" / "results" / "bundle.json"
+#: The longest any one step may take (s): the install unpacks and installs the whole bundle, the jars step starts a
+#: broker, participants and Spark, the notebook runs about a minute; all on one CPU, on a machine twice as slow.
 STEP_TIMEOUT_S = 1800
 #: Fails unless no host given (``host:port``) answers: a name (DNS) and an address (no DNS needed to try it).
 PROBE = """
@@ -106,6 +112,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m labkit.bundle.offline_check", description=__doc__.split("\n")[0])
     parser.add_argument("--bundle", type=Path, help="an archive `make bundle` wrote (default: build one into dist/)")
     parser.add_argument("--keep", action="store_true", help="keep the fresh folder (its path is printed)")
+    parser.add_argument("--json", type=Path, help=f"once every step passed, write the figures to this file (the "
+                        f"repository's: {RESULTS.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     figures: dict = {}
     if args.bundle is None:
@@ -136,6 +144,10 @@ def main(argv: list[str]) -> int:
             raise SystemExit(f"offline check FAILED: Maven ran ({folder / 'home' / '.m2'} exists)")
         figures["maven ran"] = False
         print("offline check passed: " + ", ".join(f"{k}: {v}" for k, v in figures.items()))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"archive": bundle.name, "bytes": bundle.stat().st_size,
+                                             "figures": figures}, indent=1) + "\n")
         return 0
     finally:
         if args.keep:

@@ -12,13 +12,16 @@ Sources of each requirement:
 * nothing more than the broker: 00 and 07, whose protocol facts the broker itself answers (ApiVersions,
   :mod:`labkit.kafka.api_versions`), so with ``LABKIT_BOOTSTRAP`` (docker compose) they need no Java on this machine;
 * the lab broker: every notebook; a local JVM on the Kafka jars unless ``LABKIT_BOOTSTRAP`` names another cluster;
-* memory: each notebook's peak, the whole lab's (broker, JupyterLab, kernel, participants), measured in a browser run
-  of the notebook (the hub issue's measurement); 01 and 03 are estimates, not measured.
+* memory: each notebook's peak, the whole lab's (broker, JupyterLab, kernel, participants), as ``bench/hub.py``
+  measured it on the workshop hub and wrote it to :data:`MEASURED` (:func:`measured_peaks`); a notebook without a
+  passed run there is not measured, and nothing stands in for its figure (:func:`peaks_of`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 #: Requirement keys (what a check can fail): the lab itself (OS, Python, ports, disk, packages)...
 LAB = "lab"
@@ -41,8 +44,6 @@ class Notebook:
     Attributes:
         number: the two digits of its file name (``notebooks/NN_*.ipynb``).
         title: a short name, for the report.
-        peak_mib: the whole lab's peak memory while it runs, MiB (resident, the hub issue's browser measurement).
-        estimate: ``peak_mib`` is an estimate, not a measurement.
         needs: the requirement keys it uses besides :data:`LAB` and the lab broker.
         partly: what of it still runs when only its JDK is missing: no ``javac``, or, while the lab uses another
             cluster (``LABKIT_BOOTSTRAP``), no Java at all (``""``: nothing).
@@ -50,27 +51,61 @@ class Notebook:
 
     number: str
     title: str
-    peak_mib: int
-    estimate: bool
     needs: frozenset[str]
     partly: str = ""
 
 
-#: JupyterLab's own share of the memory, MiB, left out of notebook 04's measurement (1945 MiB without it).
-JUPYTERLAB_MIB = 126
-
 NOTEBOOKS: tuple[Notebook, ...] = (
-    Notebook("00", "tour", 780, False, frozenset()),
-    Notebook("01", "idempotence", 900, True, frozenset({JAVAC, JVM}),
-             partly="parts 1-3 and 5-7 run; part 4 needs a JDK"),
-    Notebook("02", "zombie fencing", 1577, False, frozenset({JAVAC, JVM})),
-    Notebook("03", "isolation levels", 900, True, frozenset({JAVAC, JVM})),
-    Notebook("04", "Spark pipeline", 1945 + JUPYTERLAB_MIB, False, frozenset({JVM, SPARK_JARS})),
-    Notebook("05", "unassigned partition", 1010, False, frozenset({JAVAC, JVM, KAFKA_JARS})),
-    Notebook("06", "share groups", 1048, False, frozenset({JAVAC, JVM})),
-    Notebook("07", "share transactions", 955, False, frozenset()),
-    Notebook("08", "broker crashes", 1469, False, frozenset({JAVAC, JVM, KAFKA_JARS})),
+    Notebook("00", "tour", frozenset()),
+    Notebook("01", "idempotence", frozenset({JAVAC, JVM}), partly="parts 1-3 and 5-7 run; part 4 needs a JDK"),
+    Notebook("02", "zombie fencing", frozenset({JAVAC, JVM})),
+    Notebook("03", "isolation levels", frozenset({JAVAC, JVM})),
+    Notebook("04", "Spark pipeline", frozenset({JVM, SPARK_JARS})),
+    Notebook("05", "unassigned partition", frozenset({JAVAC, JVM, KAFKA_JARS})),
+    Notebook("06", "share groups", frozenset({JAVAC, JVM})),
+    Notebook("07", "share transactions", frozenset()),
+    Notebook("08", "broker crashes", frozenset({JAVAC, JVM, KAFKA_JARS})),
 )
+#: The notebooks' measured memory: what ``bench/hub.py --json`` wrote (one attendee on a real hub, each notebook run
+#: whole in turn; the peak PSS of all their processes). Package data, so that every way labkit is installed has it: the
+#: checkout, the hub's copy of ``labkit/`` (:data:`labkit.hub.install.COPIED`), a wheel (pyproject.toml's
+#: ``package-data``), the bundle's fresh checkout.
+MEASURED = Path(__file__).with_name("hub-memory.json")
+
+
+def measured_peaks(path: Path = MEASURED) -> dict[str, int]:
+    """Each measured notebook's peak (:func:`peaks_of`) in ``bench/hub.py``'s JSON at ``path``.
+
+    Raises:
+        OSError: no file at ``path`` (an install without it).
+        ValueError: the file is not ``bench/hub.py``'s JSON (the message names it).
+    """
+    try:
+        measured = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not bench/hub.py's JSON, nor any JSON: {exc}") from None
+    try:
+        return peaks_of(measured)
+    except ValueError as exc:
+        raise ValueError(f"{path} is {exc}") from None
+
+
+def peaks_of(measured: dict) -> dict[str, int]:
+    """Each measured notebook's peak: two-digit number -> MiB, the proportional set size of the whole lab (broker,
+    JupyterLab, kernel, participants) summed at its peak, from ``measured`` (``bench/hub.py``'s JSON, parsed). Only
+    runs that passed count (``error`` null, a ``peak_mib``): a notebook whose run failed, or that was not run, is not
+    there.
+
+    Raises:
+        ValueError: ``measured`` is not ``bench/hub.py``'s figures (the message says what they hold).
+    """
+    try:
+        return {row["notebook"][:2]: int(row["peak_mib"]) for row in measured["notebooks"]
+                if row.get("error") is None and row.get("peak_mib") is not None}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not bench/hub.py's JSON (a list of rows under \"notebooks\", each with \"notebook\", "
+                         f"\"error\" and \"peak_mib\"): {type(exc).__name__} {exc}; write it again with "
+                         "`bench/hub.py --json`") from None
 
 
 def needs_of(notebook: Notebook, external_broker: bool) -> frozenset[str]:
