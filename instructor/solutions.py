@@ -1,6 +1,7 @@
 """Reference solutions of the notebooks' exercises, for instructors, and one wrong answer per exercise.
 ``tests/test_exercise.py`` runs every check with both: the solution must be judged right and the wrong answer
-not, with a hint, so that no check can pass vacuously. Keys are the notebooks' numbers."""
+wrong, with a hint (neither unanswered nor an error: a check raises only when the lab failed), so that no check can
+pass vacuously. Keys are the notebooks' numbers."""
 
 def finish_batch(producer, consumer, offsets):
     """02: the input offsets join the transaction, with the group's metadata (KIP-447)."""

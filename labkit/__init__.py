@@ -4,8 +4,9 @@ The names a notebook uses are here, imported when first used (a participant proc
 ``labkit.crashlab.run``, pays for none of them): ``import labkit`` then ``labkit.connect()``,
 ``labkit.Experiment(...)``, ``labkit.timeline_figure(...)``; ``labkit.under_test()`` tells a CI-only cell whether the
 test runner runs it (``LABKIT_CI``, :mod:`labkit.testmode`). Each lesson's own functions are in
-``labkit.lessons.<notebook name>``. In a kernel on the workshop hub, importing labkit starts reporting exercise
-verdicts and claims cells to the instructor's live view (:mod:`labkit.hub.report`).
+``labkit.lessons.<notebook name>``; a notebook's claims cell ends with ``labkit.claims_hold("All claims hold ...")``
+(:mod:`labkit.claims`). In a kernel on the workshop hub, importing labkit starts reporting exercise checks and claims
+cells to the instructor's live view (:mod:`labkit.hub.report`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _PUBLIC = {
     "StandaloneCluster": "labkit.spark.cluster",
     "wait_for": "labkit.waiting", "wait_until": "labkit.waiting",
     "under_test": "labkit.testmode",
+    "claims_hold": "labkit.claims",
 }
 #: Public module name -> the module.
 _MODULES = {"records": "labkit.kafka.records", "logview": "labkit.logview"}

@@ -196,7 +196,7 @@ def test_page_offline_in_chromium(served: str) -> None:
 
 def test_clean_page_of_a_made_up_run() -> None:
     """The cleaning on a made-up run: stderr and progress bars dropped; a plotly figure drawn from the page's
-    plotly.js; a panel without a recording noted as a live widget; an unanswered exercise's "Not yet" replaced by a
+    plotly.js; a panel without a recording noted as a live widget; an unanswered exercise's "Your answer first" replaced by a
     line saying the exercise is the reader's; the collapsed (claims) cell's input hidden; a test-only cell's code left
     out, its output kept under the note, while a cell that also defines something for the learner stays shown; the
     repository's path scrubbed; the provenance note right under the title, the title cell's other text after it."""

@@ -1,30 +1,50 @@
 """Every notebook exercise checked both ways (issue 12): the reference solution is judged right, a wrong answer
-is not and gets a hint; an unanswered exercise asks for an answer. Real broker, real runs."""
+is not and gets a hint; an unanswered exercise asks for an answer (issue 48: unanswered, wrong and right are three
+states, and a check that could not judge, the broker or the run failing, raises: an error, never a wrong answer).
+Real broker, real runs."""
 
+import ast
 import json
 import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from instructor.solutions import SOLUTIONS, WRONG
+from labkit import marks
+from labkit.broker.ports import free_port
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.proxy import FaultProxy
 from labkit.share.check import check_share
 from labkit.spark.timeline import batch_rows
-from labkit.exercise import UNANSWERED, Verdict, compare, unanswered
+from labkit.exercise import ERROR_NOTE, UNANSWERED, CheckError, Verdict, compare, unanswered
 from labkit.lessons import broker_crashes, fencing, idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
 from tests.test_spark_timeline import transactional_history
 
 ORDERS = ("ack_first", "sink_first")
+REPO = Path(__file__).parents[1]
 
 
 def both_ways(check, exercise: str, hint: str) -> None:
     """``check(answer)`` is right for the solution, wrong (with ``hint`` in its message) for the wrong answer,
-    and asks for an answer while there is none."""
+    and unanswered, asking for an answer, while there is none."""
     right, wrong, blank = check(SOLUTIONS[exercise]), check(WRONG[exercise]), check(UNANSWERED)
-    assert right.ok, right
-    assert not wrong.ok and hint in wrong.message, wrong
-    assert not blank.ok and "in place of `...`" in blank.message
+    assert right.ok and right.state == "right", right
+    assert not wrong.ok and wrong.state == "wrong" and hint in wrong.message, wrong
+    assert not blank.ok and blank.state == "unanswered" and "in place of `...`" in blank.message
+
+
+@pytest.fixture
+def heard():
+    """The marks published while the test runs (:mod:`labkit.marks`), as ``[(kind, state)]``."""
+    got: list[tuple[str, str]] = []
+    observer = lambda kind, state: got.append((kind, state))  # noqa: E731
+    marks.subscribe(observer)
+    yield got
+    marks.unsubscribe(observer)
 
 
 def test_every_notebook_exercise_ships_unanswered_with_a_solution_and_a_wrong_answer():
@@ -38,15 +58,65 @@ def test_every_notebook_exercise_ships_unanswered_with_a_solution_and_a_wrong_an
 
 
 def test_verdicts():
-    assert unanswered(3, "a number") is None
-    assert compare(1, 1, "yes", "no") == Verdict(True, "yes") and not compare(1, 2, "yes", "no").ok
-    assert Verdict(False, "try again")._repr_markdown_().startswith("❌ **Not yet.**")
+    assert unanswered(3, "a number") is None and unanswered(..., "a number").state == "unanswered"
+    assert compare(1, 1, "yes", "no") == Verdict("right", "yes") and compare(1, 2, "yes", "no") == Verdict("wrong", "no")
+    assert Verdict("wrong", "try again")._repr_markdown_().startswith("❌ **Not yet.**")
+    assert Verdict("unanswered", "write it")._repr_markdown_().startswith("✏️ **Your answer first.**")
+    assert [repr(Verdict(s, "m")) for s in ("right", "wrong", "unanswered")] == ["RIGHT: m", "NOT YET: m",
+                                                                               "UNANSWERED: m"]
+    with pytest.raises(ValueError, match="one of unanswered, wrong, right"):
+        Verdict("error", "a check that could not judge raises")
+
+
+def test_a_verdict_is_a_value_that_publishes_nothing(heard):
+    Verdict("right", "made, compared, shown")._repr_markdown_()
+    unanswered(..., "a number")
+    assert heard == []
+
+
+def test_a_check_publishes_unanswered_wrong_right_or_error_once_each(heard):
+    """The four outcomes of a check as marks, in order: the model's exercise (07) unanswered, wrong, right; 04's
+    check on a run that skipped no replay raises (the lab's failure) with the note saying so, an ``error`` mark."""
+    check = share_transactions.check_abort_prediction
+    assert [check(a).state for a in (UNANSWERED, WRONG["07"], SOLUTIONS["07"])] == ["unanswered", "wrong", "right"]
+    rows = batch_rows(transactional_history(), "in", "out")[:1]  # batch 0 only: its replay ran
+    with pytest.raises(CheckError, match="No replay was skipped") as raised:
+        spark_pipeline.check_skip_point("after_commit", rows)
+    assert raised.value.__notes__ == [ERROR_NOTE]
+    assert heard == [("exercise", "unanswered"), ("exercise", "wrong"), ("exercise", "right"), ("exercise", "error")]
+
+
+def test_every_check_is_marked_and_no_exercise_nor_lesson_imports_the_hub():
+    """Read from the sources (nothing imported): each lesson's ``check_...`` is decorated ``@marked``; labkit.exercise,
+    labkit.marks, labkit.claims and every lesson import nothing of labkit.hub; and importing labkit.exercise in a
+    fresh interpreter loads none of it."""
+    checks, hub = [], []
+    for path in [REPO / "labkit" / f"{m}.py" for m in ("exercise", "marks", "claims")] + \
+            sorted((REPO / "labkit" / "lessons").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
+                checks.append((path.stem, node.name, [ast.unparse(d) for d in node.decorator_list]))
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module \
+                else []
+            hub += [(path.stem, n) for n in names if n.startswith("labkit.hub") or n == "labkit.hub"]
+    assert len(checks) == 9 and all(d == ["marked"] for *_, d in checks), checks
+    assert hub == [], hub
+    loaded = subprocess.run([sys.executable, "-c", "import sys, labkit.exercise\n"
+                             "print(sorted(m for m in sys.modules if m.startswith('labkit.hub')))"],
+                            env={"PATH": "/usr/bin:/bin"}, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 
 
 def test_00_predict_the_isolation_levels(bootstrap):
     topic = tour.quiz_topic(bootstrap)
     both_ways(lambda a: tour.check_prediction(bootstrap, topic, a), "00", "skips what an aborted transaction wrote")
     assert "exactly two keys" in tour.check_prediction(bootstrap, topic, {"read_committed": []}).message
+
+
+def test_00_an_answer_whose_values_are_not_lists_is_wrong_not_an_error():
+    verdict = tour.check_prediction("127.0.0.1:1", "t", {"read_committed": 3, "read_uncommitted": None})  # no broker
+    assert verdict.state == "wrong" and "list of values" in verdict.message, verdict
 
 
 def test_01_pick_the_configs_that_stop_the_duplicates(broker, tmp_path):
@@ -71,7 +141,7 @@ def test_01_pick_the_configs_that_stop_the_duplicates(broker, tmp_path):
                                           wrong.message), wrong
         assert "proxy lost 3 responses" in wrong.message and "at most once" in wrong.message, wrong
     assert "_MSG_TIMED_OUT" in timed_out.message, timed_out
-    assert not blank.ok and "in place of `...`" in blank.message
+    assert blank.state == "unanswered" and "in place of `...`" in blank.message
     assert len(exp.participants) == 4  # the blank answer ran nothing
 
 
@@ -87,13 +157,38 @@ def test_01_a_clean_log_without_one_producer_id_is_not_right(broker, tmp_path, m
     assert not verdict.ok and verdict.message.startswith("The partition leader knows 0 producer id(s)"), verdict
 
 
+def test_01_configs_the_client_refuses_are_wrong_before_any_run(tmp_path):
+    """Each refused when the client is made (librdkafka's own checks, in this process): no run, no broker needed."""
+    exp = Experiment("exercise01-refused", "127.0.0.1:1", folder=tmp_path)
+    with FaultProxy(free_port(), free_port()) as proxy:
+        verdicts = [idempotence.check_configs(exp, proxy, answer) for answer in (
+            {"acks": "most"}, {"linger.msec": 5}, {"transactional.id": "t"},
+            {"enable.idempotence": True, "max.in.flight.requests.per.connection": 10})]
+    for verdict, why in zip(verdicts, ("Invalid value", "No such configuration property", "requires",
+                                       "must be set <= 5")):
+        assert verdict.state == "wrong" and verdict.message.startswith("The client refuses these configs: "), verdict
+        assert why in verdict.message, verdict
+    assert not exp.participants
+
+
+def test_01_a_broker_that_does_not_answer_is_an_error_not_a_wrong_answer(tmp_path, heard):
+    exp = Experiment("exercise01-down", f"127.0.0.1:{free_port()}", folder=tmp_path)  # nothing listens there
+    with FaultProxy(free_port(), free_port()) as proxy, pytest.raises(TimeoutError) as raised:  # creating its topic
+        idempotence.check_configs(exp, proxy, SOLUTIONS["01"])
+    assert ERROR_NOTE in raised.value.__notes__ and heard == [("exercise", "error")]
+
+
+def raises_in_the_step(producer, consumer, offsets):  # 02, wrong: the group's metadata left out
+    producer.send_offsets_to_transaction(offsets)
+
+
 def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
     # the answer is the code the processor runs, so each answer needs a real run of its own: the three run side by
     # side, each in its own experiment (own topics, group and transactional.id)
     def nothing(producer, consumer, offsets):  # offsets never committed: the restart reads everything again
         pass
 
-    answers = {"right": SOLUTIONS["02"], "wrong": WRONG["02"], "nothing": nothing}
+    answers = {"right": SOLUTIONS["02"], "wrong": WRONG["02"], "nothing": nothing, "raises": raises_in_the_step}
     with ThreadPoolExecutor(len(answers)) as pool:
         runs = {key: pool.submit(fencing.check_offsets_step, Experiment(f"exercise02-{key}", bootstrap, folder=tmp_path),
                                  answer) for key, answer in answers.items()}
@@ -101,11 +196,28 @@ def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
     assert verdicts["right"].ok, verdicts["right"]
     assert not verdicts["wrong"].ok and "same transaction as the outputs" in verdicts["wrong"].message, verdicts["wrong"]
     assert not verdicts["nothing"].ok and "Which producer call" in verdicts["nothing"].message, verdicts["nothing"]
+    # the learner's step raised in the processor: a wrong answer, its error quoted, not the lab's failure
+    raised = verdicts["raises"]
+    assert raised.state == "wrong" and "after running your raises_in_the_step" in raised.message, raised
+    assert "TypeError" in raised.message, raised
     exp = Experiment("exercise02", bootstrap, folder=tmp_path)  # answers refused before any run
     blank = fencing.check_offsets_step(exp, UNANSWERED)
-    assert not blank.ok and "in place of `...`" in blank.message
+    assert blank.state == "unanswered" and "in place of `...`" in blank.message
     assert "with def" in fencing.check_offsets_step(exp, print).message
+    assert "with def" in fencing.check_offsets_step(exp, lambda p, c, o: None).message  # no name to call it by
     assert not exp.participants
+
+
+def test_02_a_run_that_failed_before_the_step_ran_is_an_error(tmp_path, monkeypatch, heard):
+    """The processor failed before it ever ran the learner's step (here: it never started; a broker gone, a lab
+    bug): the check raises, never a wrong answer."""
+    def lab_failed(exp, step):
+        raise RuntimeError("processor-1 ended failed: COORDINATOR_NOT_AVAILABLE, not crashed after your step")
+
+    monkeypatch.setattr(fencing, "offsets_step_run", lab_failed)
+    with pytest.raises(RuntimeError, match="COORDINATOR_NOT_AVAILABLE"):
+        fencing.check_offsets_step(Experiment("exercise02-lab", "127.0.0.1:1", folder=tmp_path), SOLUTIONS["02"])
+    assert heard == [("exercise", "error")]
 
 
 def test_03_predict_the_lso(bootstrap):
@@ -116,7 +228,8 @@ def test_04_the_crash_point_whose_replay_is_skipped():
     # a sink B run as the timeline tests write it: batch 1's driver dies after_commit, its replay is skipped
     rows = batch_rows(transactional_history(), "in", "out")
     both_ways(lambda a: spark_pipeline.check_skip_point(a, rows), "04", "after the Kafka commit but before")
-    assert "No replay was skipped" in spark_pipeline.check_skip_point("after_commit", rows[:1]).message
+    with pytest.raises(CheckError, match="No replay was skipped"):  # the run, not the answer: no verdict
+        spark_pipeline.check_skip_point("after_commit", rows[:1])
 
 
 def test_05_write_the_guard(bootstrap, tmp_path):
@@ -132,6 +245,11 @@ def test_06_choose_the_acknowledgement_order(bootstrap, tmp_path):
     runs = {order: check_share(exp.history.events(), topic=topic, sink=True) for order, topic in topics.items()}
     both_ways(lambda a: share_groups.check_order(a, runs), "06", "cannot seek() back to it")
     assert "one of" in share_groups.check_order("both", runs).message
+
+
+def test_06_an_answer_of_the_wrong_type_is_wrong_not_an_error():
+    verdict = share_groups.check_order(["sink_first"], dict.fromkeys(ORDERS))  # refused before the runs are read
+    assert verdict.state == "wrong" and verdict.message.startswith("The answer is one of"), verdict
 
 
 def test_07_predict_an_abort_modelled():

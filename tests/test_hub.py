@@ -345,7 +345,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         instructor = first.context.browser.new_page(viewport={"width": 1280, "height": 800})
         _sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")
         for name in attendees:
-            drive.wait_for_live_marks(instructor, name, "^E[✓✗]C✓$")
+            drive.wait_for_live_marks(instructor, name, "^E…C✓$")  # its exercise left unanswered, its claims held
 
     # A cannot read B's files nor signal B's broker (real PermissionErrors), nor connect to any of B's broker ports
     a, b = (entries[n] for n in attendees[:2])
@@ -412,21 +412,26 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
 
 # --- the instructor's live view on the same hub (labkit/hub/liveview.py; its other tests: tests/test_hub_liveview.py)
 
-#: An attendee's cells: a claims cell failing then passing, an exercise check wrong then right (notebook 00's
-#: session), and two reports the service must refuse, sent from the kernel with the kernel's own means.
-SETUP = "import os\nimport labkit\nfrom labkit.exercise import compare\nfrom labkit.hub import report\n" \
-        "print(os.path.basename(os.environ['JPY_SESSION_NAME']), report._reporter is not None)"
-CLAIMS_FAIL = 'assert 1 + 1 == 3, "a claim that does not hold"\nprint("All claims hold on the real broker.")'
-EXERCISE_WRONG = 'compare(2, 3, "Right.", "Not yet: count again.")'
-CLAIMS_PASS = 'assert 1 + 1 == 2\nprint("All claims hold on the real broker.")'
-EXERCISE_RIGHT = 'compare(2, 1 + 1, "Right.", "Not yet: count again.")'
+#: An attendee's cells (notebook 00's session): an exercise check unanswered, wrong, raising (the lab's error), then
+#: right; a claims cell failing then holding; and two reports the service must refuse, sent from the kernel with the
+#: kernel's own means. Each run of cells is a new kernel: SETUP first.
+SETUP = ("import os\nimport labkit\nfrom labkit.exercise import compare, marked, unanswered\n"
+         "from labkit.hub import report\n"
+         "@marked\ndef check(answer):\n"
+         "    if answer == 'outage':\n        raise ConnectionError('the broker did not answer')\n"
+         "    return unanswered(answer, 'a number') or compare(2, answer, 'Right.', 'Not yet: count again.')\n"
+         "print(os.path.basename(os.environ['JPY_SESSION_NAME']), report._reporter is not None)")
+EXERCISE_UNANSWERED, EXERCISE_WRONG, EXERCISE_ERROR, EXERCISE_RIGHT = (
+    "check(...)", "check(3)", "check('outage')", "check(1 + 1)")
+CLAIMS_FAIL = 'assert 1 + 1 == 3, "a claim that does not hold"\nlabkit.claims_hold("All claims hold on the real broker.")'
+CLAIMS_PASS = 'assert 1 + 1 == 2\nlabkit.claims_hold("All claims hold on the real broker.")'
 KERNEL_S = 240  # a kernel's start and a cell's reply on a loaded 2-core machine
 
 
 def _refused_cell(other: str) -> str:
     """A cell sending, with the kernel's own means, a report with a bad token and one naming ``other``."""
     return ("url, token = os.environ[report.URL_ENV], os.environ[report.TOKEN_ENV]\n"
-            "claim = {'notebook': '01', 'kind': 'claims', 'ok': True}\n"
+            "claim = {'notebook': '01', 'kind': 'claims', 'state': 'held'}\n"
             f"print(report.send(url, 'x' + token[1:], claim), report.send(url, token, {{**claim, 'user': {other!r}}}))")
 
 
@@ -451,14 +456,19 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         assert instructor.url.startswith(view), instructor.url
         drive.wait_for_live_marks(instructor, a, "^E·C·$")  # signed in, nothing run yet
 
-        setup, claims_fail, wrong = drive.run_cells(page_a, url, a, [SETUP, CLAIMS_FAIL, EXERCISE_WRONG],
-                                                    timeout_s=KERNEL_S)
+        setup, asked = drive.run_cells(page_a, url, a, [SETUP, EXERCISE_UNANSWERED], timeout_s=KERNEL_S)
         assert (setup["status"], setup["output"].split()) == ("ok", ["00_tour.ipynb", "True"]), setup
+        assert "UNANSWERED" in asked["output"], asked
+        drive.wait_for_live_marks(instructor, a, "^E…C·$")  # the open page refreshed itself: not answered, not wrong
+        _, claims_fail, wrong = drive.run_cells(page_a, url, a, [SETUP, CLAIMS_FAIL, EXERCISE_WRONG], timeout_s=KERNEL_S)
         assert claims_fail["status"] == "error" and "a claim that does not hold" in claims_fail["output"]
         assert "NOT YET" in wrong["output"], wrong
-        drive.wait_for_live_marks(instructor, a, "^E✗C✗$")  # the open page refreshed itself
-        right, claims_pass, refused = drive.run_cells(page_a, url, a, [EXERCISE_RIGHT, CLAIMS_PASS, _refused_cell(b)],
-                                                      timeout_s=KERNEL_S)
+        drive.wait_for_live_marks(instructor, a, "^E✗C✗$")
+        _, outage = drive.run_cells(page_a, url, a, [SETUP, EXERCISE_ERROR], timeout_s=KERNEL_S)
+        assert outage["status"] == "error" and "the broker did not answer" in outage["output"], outage
+        drive.wait_for_live_marks(instructor, a, "^E!C✗$")  # the lab's error, not the learner's wrong answer
+        _, right, claims_pass, refused = drive.run_cells(page_a, url, a, [SETUP, EXERCISE_RIGHT, CLAIMS_PASS,
+                                                                         _refused_cell(b)], timeout_s=KERNEL_S)
         assert "RIGHT" in right["output"] and claims_pass["status"] == "ok", (right, claims_pass)
         assert refused["output"].split() == ["403", "400"], refused  # a bad token; a report naming another user
         drive.wait_for_live_marks(instructor, a, "^E✓C✓$")
@@ -495,7 +505,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
 
 def test_a_report_without_a_known_token_is_refused(hub):
     report_url = f"{hub['url']}services/liveview/api/report"
-    claim = {"notebook": "00", "kind": "claims", "ok": True}
+    claim = {"notebook": "00", "kind": "claims", "state": "held"}
     assert report.send(report_url.removesuffix("api/report"), "not-a-token", claim) == 403
     request = urllib.request.Request(report_url, data=json.dumps(claim).encode(), method="POST")
     with pytest.raises(urllib.error.HTTPError) as refused:

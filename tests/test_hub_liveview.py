@@ -1,9 +1,9 @@
-"""The instructor's live view (labkit/hub/liveview.py, verdicts.py, report.py, observed.py; issue 38).
+"""The instructor's live view (labkit/hub/liveview.py, page.py, verdicts.py, report.py, observed.py; issues 38, 48).
 
-The store and what a report may say, the kernel side's hook in a real IPython shell reporting to a real HTTP server
-(never slowing a cell, failures logged once), and the broker observation against the test session's real broker. The
-live view on a real hub, in a real browser, is tested in tests/test_hub.py, on that file's hub (one hub start for
-both).
+The store and what a report may say, the table telling each mark's state apart, the kernel side's hook in a real
+IPython shell reporting to a real HTTP server (never slowing a cell, failures logged once), and the broker observation
+against the test session's real broker. The live view on a real hub, in a real browser, is tested in
+tests/test_hub.py, on that file's hub (one hub start for both).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import http.server
 import json
 import logging
 import os
+import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import stat
@@ -21,21 +23,27 @@ import time
 
 import pytest
 
-from labkit.hub import observed, report, verdicts
+from labkit import claims, marks
+from labkit.hub import observed, page, report, verdicts
 from labkit.workspace import SOURCES
 
 # --- the store and what a report may say ---------------------------------------------------------------------------
 
 
-def test_a_report_names_a_notebook_a_kind_and_an_outcome_only():
-    assert verdicts.parse_report(b'{"notebook": "03", "kind": "claims", "ok": false}') == ("03", "claims", False)
+def test_a_report_names_a_notebook_a_kind_and_a_state_of_that_kind_only():
+    assert verdicts.parse_report(b'{"notebook": "03", "kind": "claims", "state": "failed"}') == ("03", "claims", "failed")
+    assert [verdicts.parse_report(json.dumps({"notebook": "00", "kind": "exercise", "state": s}).encode())[2]
+            for s in ("unanswered", "wrong", "right", "error")] == ["unanswered", "wrong", "right", "error"]
     for body, why in [
-        (b'{"notebook": "00", "kind": "claims", "ok": true, "user": "bob"}', "the user is the token's"),
-        (b'{"notebook": "09", "kind": "claims", "ok": true}', "notebook must be one of"),
-        (b'{"notebook": "00", "kind": "grade", "ok": true}', "kind must be one of"),
-        (b'{"notebook": "00", "kind": "exercise", "ok": 1}', "ok must be true or false"),
+        (b'{"notebook": "00", "kind": "claims", "state": "held", "user": "bob"}', "the user is the token's"),
+        (b'{"notebook": "09", "kind": "claims", "state": "held"}', "notebook must be one of"),
+        (b'{"notebook": "00", "kind": "grade", "state": "held"}', "kind must be one of"),
+        (b'{"notebook": "00", "kind": "exercise", "state": "held"}', "state must be one of unanswered, wrong, right"),
+        (b'{"notebook": "00", "kind": "claims", "state": "right"}', "state must be one of held, failed, error"),
+        (b'{"notebook": "00", "kind": "exercise", "state": 1}', "state must be one of"),
+        (b'{"notebook": "00", "kind": "exercise", "ok": false}', "exactly the fields"),  # an earlier labkit's
         (b'{"notebook": "00"}', "exactly the fields"), (b"[1]", "exactly the fields"), (b"{", "a JSON object"),
-        (b'{"notebook": "00", "kind": "exercise", "ok": true, "x": "' + b"a" * 2000 + b'"}', "at most 1024 bytes"),
+        (b'{"notebook": "00", "kind": "exercise", "state": "right", "x": "' + b"a" * 2000 + b'"}', "at most 1024 bytes"),
     ]:
         with pytest.raises(verdicts.BadReport, match=why):
             verdicts.parse_report(body)
@@ -45,19 +53,69 @@ def test_the_notebooks_a_report_may_name_are_the_lab_s():
     assert verdicts.NOTEBOOKS == tuple(sorted(p.name[:2] for p in SOURCES.glob("[0-9][0-9]_*.ipynb")))
 
 
-def test_the_store_keeps_the_latest_outcome_and_counts_the_reports(tmp_path):
+def test_the_store_keeps_the_latest_state_and_counts_the_reports(tmp_path):
     store = verdicts.Store(tmp_path / verdicts.FILE_NAME)
     assert stat.S_IMODE((tmp_path / verdicts.FILE_NAME).stat().st_mode) == 0o600
-    store.record("ada", "00", "exercise", False, at=100.0)
-    store.record("ada", "00", "exercise", True, at=160.0)
-    store.record("ada", "00", "claims", False, at=170.0)
-    store.record("bob", "01", "claims", True, at=180.0)
+    store.record("ada", "00", "exercise", "unanswered", at=100.0)
+    store.record("ada", "00", "exercise", "error", at=130.0)
+    store.record("ada", "00", "exercise", "right", at=160.0)
+    store.record("ada", "00", "claims", "failed", at=170.0)
+    store.record("bob", "01", "claims", "held", at=180.0)
     store.close()
     again = verdicts.Store(tmp_path / verdicts.FILE_NAME)  # kept across a restart of the service
     assert again.marks() == {
-        "ada": {("00", "exercise"): verdicts.Mark(True, 160.0, 2), ("00", "claims"): verdicts.Mark(False, 170.0, 1)},
-        "bob": {("01", "claims"): verdicts.Mark(True, 180.0, 1)}}
+        "ada": {("00", "exercise"): verdicts.Mark("right", 160.0, 3), ("00", "claims"): verdicts.Mark("failed", 170.0, 1)},
+        "bob": {("01", "claims"): verdicts.Mark("held", 180.0, 1)}}
     again.close()
+
+
+def test_a_store_an_earlier_labkit_wrote_is_converted_as_its_view_showed_it(tmp_path):
+    path = tmp_path / verdicts.FILE_NAME
+    with sqlite3.connect(path) as old:  # issue 38's schema: right or not, held or not
+        old.execute("CREATE TABLE marks (user TEXT NOT NULL, notebook TEXT NOT NULL, kind TEXT NOT NULL, ok INTEGER "
+                    "NOT NULL, at REAL NOT NULL, reports INTEGER NOT NULL, PRIMARY KEY (user, notebook, kind))")
+        old.executemany("INSERT INTO marks VALUES (?, ?, ?, ?, ?, ?)", [
+            ("ada", "00", "exercise", 1, 10.0, 2), ("ada", "00", "claims", 0, 11.0, 1),
+            ("bob", "00", "exercise", 0, 12.0, 4), ("bob", "00", "claims", 1, 13.0, 3)])
+    old.close()
+    store = verdicts.Store(path)
+    store.record("bob", "00", "exercise", "unanswered", at=20.0)  # and written to as this labkit's
+    assert store.marks() == {
+        "ada": {("00", "exercise"): verdicts.Mark("right", 10.0, 2), ("00", "claims"): verdicts.Mark("failed", 11.0, 1)},
+        "bob": {("00", "exercise"): verdicts.Mark("unanswered", 20.0, 5), ("00", "claims"): verdicts.Mark("held", 13.0, 3)}}
+    store.close()
+
+
+def _badges(fragment: str, user: str, notebook: int) -> list[tuple[str, str]]:
+    """The (CSS class, text) of each badge of ``user``'s cell of notebook ``notebook`` in the table ``fragment``."""
+    row = re.search(rf'<tr><th class="who">{user}</th>(.*?)</tr>', fragment).group(1)
+    cell = re.findall(r'<td class="nb">(.*?)</td>', row)[notebook]
+    return re.findall(r'<span class="b (\w+)" title="[^"]*">([^<]*)</span>', cell)
+
+
+def test_the_table_tells_unanswered_wrong_right_and_error_apart():
+    """One attendee per exercise state, each with a claims state (held, failed, error, none): each badge's class and
+    sign its own; the room's row counts the right and held, and the errors in a badge of their own."""
+    states = {"ann": ("unanswered", "held"), "bea": ("wrong", "failed"), "cy": ("right", "error"), "dan": ("error", None)}
+    marks_ = {user: {("00", "exercise"): verdicts.Mark(ex, 100.0, 1),
+                     **({("00", "claims"): verdicts.Mark(cl, 100.0, 1)} if cl else {})}
+              for user, (ex, cl) in states.items()}
+    users = [{"name": u, "servers": {}} for u in states] + [{"name": "admin", "admin": True}]
+    titles = {n: ("x", n != "04") for n in verdicts.NOTEBOOKS}
+    fragment = page.table_html(users, {}, marks_, titles, now=200.0)
+    assert {u: _badges(fragment, u, 0) for u in states} == {
+        "ann": [("ask", "E…"), ("ok", "C✓")], "bea": [("no", "E✗"), ("no", "C✗")],
+        "cy": [("ok", "E✓"), ("err", "C!")], "dan": [("err", "E!"), ("none", "C·")]}
+    assert _badges(fragment, "ann", 4) == [("none", "E·"), ("na", "–")]  # 04 has no claims cell
+    room = re.search(r'<tr class="room">(.*?)</tr>', fragment).group(1)
+    first = re.findall(r'<td class="nb">(.*?)</td>', room)[0]
+    assert re.findall(r'<span class="b (\w+)" title="[^"]*">([^<]*)</span>', first) == [
+        ("sum", "E1"), ("err", "E!1"), ("sum", "C1"), ("err", "C!1")]
+    assert "exercise, of the 4 attendees: 1 unanswered, 1 wrong, 1 right, 1 error" in first
+
+
+def test_the_page_finds_the_claims_cell_of_every_notebook_but_04():
+    assert {n: has for n, (_, has) in page.notebook_titles().items()} == {n: n != "04" for n in verdicts.NOTEBOOKS}
 
 
 def test_the_hub_runs_the_live_view_and_tells_attendees_where_it_is():
@@ -89,7 +147,7 @@ def test_the_kernel_knows_its_notebook_and_every_claims_cell_but_04_s():
     for path in sorted(SOURCES.glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-        found[path.name[:2]] = sum(map(report.is_claims_cell, code))
+        found[path.name[:2]] = sum(map(claims.is_claims_cell, code))
     # one claims cell per notebook; 04 has none (its assertions are spread over its parts, none prints the line)
     assert found == {n: (0 if n == "04" else 1) for n in verdicts.NOTEBOOKS}, found
 
@@ -134,6 +192,7 @@ def shell(monkeypatch, tmp_path):
     finally:
         if report._reporter is not None:
             ipython.events.unregister("post_run_cell", report._reporter.after_cell)
+            marks.unsubscribe(report._reporter.put)
         server.shutdown()
         server.server_close()
 
@@ -145,34 +204,55 @@ def _wait(predicate, timeout_s: float = 30.0) -> bool:
     return bool(predicate())
 
 
-def test_a_kernel_reports_claims_cells_and_verdicts_with_its_token(shell):
-    from labkit.exercise import compare
+#: A check as a lesson writes one, and one whose broker does not answer (defined in the shell, as a cell would).
+CHECKS = """from labkit.exercise import compare, marked, unanswered
 
+@marked
+def check_sum(answer):
+    return unanswered(answer, "a number") or compare(2, answer, "Right.", "Not yet: count again.")
+
+@marked
+def check_down(answer):
+    raise ConnectionError("the broker did not answer")
+"""
+CLAIMS = 'import labkit\nassert x == {}, x\nlabkit.claims_hold("All claims hold on the real broker.")'
+
+
+def test_a_kernel_reports_each_check_s_state_and_claims_cells_with_its_token(shell):
+    """Checks unanswered, wrong, right, raising (the cell fails: error); claims cells whose assertion fails (failed),
+    that raise something else (error), that hold (held); a cell printing the claims line without claims_hold, and a
+    Verdict made without a check, report nothing."""
     ipython, recorder, url = shell
     reporter = report.install(ipython)
     assert reporter is not None and report.install(ipython) is reporter  # once per kernel
-    ipython.run_cell("x = 1")  # not a claims cell: nothing
-    ipython.run_cell('assert x == 2, x\nprint("All claims hold on the real broker.")')
-    ipython.run_cell('assert x == 1\nprint("All claims hold on the real broker.")')
-    assert not compare(2, 3, "Right.", "Not yet.").ok and compare(2, 2, "Right.", "Not yet.").ok
-    assert _wait(lambda: len(recorder.got) == 4), recorder.got
+    ipython.run_cell("x = 1\n" + CHECKS)
+    for cell in ("check_sum(...)", "check_sum(3)", "check_sum(2)"):
+        assert ipython.run_cell(cell).success
+    assert not ipython.run_cell("check_down(2)").success  # the learner sees the error itself
+    assert not ipython.run_cell(CLAIMS.format(2)).success  # AssertionError: a claim did not hold
+    assert not ipython.run_cell("raise ConnectionError('the broker did not answer')\n" + CLAIMS.format(1)).success
+    assert ipython.run_cell(CLAIMS.format(1)).success
+    ipython.run_cell('print("All claims hold on the real broker.")\nfrom labkit.exercise import Verdict\n'
+                     'Verdict("wrong", "made, not checked")')  # today's claims line without claims_hold: nothing
+    assert _wait(lambda: len(recorder.got) >= 7) and not _wait(lambda: len(recorder.got) > 7, 1.0), recorder.got
     assert {(path, auth) for path, auth, _ in recorder.got} == {("/services/liveview/api/report", "token token-of-ada")}
-    assert [body for _, _, body in recorder.got] == [
-        {"notebook": "03", "kind": "claims", "ok": False}, {"notebook": "03", "kind": "claims", "ok": True},
-        {"notebook": "03", "kind": "exercise", "ok": False}, {"notebook": "03", "kind": "exercise", "ok": True}]
-    assert reporter.sent == 4
+    assert [(body["kind"], body["state"]) for _, _, body in recorder.got] == [
+        ("exercise", "unanswered"), ("exercise", "wrong"), ("exercise", "right"), ("exercise", "error"),
+        ("claims", "failed"), ("claims", "error"), ("claims", "held")]
+    assert {body["notebook"] for _, _, body in recorder.got} == {"03"}
+    assert reporter.sent == 7
 
 
 def test_outside_a_hub_kernel_nothing_reports(shell, monkeypatch):
     ipython, recorder, url = shell
     monkeypatch.delenv(report.URL_ENV)
     assert report.install(ipython) is None  # not on the hub
-    report.verdict(True)
+    marks.publish("exercise", "right")
     # a process of the lab that is not a kernel (a participant, Spark) imports labkit on the hub: it reports nothing
     participant = subprocess.run([sys.executable, "-c", "import labkit\nfrom labkit.hub import report\n"
-                                  "from labkit.exercise import Verdict\nVerdict(True, 'x')\nprint(report._reporter)"],
+                                  "labkit.claims_hold('All claims hold.')\nprint(report._reporter)"],
                                  env={**os.environ, report.URL_ENV: url}, capture_output=True, text=True, timeout=60)
-    assert participant.stdout.strip() == "None", participant.stdout + participant.stderr
+    assert participant.stdout.split("\n")[-2] == "None", participant.stdout + participant.stderr
     assert recorder.got == []
 
 
@@ -190,7 +270,7 @@ def test_a_report_that_fails_never_slows_nor_breaks_the_cell_and_is_logged_once(
         try:
             started = time.monotonic()
             for _ in range(3):
-                result = ipython.run_cell('print("All claims hold on the real broker.")')
+                result = ipython.run_cell('import labkit\nlabkit.claims_hold("All claims hold on the real broker.")')
                 assert result.success
             cells_s = time.monotonic() - started
             assert cells_s < report.DEADLINE_S, f"3 cells took {cells_s:.2f} s: the reports slowed them"

@@ -12,7 +12,7 @@
   table), then a note that it is a recording and how to run it live; not from its saved widget state: labkit's live
   figures (``FigureWidget``) are updated by deltas, so the state a notebook saves is their empty first frame; tqdm's
   progress bars dropped;
-* an exercise's check that says "Not yet" (the book leaves every exercise unanswered: ``answer = ...``) replaced by a
+* an exercise's check that asks for an answer first (the book leaves every exercise unanswered: ``answer = ...``) replaced by a
   line saying the exercise is the reader's, and how to check an answer;
 * the cells a notebook collapses (``jupyter.source_hidden``: its claims and assertion cells) tagged ``hide-input``,
   so that the builder collapses their code too and shows their verdict lines;
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from labkit.book import provenance
 from labkit.book.recording import WIDGET
+from labkit.exercise import SHOWN
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -40,8 +41,8 @@ RECORDING_NOTE = ("*A recording: above is what this live widget (a panel, steppe
                   "it, run the notebook in the lab: `make lab`.*")
 UNRECORDED_NOTE = ("*A live widget (a panel, stepper or figure that redraws as the run goes and answers clicks) was "
                    "here; a static page cannot run it. To use it, run the notebook in the lab: `make lab`.*")
-#: How an exercise check's verdict starts when the answer is not right (labkit.exercise.Verdict's Markdown).
-NOT_YET = "❌ **Not yet.**"
+#: How an unanswered exercise's verdict starts (labkit.exercise.Verdict's Markdown).
+UNANSWERED = SHOWN["unanswered"]
 EXERCISE_NOTE = ("*An exercise for you: the book leaves it unanswered. In the lab (`make lab`), write your answer in "
                  "the cell above, run it, then run this cell: it checks your answer against the run.*")
 #: Over a failed cell's error (``{error}``: its name and message), on the page.
@@ -170,7 +171,7 @@ def page(nb: dict, prov: str) -> dict:
                 outputs += recorded(parts, figures + 1)
                 figures += sum("figure" in part for part in parts)
                 continue
-            elif "".join(data.get("text/markdown", "")).startswith(NOT_YET):
+            elif "".join(data.get("text/markdown", "")).startswith(UNANSWERED):
                 out["data"] = {"text/markdown": EXERCISE_NOTE}
             outputs.append(out)
         metadata = cell.setdefault("metadata", {})

@@ -17,11 +17,12 @@ One job per module:
 * :mod:`labkit.hub.config`: the JupyterHub configuration.
 * :mod:`labkit.hub.run`: ``make hub``: checks, set-up, start.
 * :mod:`labkit.hub.liveview`: the instructor's live view, a hub service (admin only) and the endpoint kernels report
-  to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.observed` its probe of
-  an attendee's broker.
-* :mod:`labkit.hub.report`: the kernel side (standard library only): exercise verdicts and claims cells reported with
-  the attendee's own API token. :mod:`labkit.exercise` imports it, and ``import labkit`` installs it in a hub kernel
-  (``LABKIT_LIVEVIEW_URL`` set); nothing else here is imported by ``import labkit``.
+  to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.page` its page and
+  table (standard library only); :mod:`labkit.hub.observed` its probe of an attendee's broker.
+* :mod:`labkit.hub.report`: the kernel side (standard library only): the marks a kernel publishes
+  (:mod:`labkit.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API token.
+  ``import labkit`` installs it in a hub kernel (``LABKIT_LIVEVIEW_URL`` set); no lesson or exercise imports it, and
+  nothing else here is imported by ``import labkit``.
 
 :mod:`~labkit.hub.auth`, :mod:`~labkit.hub.spawner`, :mod:`~labkit.hub.config` and :mod:`~labkit.hub.liveview` import
 JupyterHub, which only the shared venv has.

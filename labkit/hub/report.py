@@ -1,18 +1,25 @@
-"""An attendee's kernel reporting to the instructor's live view (:mod:`labkit.hub.liveview`): each exercise verdict and
-each claims cell's outcome, with the attendee's own hub API token, never slowing or breaking the learner's cell.
+"""An attendee's kernel reporting to the instructor's live view (:mod:`labkit.hub.liveview`): each exercise check's
+outcome and each claims cell's, with the attendee's own hub API token, never slowing or breaking the learner's cell.
 
 Active only in an IPython kernel on the workshop hub: ``import labkit`` calls :func:`install`, which does nothing
 unless the hub's spawner set :data:`URL_ENV` (the live view's address, ``Spawner.environment``) and the single-user
 server passed its ``JUPYTERHUB_API_TOKEN`` (:data:`TOKEN_ENV`) to its kernels, and an IPython shell runs this
-process (a participant or a Spark process importing labkit reports nothing). Then:
+process (a participant or a Spark process importing labkit reports nothing). Then the reporter hears:
 
-* a **claims cell** is the code cell whose source holds :data:`CLAIMS_LINE` (every notebook's last assertions end
-  with ``print("All claims hold ...")``): an IPython ``post_run_cell`` hook reports whether it ran without an error
-  (``ExecutionResult.success``: no ``error_before_exec``/``error_in_exec``). The notebooks are not edited.
-* an **exercise verdict** is reported where it is made: :class:`labkit.exercise.Verdict` calls :func:`verdict`.
+* the **marks** the lab publishes where it observes them (:mod:`labkit.marks`, subscribed to): an exercise check's
+  ``unanswered``, ``wrong``, ``right`` or ``error`` (the check raised: the lab's failure, not the answer;
+  :func:`labkit.exercise.marked`), and a claims cell's ``held`` (its assertions ran to its last line,
+  ``labkit.claims_hold(...)``: :func:`labkit.claims.claims_hold`). The lab knows nothing of this module.
+* the **end of a claims cell** that did not get there (an IPython ``post_run_cell`` hook): a cell calling
+  ``claims_hold`` (:func:`labkit.claims.is_claims_cell`) whose run raised (``ExecutionResult.success`` false) reports
+  ``failed`` when it raised an ``AssertionError`` (a claim did not hold), else ``error``.
 * the **notebook** is the two digits its file name starts with, from ``JPY_SESSION_NAME`` (:data:`SESSION_ENV`:
   Jupyter Server's ``SessionManager.get_kernel_env`` gives each kernel its notebook's path); a kernel of another
   file (a console, ``scratch.ipynb``) reports nothing.
+
+Why an observer registry rather than reading each cell's result: a check's verdict is heard however the cell shows it
+(or stores it), a check that raised is told from any other failing cell, and a claims mark comes from the claims
+line having run, not from a cell's text.
 
 Reports go from a daemon thread through a bounded queue (:data:`QUEUE_SIZE`; a full queue drops the newest), each a
 POST with a :data:`DEADLINE_S` deadline; a failure is logged once per kernel to the kernel's own stderr (the hub's
@@ -29,14 +36,14 @@ import re
 import sys
 import threading
 
+from labkit import claims, marks
+
 #: The live view's address (``http://127.0.0.1:<port>/services/liveview/``), set by the hub for attendees only.
 URL_ENV = "LABKIT_LIVEVIEW_URL"
 #: The attendee's own hub API token (JupyterHub's, in the single-user server's environment and its kernels').
 TOKEN_ENV = "JUPYTERHUB_API_TOKEN"
 #: The kernel's notebook path (Jupyter Server 2, ``SessionManager.get_kernel_env``).
 SESSION_ENV = "JPY_SESSION_NAME"
-#: What a claims cell prints when every assertion above it held.
-CLAIMS_LINE = "All claims hold"
 #: Each report's deadline, in seconds (connect, and each read).
 DEADLINE_S = 2.0
 #: Reports waiting to be sent, at most.
@@ -53,11 +60,6 @@ def notebook_of(path: str | None) -> str | None:
     """The two digits the file name of ``path`` starts with (``".../00_tour.ipynb"`` -> ``"00"``), else ``None``."""
     match = re.match(r"(\d\d)_.*\.ipynb$", os.path.basename(path or ""))
     return match.group(1) if match else None
-
-
-def is_claims_cell(source: str) -> bool:
-    """Whether the cell ``source`` is a notebook's claims cell (it prints :data:`CLAIMS_LINE`)."""
-    return CLAIMS_LINE in source and "print(" in source
 
 
 def send(url: str, token: str, report: dict, timeout_s: float = DEADLINE_S) -> int:
@@ -89,22 +91,24 @@ class Reporter:
         self._warned = False
         threading.Thread(target=self._run, name="labkit-liveview-report", daemon=True).start()
 
-    def put(self, kind: str, ok: bool) -> None:
-        """Queue a report of ``kind`` (``"exercise"``, ``"claims"``) for this kernel's notebook; nothing if the kernel
-        has none (:func:`notebook_of`) or the queue is full. Never blocks."""
+    def put(self, kind: str, state: str) -> None:
+        """Queue a report of the mark ``(kind, state)`` (:data:`labkit.marks.STATES`) for this kernel's notebook;
+        nothing if the kernel has none (:func:`notebook_of`) or the queue is full. Never blocks. The observer
+        :func:`install` subscribes to :mod:`labkit.marks`."""
         notebook = notebook_of(os.environ.get(SESSION_ENV))
         if notebook is not None:
             try:
-                self._queue.put_nowait({"notebook": notebook, "kind": kind, "ok": bool(ok)})
+                self._queue.put_nowait({"notebook": notebook, "kind": kind, "state": state})
             except queue.Full:
                 self._warn("its queue is full (the live view does not answer): a report was dropped")
 
     def after_cell(self, result) -> None:
-        """IPython's ``post_run_cell`` hook: report a claims cell's outcome (``result``: IPython's
-        ``ExecutionResult``)."""
+        """IPython's ``post_run_cell`` hook: report a claims cell that raised before its last line (``result``:
+        IPython's ``ExecutionResult``): ``failed`` on an ``AssertionError``, else ``error``."""
         source = getattr(result.info, "raw_cell", "") or ""
-        if is_claims_cell(source):
-            self.put("claims", result.success)
+        if claims.is_claims_cell(source) and not result.success:
+            raised = result.error_in_exec or result.error_before_exec
+            self.put("claims", "failed" if isinstance(raised, AssertionError) else "error")
 
     def _warn(self, why: str) -> None:
         if not self._warned:
@@ -127,9 +131,9 @@ class Reporter:
 
 
 def install(shell=None) -> Reporter | None:
-    """Start reporting from this kernel (the module docstring): register the ``post_run_cell`` hook on ``shell``
-    (default: IPython's running shell) once per process. Returns the reporter, or ``None`` when not in a hub kernel
-    (no :data:`URL_ENV` or :data:`TOKEN_ENV`, or no IPython shell). Never raises."""
+    """Start reporting from this kernel (the module docstring): subscribe to :mod:`labkit.marks` and register the
+    ``post_run_cell`` hook on ``shell`` (default: IPython's running shell), once per process. Returns the reporter, or
+    ``None`` when not in a hub kernel (no :data:`URL_ENV` or :data:`TOKEN_ENV`, or no IPython shell). Never raises."""
     global _reporter
     url, token = os.environ.get(URL_ENV), os.environ.get(TOKEN_ENV)
     if _reporter is not None or not url or not token:
@@ -139,11 +143,6 @@ def install(shell=None) -> Reporter | None:
     if shell is None:
         return None
     _reporter = Reporter(url, token)
+    marks.subscribe(_reporter.put)
     shell.events.register("post_run_cell", _reporter.after_cell)
     return _reporter
-
-
-def verdict(ok: bool) -> None:
-    """Report an exercise verdict (``ok``: right or not) when this kernel reports (:func:`install`), else nothing."""
-    if _reporter is not None:
-        _reporter.put("exercise", ok)

@@ -1,14 +1,18 @@
-"""The instructor's live view's store: each attendee's latest exercise verdict and claims-cell outcome per notebook, in
-SQLite (Python's ``sqlite3``), and what a report from a kernel may say.
+"""The instructor's live view's store: each attendee's latest exercise and claims-cell mark per notebook, in SQLite
+(Python's ``sqlite3``), and what a report from a kernel may say.
 
 A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"08"``: the
-number a notebook's file name starts with), ``kind`` (``"exercise"``: a check's :class:`labkit.exercise.Verdict`;
-``"claims"``: the cell ending ``print("All claims hold ...")``) and ``ok`` (a bool). It names no user: the service
-files it under the hub user its API token belongs to (:mod:`labkit.hub.liveview`), so no attendee can report for
-another. The store keeps, per (user, notebook, kind), the latest outcome, its time and how many reports came
-(:class:`Mark`); the file lives in the hub's state folder (mode 0700, root's) and is made mode 0600.
+number a notebook's file name starts with), ``kind`` and ``state``, a mark of :data:`labkit.marks.STATES`:
+``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or ``"error"`` when the check raised)
+or ``"claims"`` (the claims cell: ``"held"``, ``"failed"``: an assertion did not hold, ``"error"``: it raised
+anything else). It names no user: the service files it under the hub user its API token belongs to
+(:mod:`labkit.hub.liveview`), so no attendee can report for another. The store keeps, per (user, notebook, kind), the
+latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode
+0700, root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not)
+is converted when opened: its marks become ``right``/``wrong`` and ``held``/``failed``, as they were shown.
 
-Stdlib only: the service (the shared venv) and the tests (the project's venv) both import it.
+Stdlib only (and :mod:`labkit.marks`, which is): the service (the shared venv) and the tests (the project's venv) both
+import it.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.marks import STATES
+
 #: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...).
 NOTEBOOKS = tuple(f"{n:02d}" for n in range(9))
-#: What a report is about: an exercise check's verdict, or a claims cell's run.
-KINDS = ("exercise", "claims")
+#: What a report is about: an exercise check's outcome, or a claims cell's run.
+KINDS = tuple(STATES)
 #: The store's file name in the hub's state folder.
 FILE_NAME = "liveview.sqlite"
 #: Largest report body accepted, in bytes (a report is about 50).
@@ -32,16 +38,20 @@ MAX_BODY = 1024
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS marks (
   user TEXT NOT NULL, notebook TEXT NOT NULL, kind TEXT NOT NULL,
-  ok INTEGER NOT NULL, at REAL NOT NULL, reports INTEGER NOT NULL,
+  state TEXT NOT NULL, at REAL NOT NULL, reports INTEGER NOT NULL,
   PRIMARY KEY (user, notebook, kind))"""
+#: An earlier labkit's marks (``ok`` 1 or 0) as states, as its live view showed them.
+_FROM_OK = """INSERT INTO marks SELECT user, notebook, kind,
+  CASE WHEN kind = 'exercise' THEN (CASE WHEN ok THEN 'right' ELSE 'wrong' END)
+       ELSE (CASE WHEN ok THEN 'held' ELSE 'failed' END) END, at, reports FROM marks_ok"""
 
 
 class BadReport(ValueError):
     """A report's body is not what :func:`parse_report` accepts (the message says what is wrong)."""
 
 
-def parse_report(body: bytes) -> tuple[str, str, bool]:
-    """``(notebook, kind, ok)`` of a report's JSON ``body`` (the module docstring's three fields, no other).
+def parse_report(body: bytes) -> tuple[str, str, str]:
+    """``(notebook, kind, state)`` of a report's JSON ``body`` (the module docstring's three fields, no other).
 
     Raises:
         BadReport: not JSON, too long (over :data:`MAX_BODY` bytes), a field missing, unknown (``user`` included: a
@@ -53,25 +63,25 @@ def parse_report(body: bytes) -> tuple[str, str, bool]:
         report = json.loads(body)
     except ValueError:
         raise BadReport("a report is a JSON object") from None
-    if not isinstance(report, dict) or set(report) != {"notebook", "kind", "ok"}:
+    if not isinstance(report, dict) or set(report) != {"notebook", "kind", "state"}:
         fields = sorted(report) if isinstance(report, dict) else type(report).__name__
-        raise BadReport(f"a report has exactly the fields kind, notebook and ok (the user is the token's), "
+        raise BadReport(f"a report has exactly the fields kind, notebook and state (the user is the token's), "
                         f"not {fields}")
     if report["notebook"] not in NOTEBOOKS:
         raise BadReport(f"notebook must be one of {', '.join(NOTEBOOKS)}")
     if report["kind"] not in KINDS:
         raise BadReport(f"kind must be one of {', '.join(KINDS)}")
-    if not isinstance(report["ok"], bool):
-        raise BadReport("ok must be true or false")
-    return report["notebook"], report["kind"], report["ok"]
+    if not isinstance(report["state"], str) or report["state"] not in STATES[report["kind"]]:
+        raise BadReport(f"a {report['kind']} report's state must be one of {', '.join(STATES[report['kind']])}")
+    return report["notebook"], report["kind"], report["state"]
 
 
 @dataclass(frozen=True)
 class Mark:
-    """One attendee's latest outcome for a (notebook, kind): ``ok``, ``at`` (seconds since the epoch), ``reports``
-    (how many came: a learner's attempts)."""
+    """One attendee's latest mark for a (notebook, kind): ``state`` (one of :data:`labkit.marks.STATES` of the kind),
+    ``at`` (seconds since the epoch), ``reports`` (how many came: a learner's attempts)."""
 
-    ok: bool
+    state: str
     at: float
     reports: int
 
@@ -91,24 +101,29 @@ class Store:
         self._db = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
         self._lock = threading.Lock()
         with self._lock, self._db:
+            if "ok" in {row[1] for row in self._db.execute("PRAGMA table_info(marks)")}:  # an earlier labkit's
+                self._db.execute("ALTER TABLE marks RENAME TO marks_ok")
+                self._db.execute(_SCHEMA)
+                self._db.execute(_FROM_OK)
+                self._db.execute("DROP TABLE marks_ok")
             self._db.execute(_SCHEMA)
 
-    def record(self, user: str, notebook: str, kind: str, ok: bool, at: float | None = None) -> None:
-        """Keep ``ok`` as ``user``'s latest outcome for (``notebook``, ``kind``) at ``at`` (default now, seconds since
+    def record(self, user: str, notebook: str, kind: str, state: str, at: float | None = None) -> None:
+        """Keep ``state`` as ``user``'s latest mark for (``notebook``, ``kind``) at ``at`` (default now, seconds since
         the epoch), counting one report more."""
         at = time.time() if at is None else at
         with self._lock, self._db:
             self._db.execute("INSERT INTO marks VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (user, notebook, kind) DO UPDATE "
-                             "SET ok = excluded.ok, at = excluded.at, reports = reports + 1",
-                             (user, notebook, kind, int(ok), at))
+                             "SET state = excluded.state, at = excluded.at, reports = reports + 1",
+                             (user, notebook, kind, state, at))
 
     def marks(self) -> dict[str, dict[tuple[str, str], Mark]]:
         """``{user: {(notebook, kind): Mark}}`` of everything recorded."""
         with self._lock:
-            rows = self._db.execute("SELECT user, notebook, kind, ok, at, reports FROM marks").fetchall()
+            rows = self._db.execute("SELECT user, notebook, kind, state, at, reports FROM marks").fetchall()
         out: dict[str, dict[tuple[str, str], Mark]] = {}
-        for user, notebook, kind, ok, at, reports in rows:
-            out.setdefault(user, {})[(notebook, kind)] = Mark(bool(ok), at, reports)
+        for user, notebook, kind, state, at, reports in rows:
+            out.setdefault(user, {})[(notebook, kind)] = Mark(state, at, reports)
         return out
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from labkit.kafka.producers import describe_transaction
 from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.crashlab.timeline import timeline_figure
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import Deadline, wait_for, wait_until
 
@@ -244,6 +244,7 @@ RESTART_HINTS = {
 }
 
 
+@marked
 def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
     """Notebook 08's exercise: predict what the supervised processor's restart does when it was killed
     ``after_commit`` (``commit_transaction`` of input 3 returned) instead of part 4's ``after_produce``. ``answer``:
@@ -257,7 +258,7 @@ def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
     if (v := unanswered(answer, '{"outcome": ..., "first_input": ..., "read_uncommitted": ...}')):
         return v
     if not isinstance(answer, dict) or set(answer) != set(keys):
-        return Verdict(False, f"The answer is a dict with exactly the keys {sorted(keys)}.")
+        return Verdict("wrong", f"The answer is a dict with exactly the keys {sorted(keys)}.")
     real = restart_after_commit(exp)
     wrong = [k for k in keys if answer[k] != real[k] or type(answer[k]) is bool]
     if not wrong:
@@ -266,10 +267,11 @@ def check_restart_prediction(exp: Experiment, answer: object) -> Verdict:
                  else f"{real['outcome']} it")
         seen = " (the state part 3's table shows after a returned commit)" if real["state"] == "CompleteCommit" else ""
         copies = f"{real['read_uncommitted']} cop{'y' if real['read_uncommitted'] == 1 else 'ies'}"
-        return Verdict(True, f"The run agrees: {asked}. init_transactions found the transaction {real['state']}{seen} "
-                             f"and {ended}; the group's committed offset started the restarted instance at input "
-                             f"{real['first_input']}, and read_uncommitted returned {copies} of input 3's output.")
-    return Verdict(False, " ".join(RESTART_HINTS[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")
+        return Verdict("right", f"The run agrees: {asked}. init_transactions found the transaction "
+                                f"{real['state']}{seen} and {ended}; the group's committed offset started the "
+                                f"restarted instance at input {real['first_input']}, and read_uncommitted returned "
+                                f"{copies} of input 3's output.")
+    return Verdict("wrong", " ".join(RESTART_HINTS[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")
 
 
 def _commit_then_leave_open(bootstrap: str, topic: str, group: str, committed: int, pending: int) -> Producer:

@@ -19,7 +19,7 @@ from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.producers import describe_producers, describe_transaction
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.waiting import wait_for
 
 #: How a zombie is fenced in :func:`zombie`.
@@ -217,29 +217,54 @@ def offsets_step_run(exp: Experiment, step: Callable) -> dict:
     return {"input": src, "output": out, "processor": p, "check": exp.check(out, src)}
 
 
+@marked
 def check_offsets_step(exp: Experiment, answer: object) -> Verdict:
     """Notebook 02's exercise: ``answer``, a function ``(producer, consumer, offsets)`` that commits a batch's
     input offsets, must make the read-process-write loop exactly-once through a crash between it and
-    ``commit_transaction`` (:func:`offsets_step_run`, a real run): no duplicate, nothing unprocessed."""
+    ``commit_transaction`` (:func:`offsets_step_run`, a real run): no duplicate, nothing unprocessed. A run that did
+    not get through because of the step is a wrong answer: the step raised (a traceback through its code), a client
+    call of it failed, or the processor failed after the step had run (e.g. a step that committed the transaction
+    itself).
+
+    Raises:
+        RuntimeError: the processor failed before the step ever ran (the broker or the lab, not the answer).
+        TimeoutError, confluent_kafka.KafkaException: the broker did not answer (what :func:`offsets_step_run`
+            raises).
+    """
     if (v := unanswered(answer, "a function def finish_batch(producer, consumer, offsets): ...")):
         return v
     if not callable(answer):
-        return Verdict(False, "The answer is a function: def finish_batch(producer, consumer, offsets): ...")
+        return Verdict("wrong", "The answer is a function: def finish_batch(producer, consumer, offsets): ...")
+    try:  # the processor runs the function's source: a lambda, a built-in or a function typed elsewhere has none
+        inspect.getsource(answer)
+        named = answer.__name__.isidentifier()
+    except (OSError, TypeError, AttributeError):
+        named = False
+    if not named:
+        return Verdict("wrong", "Define your step with def in a notebook cell: def finish_batch(producer, consumer, "
+                                "offsets): ...")
     try:
         run = offsets_step_run(exp, answer)
-    except (ValueError, RuntimeError) as exc:
-        return Verdict(False, f"The run did not get through: {exc}")
+    except RuntimeError:  # the processor did not crash after the step: by the step's doing, or the lab's?
+        p = exp.participants.get(f"processor-{len(exp.participants) - 1}")  # the run's processor, made last
+        ran = p is not None and any(e.participant == p.name and (e.kind == "offsets_sent" or e.kind in (
+            "failed", "fenced") and e.step == f"your {answer.__name__}") for e in exp.history.events())
+        if not ran and (p is None or 'File "<string>"' not in p.stderr_log.read_text(errors="replace")):
+            raise  # it failed before the step ever ran
+        return Verdict("wrong", f"The processor ended {p.status} after running your {answer.__name__}, before the "
+                                f"planned crash (see {p.stderr_log}). The step runs inside the batch's transaction, "
+                                "after its outputs are flushed and before the loop's commit_transaction.")
     counts = run["check"].counts()
     if counts["unprocessed"]:
-        return Verdict(False, f"{counts['unprocessed']} input record(s) never reached the output: their offsets were "
-                              "committed, but the transaction that wrote their outputs was aborted by the crash. "
-                              "The offsets must commit in the same transaction as the outputs.")
+        return Verdict("wrong", f"{counts['unprocessed']} input record(s) never reached the output: their offsets were "
+                                "committed, but the transaction that wrote their outputs was aborted by the crash. "
+                                "The offsets must commit in the same transaction as the outputs.")
     if counts["duplicate"]:
-        return Verdict(False, f"{counts['duplicate']} duplicate(s): after the restart the processor read inputs "
-                              "whose outputs were already committed, so their offsets never committed with them. "
-                              "Which producer call adds the consumer's offsets to the transaction?")
+        return Verdict("wrong", f"{counts['duplicate']} duplicate(s): after the restart the processor read inputs "
+                                "whose outputs were already committed, so their offsets never committed with them. "
+                                "Which producer call adds the consumer's offsets to the transaction?")
     if not run["check"].ok:
-        return Verdict(False, f"The checker found: {counts}")
-    return Verdict(True, "Every input exactly once in read_committed through a SIGKILL: the offsets committed "
-                         "(or aborted) atomically with the outputs (KIP-98's send_offsets_to_transaction, "
-                         "fenced by group metadata since KIP-447).")
+        return Verdict("wrong", f"The checker found: {counts}")
+    return Verdict("right", "Every input exactly once in read_committed through a SIGKILL: the offsets committed "
+                            "(or aborted) atomically with the outputs (KIP-98's send_offsets_to_transaction, "
+                            "fenced by group metadata since KIP-447).")

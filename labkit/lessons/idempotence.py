@@ -10,10 +10,12 @@ Each function returns what it made and leaves the final reads in the experiment'
 from __future__ import annotations
 
 import pandas as pd
+from confluent_kafka import KafkaException, Producer
 
+from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import CheckError, Verdict, marked, unanswered
 from labkit.kafka.producers import describe_producers
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.proxy import FaultProxy
@@ -137,6 +139,7 @@ def restart_and_resend(exp: Experiment, *, batches: int = 5, batch: int = 2,
     return p, topic
 
 
+@marked
 def check_configs(exp: Experiment, proxy: FaultProxy, answer: object) -> Verdict:
     """Notebook 01's exercise: ``answer``, a dict of producer configs (dotted names, e.g. ``{"acks": "all"}``) for a
     producer that starts without idempotence, must make the lost Produce responses harmless. Checked by a real run
@@ -151,48 +154,64 @@ def check_configs(exp: Experiment, proxy: FaultProxy, answer: object) -> Verdict
     The right verdict reports the responses the proxy really dropped in the run (its ``dropped_responses``).
 
     Returns:
-        The :class:`Verdict`; a missing, malformed or wrong answer, a config the client refuses included, is a
-        verdict, never an exception.
+        The :class:`Verdict`; a missing, malformed or wrong answer, a config the client refuses (when it is made,
+        or by failing in the run) included, is a verdict, never an exception.
     Raises:
         kafka.errors.KafkaError: the broker refused DescribeProducers for the run's topic.
+        confluent_kafka.KafkaException, TimeoutError: the broker did not answer, or the run did not get through
+            while the producer had not failed (what :func:`lost_responses` raises).
+        CheckError: records neither acknowledged nor failed, the producer not failed: the lab's failure.
     """
     if (v := unanswered(answer, 'a dict of producer configs, e.g. {"acks": "all"}')):
         return v
     if not isinstance(answer, dict) or not all(isinstance(k, str) for k in answer):
-        return Verdict(False, 'The answer is a dict of producer configs, e.g. {"acks": "all"}.')
-    dropped = proxy.dropped_responses
+        return Verdict("wrong", 'The answer is a dict of producer configs, e.g. {"acks": "all"}.')
+    try:  # librdkafka checks each config and their combination when a client is made: in the learner's process
+        Producer({"enable.idempotence": False, **FAST_RETRY, **answer, "logger": KAFKA_LOG})
+    except KafkaException as exc:
+        return Verdict("wrong", f"The client refuses these configs: {exc.args[0].str()}")
+    except (TypeError, ValueError) as exc:
+        return Verdict("wrong", f"The client refuses these configs: {exc}")
+    name, dropped = f"exercise-{len(exp.participants)}", proxy.dropped_responses
     try:
-        p, topic = lost_responses(exp, proxy, idempotent=False, config=answer, name=f"exercise-{len(exp.participants)}")
-    except Exception as exc:  # noqa: BLE001: a config the client refuses is a wrong answer, said as such
-        return Verdict(False, f"The producer did not get through the run with these configs: {exc}")
+        p, topic = lost_responses(exp, proxy, idempotent=False, config=answer, name=name)
+    except TimeoutError:  # the run waits for the producer's acks: a producer the configs made fail is the answer's
+        p = exp.participants.get(name)
+        if p is None or not p.status.startswith("failed"):
+            raise  # the broker or the lab failed, not the answer
+        return Verdict("wrong", f"The producer failed with these configs: {p.cause} (see {p.stderr_log}).")
     dropped = proxy.dropped_responses - dropped
     events = exp.history.events()
     failed = [e for e in events if e.participant == p.name and e.kind == "send_failed"]
     if failed:
         in_log = {e.value_id for e in events if e.kind == "final_read" and e.topic == topic}
         errors = ", ".join(sorted({e.error for e in failed}))
-        return Verdict(False, f"{len(failed)} record(s) failed delivery ({errors}), and "
-                              f"{sum(e.value_id in in_log for e in failed)} of them are in the log all the same: the "
-                              f"proxy lost {dropped} responses and the producer gave up on those records instead of "
-                              "retrying until it heard. That is at most once: the application is told the send "
-                              "failed. Let the producer retry, and make the retry harmless: which setting gives the "
-                              "producer a producer id and sequence numbers?")
+        return Verdict("wrong", f"{len(failed)} record(s) failed delivery ({errors}), and "
+                                f"{sum(e.value_id in in_log for e in failed)} of them are in the log all the same: the "
+                                f"proxy lost {dropped} responses and the producer gave up on those records instead of "
+                                "retrying until it heard. That is at most once: the application is told the send "
+                                "failed. Let the producer retry, and make the retry harmless: which setting gives the "
+                                "producer a producer id and sequence numbers?")
     records, acked = p.spec["iterations"], sum(e.participant == p.name and e.kind == "ack" for e in events)
     if acked < records:
-        return Verdict(False, f"Only {acked} of {records} records were acknowledged and the producer ended "
-                              f"{p.status}: see {p.stderr_log}.")
+        if not p.status.startswith("failed"):  # neither failed delivery nor a failed producer: not the configs' doing
+            raise CheckError(f"Only {acked} of {records} records were acknowledged, none failed delivery, and the "
+                             f"producer ended {p.status}: see {p.stderr_log}.")
+        return Verdict("wrong", f"Only {acked} of {records} records were acknowledged and the producer ended "
+                                f"{p.status}: see {p.stderr_log}.")
     found = exp.check(topic)
     if found.count("duplicate") or found.count("lost write"):
-        return Verdict(False, f"{found.count('duplicate')} record(s) in the log more than once and "
-                              f"{found.count('lost write')} lost, with {dropped} responses lost by the proxy. A retry "
-                              "of a request whose response was lost was appended again: which setting gives the "
-                              "producer a producer id and sequence numbers, so the leader recognises the retry?")
+        return Verdict("wrong", f"{found.count('duplicate')} record(s) in the log more than once and "
+                                f"{found.count('lost write')} lost, with {dropped} responses lost by the proxy. A "
+                                "retry of a request whose response was lost was appended again: which setting gives "
+                                "the producer a producer id and sequence numbers, so the leader recognises the "
+                                "retry?")
     producers = describe_producers(exp.bootstrap, topic)
     if len(producers) != 1:
-        return Verdict(False, f"The partition leader knows {len(producers)} producer id(s) for this run "
-                              "(DescribeProducers), not one: no duplicate this time, but a retry is recognised only "
-                              "by the producer id, epoch and sequence number of the request it repeats.")
+        return Verdict("wrong", f"The partition leader knows {len(producers)} producer id(s) for this run "
+                                "(DescribeProducers), not one: no duplicate this time, but a retry is recognised only "
+                                "by the producer id, epoch and sequence number of the request it repeats.")
     pid, seq = producers.producer_id.iloc[0], producers.last_sequence.iloc[0]
-    return Verdict(True, f"{acked} records acknowledged, {dropped} responses lost, no duplicate and nothing lost: "
-                         f"one producer id ({pid}) with sequence numbers 0 to {seq}, and the leader recognised each "
-                         "retry by its producer id, epoch and sequence number.")
+    return Verdict("right", f"{acked} records acknowledged, {dropped} responses lost, no duplicate and nothing lost: "
+                            f"one producer id ({pid}) with sequence numbers 0 to {seq}, and the leader recognised each "
+                            "retry by its producer id, epoch and sequence number.")

@@ -17,7 +17,7 @@ from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.producers import describe_transaction
 from labkit.kafka.offsets import OffsetSampler
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
 from labkit.waiting import Deadline, wait_for
 
@@ -239,6 +239,7 @@ def timeout_aborts(exp: Experiment, timeout_ms: int = 3000, clients: tuple[str, 
         return dict(zip(clients, pool.map(lambda c: timeout_abort(exp, timeout_ms, client=c), clients)))
 
 
+@marked
 def check_lso(bootstrap: str, answer: object) -> Verdict:
     """Notebook 03's exercise. One partition gets, in order: a transaction of ``x1, x2`` that commits, a plain
     record ``p1``, a transaction of ``y1`` left open, a plain record ``p2``. ``answer`` predicts
@@ -249,7 +250,7 @@ def check_lso(bootstrap: str, answer: object) -> Verdict:
     if (v := unanswered(answer, f"a dict with keys {', '.join(keys)}")):
         return v
     if not isinstance(answer, dict) or set(answer) != set(keys):
-        return Verdict(False, f"The answer is a dict with exactly the keys {', '.join(keys)}.")
+        return Verdict("wrong", f"The answer is a dict with exactly the keys {', '.join(keys)}.")
     topic = create_topic(bootstrap, "lso-quiz")
     produce(bootstrap, topic, ["x1", "x2"], transactional_id=f"x-{topic}", wait_marker=True)
     produce(bootstrap, topic, ["p1"])
@@ -265,13 +266,13 @@ def check_lso(bootstrap: str, answer: object) -> Verdict:
     real["read_committed_after_commit"] = list(read_topic(bootstrap, topic, "read_committed").value)
     wrong = [k for k in keys if answer[k] != real[k]]
     if not wrong:
-        return Verdict(True, f"High watermark {real['high_watermark']} (five records and one COMMIT marker), LSO "
-                             f"{real['last_stable_offset']}: the open transaction's first offset, so p2 waited "
-                             "behind it although it was never part of it.")
+        return Verdict("right", f"High watermark {real['high_watermark']} (five records and one COMMIT marker), LSO "
+                                f"{real['last_stable_offset']}: the open transaction's first offset, so p2 waited "
+                                "behind it although it was never part of it.")
     hints = {"high_watermark": "The high watermark is the offset after the last entry in the log, and a COMMIT "
                                "marker takes an offset too.",
              "last_stable_offset": "The LSO is the first offset of the oldest transaction whose marker is not yet in "
                                    "the partition (open, or decided with its marker still to come).",
              "read_committed_after_commit": "Once every transaction has ended, read_committed returns committed "
                                             "and non-transactional records, in log order, and no markers."}
-    return Verdict(False, " ".join(hints[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")
+    return Verdict("wrong", " ".join(hints[k] for k in wrong) + f" (wrong: {', '.join(wrong)})")

@@ -23,7 +23,7 @@ from labkit.crashlab.registry import CLIENTS
 from labkit.share.group_config import configure_group, dlq_supported
 from labkit.share.observer import ShareObserver
 from labkit.history import Event
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.kafka.records import read_topic
 from labkit.kafka.share_state import describe_share_group, describe_share_group_offsets
@@ -468,21 +468,23 @@ def model_replay(exp: Experiment, run: dict) -> dict:
             "terminal": all(r.state in TERMINAL for r in model.offsets)}
 
 
+@marked
 def check_order(answer: object, runs: dict) -> Verdict:
     """Notebook 06's exercise: ``answer``, ``"ack_first"`` or ``"sink_first"``, is the order that loses no record
     when the worker crashes between its two steps. Checked against this notebook's real runs: ``runs`` maps each
     order to its :func:`~labkit.share.check.check_share` result (``sink=True``)."""
     if (v := unanswered(answer, '"ack_first" or "sink_first"')):
         return v
-    if answer not in runs:
-        return Verdict(False, f"The answer is one of {', '.join(map(repr, runs))}.")
+    if not isinstance(answer, str) or answer not in runs:
+        return Verdict("wrong", f"The answer is one of {', '.join(map(repr, runs))}.")
     lost = {order: check.counts()["lost effect"] for order, check in runs.items()}
     dup = {order: check.counts()["duplicate effect"] for order, check in runs.items()}
     if lost[answer]:
-        return Verdict(False, f"In the run above, {answer} lost {lost[answer]} record(s): once a record is "
-                              "acknowledged, a share consumer cannot seek() back to it (only an administrator's reset "
-                              "of the whole, empty group's start offset can bring it back, with everything after it). "
-                              "Which order leaves the record in the broker's hands until its effect is safe?")
-    return Verdict(True, f"{answer} lost nothing; its price was {dup[answer]} duplicate effect(s): the crash "
-                         "released the records and they were written again. A sink that ignores a second write "
-                         "of the same record (an idempotent sink) makes that harmless.")
+        return Verdict("wrong", f"In the run above, {answer} lost {lost[answer]} record(s): once a record is "
+                                "acknowledged, a share consumer cannot seek() back to it (only an administrator's "
+                                "reset of the whole, empty group's start offset can bring it back, with everything "
+                                "after it). Which order leaves the record in the broker's hands until its effect is "
+                                "safe?")
+    return Verdict("right", f"{answer} lost nothing; its price was {dup[answer]} duplicate effect(s): the crash "
+                            "released the records and they were written again. A sink that ignores a second write "
+                            "of the same record (an idempotent sink) makes that harmless.")

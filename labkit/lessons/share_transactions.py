@@ -21,7 +21,7 @@ import pandas as pd
 from labkit.history import Event
 from labkit.share.check import check_share
 from labkit.share.timeline import share_timeline_figure
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka import protocol
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
@@ -230,6 +230,7 @@ def two_phase_commit(db: str | Path, crash: str | None = None) -> dict:
     return {"effects": effects, "states": [r.state for r in world.sp.offsets], "rounds": rounds}
 
 
+@marked
 def check_abort_prediction(answer: object) -> Verdict:
     """Notebook 07's exercise (MODELLED): the seed's "abort" scenario on one record (poll, produce,
     send_share_acks, abort, then the loop carries on). ``answer`` predicts ``{"state": ..., "delivery_count": n,
@@ -238,15 +239,15 @@ def check_abort_prediction(answer: object) -> Verdict:
     if (v := unanswered(answer, f"a dict with keys {', '.join(keys)}")):
         return v
     if not isinstance(answer, dict) or set(answer) != set(keys):
-        return Verdict(False, f"The answer is a dict with exactly the keys {', '.join(keys)}.")
+        return Verdict("wrong", f"The answer is a dict with exactly the keys {', '.join(keys)}.")
     got = outcome(run(SCENARIOS["abort"], records=1)[0])
     real = {"state": got["states"][0], "delivery_count": got["delivery_counts"][0],
             "outputs_committed": got["outputs"][0]}
     if answer == real:
-        return Verdict(True, f"{real}: the abort discarded the output and returned the record to AVAILABLE; it was "
-                             "delivered again (the count went up: the model's default for open question (b)) and "
-                             "committed once, output and acknowledgement together.")
+        return Verdict("right", f"{real}: the abort discarded the output and returned the record to AVAILABLE; it was "
+                                "delivered again (the count went up: the model's default for open question (b)) and "
+                                "committed once, output and acknowledgement together.")
     hints = {"state": "Does the loop stop after the abort, or does it poll again?",
              "delivery_count": "An abort returns the record to AVAILABLE, and every acquisition counts a delivery.",
              "outputs_committed": "An aborted transaction's output is never committed; what about the retry's?"}
-    return Verdict(False, " ".join(h for k, h in hints.items() if answer.get(k) != real[k]) + " (MODELLED)")
+    return Verdict("wrong", " ".join(h for k, h in hints.items() if answer.get(k) != real[k]) + " (MODELLED)")

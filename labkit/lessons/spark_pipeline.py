@@ -29,7 +29,7 @@ from labkit.crashlab.participant import Participant
 from labkit.spark.roles.spark_pipeline import SINKS, end_offsets
 from labkit.spark.timeline import BatchRow, batch_rows, spark_timeline_figure
 from labkit.crashlab.timeline import LiveTimeline
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import CheckError, Verdict, marked, unanswered
 from labkit.kafka.records import produce
 
 #: The lesson's names of the sinks: A, Spark's Kafka writer; B, one Kafka transaction per micro-batch.
@@ -219,23 +219,29 @@ def where_offsets_live(run: PipelineRun) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@marked
 def check_skip_point(answer: object, rows: list[BatchRow]) -> Verdict:
     """Notebook 04's exercise: ``answer`` names sink B's crash point (``SINKS["transactional"]``) after which the
     restarted driver *skipped* the replayed micro-batch. Checked against the run's rows (``run.batches()``):
-    the crash points of the batches whose replay was skipped."""
+    the crash points of the batches whose replay was skipped.
+
+    Raises:
+        CheckError: no replay was skipped in ``rows`` (the run did not show what the question is about).
+    """
     points = SINKS["transactional"]
     if (v := unanswered(answer, f"one of {', '.join(map(repr, points))}")):
         return v
     if answer not in points:
-        return Verdict(False, f"The answer is one of {', '.join(map(repr, points))}.")
+        return Verdict("wrong", f"The answer is one of {', '.join(map(repr, points))}.")
     skipped = {step: r.batch_id for r in rows if any(o == "skipped" for _, _, o in r.runs) for _, step in r.crashes}
-    if not skipped:
-        return Verdict(False, "No replay was skipped in this run: run sink B with a crash after its Kafka commit.")
+    if not skipped:  # the run the notebook made crashes after the Kafka commit: the lab's failure, not the answer's
+        raise CheckError("No replay was skipped in this run, so no answer can be judged against it: run sink B with a "
+                         "crash after its Kafka commit (part 4's run_to_end).")
     if answer in skipped:
         n = skipped[answer]
-        return Verdict(True, f"Batch {n}: the driver died after the batch's Kafka transaction committed (outputs and "
-                             f"marker together) and before Spark wrote commits/{n}. Spark replayed batch {n}; the "
-                             "sink found its marker committed and wrote nothing.")
-    return Verdict(False, "A replay is skipped only when the batch's marker, committed in the same Kafka transaction "
-                          "as its outputs, is already there. Which crash point comes after the Kafka commit but "
-                          "before Spark's commits/N?")
+        return Verdict("right", f"Batch {n}: the driver died after the batch's Kafka transaction committed "
+                                f"(outputs and marker together) and before Spark wrote commits/{n}. Spark replayed "
+                                f"batch {n}; the sink found its marker committed and wrote nothing.")
+    return Verdict("wrong", "A replay is skipped only when the batch's marker, committed in the same Kafka transaction "
+                            "as its outputs, is already there. Which crash point comes after the Kafka commit but "
+                            "before Spark's commits/N?")

@@ -10,7 +10,7 @@ import pandas as pd
 from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions
 from labkit.kafka.logbatches import read_log
 from labkit.kafka.records import create_topic, produce, read_topic
@@ -96,6 +96,7 @@ def quiz_topic(bootstrap: str, timeout_s: float = 30.0) -> str:
     return topic
 
 
+@marked
 def check_prediction(bootstrap: str, topic: str, answer: object) -> "Verdict":
     """Check ``answer``, ``{"read_committed": [values], "read_uncommitted": [values]}`` in log order, against
     what consumers at each isolation level really read from ``topic`` (see :func:`quiz_topic`). A right answer's
@@ -104,19 +105,21 @@ def check_prediction(bootstrap: str, topic: str, answer: object) -> "Verdict":
     if (v := unanswered(answer, 'a dict {"read_committed": [...], "read_uncommitted": [...]} of values')):
         return v
     if not isinstance(answer, dict) or set(answer) != set(LEVELS):
-        return Verdict(False, 'The answer is a dict with exactly two keys, "read_committed" and "read_uncommitted".')
+        return Verdict("wrong", 'The answer is a dict with exactly two keys, "read_committed" and "read_uncommitted".')
+    if not all(isinstance(answer[level], (list, tuple)) for level in LEVELS):
+        return Verdict("wrong", "Each key's value is a list of values in log order, e.g. [\"x1\", \"x2\"].")
     real = {level: list(read_topic(bootstrap, topic, level).value) for level in LEVELS}
     wrong = [level for level in LEVELS if list(answer[level]) != real[level]]
     if not wrong:
         log = read_log(bootstrap, topic)
         markers = ", ".join(f"{m} at offset {o}" for o, m in zip(log.offset[log.control], log.marker[log.control]))
-        return Verdict(True, f"read_committed returned {real['read_committed']} and read_uncommitted "
-                             f"{real['read_uncommitted']}: the aborted records are in the log, only read_committed "
-                             f"skips them, and nobody reads the control records the partition's batches hold "
-                             f"({markers}).")
+        return Verdict("right", f"read_committed returned {real['read_committed']} and read_uncommitted "
+                                f"{real['read_uncommitted']}: the aborted records are in the log, only read_committed "
+                                f"skips them, and nobody reads the control records the partition's batches hold "
+                                f"({markers}).")
     hints = {"read_committed": "read_committed returns every committed record and every non-transactional one, "
                                "and skips what an aborted transaction wrote.",
              "read_uncommitted": "read_uncommitted returns every record in the log, aborted ones included; only "
                                  "the control records (COMMIT/ABORT markers) are never returned."}
-    return Verdict(False, f"Your {' and '.join(wrong)} list{'s are' if len(wrong) > 1 else ' is'} not what the "
-                          f"broker returned. " + " ".join(hints[level] for level in wrong))
+    return Verdict("wrong", f"Your {' and '.join(wrong)} list{'s are' if len(wrong) > 1 else ' is'} not what the "
+                            f"broker returned. " + " ".join(hints[level] for level in wrong))

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
-from labkit.exercise import Verdict, unanswered
+from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka import protocol
 from labkit.kafka.group_member import GroupMember, classic_session, describe_assignments, hold
 from labkit.kafka.offset_guard import UnassignedPartitionError
@@ -225,6 +225,7 @@ def _committed_offsets(exp: Experiment, partition: int) -> list[int]:
     return [o for o, t in txn_of_consume.items() if t in committed_txns]
 
 
+@marked
 def check_guard(answer: object, bug: dict) -> Verdict:
     """Notebook 05's exercise: ``answer`` is a function ``(assignment, offsets) -> offsets`` that keeps, of
     ``offsets`` (``{partition: offset}``), only the partitions in ``assignment`` (a list of partition numbers).
@@ -233,7 +234,7 @@ def check_guard(answer: object, bug: dict) -> Verdict:
     if (v := unanswered(answer, "a function (assignment, offsets) -> offsets")):
         return v
     if not callable(answer):
-        return Verdict(False, "The answer is a function: def guard(assignment, offsets): ... return {...}")
+        return Verdict("wrong", "The answer is a function: def guard(assignment, offsets): ... return {...}")
     own = bug["assignments"].get(bug["member_b"], [])
     cases = [(own, {bug["victim"]: 9, **{p: 0 for p in own}}), ([0, 1], {0: 5, 1: 7}), ([], {0: 1})]
     for assignment, offsets in cases:
@@ -241,10 +242,10 @@ def check_guard(answer: object, bug: dict) -> Verdict:
         try:
             got = answer(list(assignment), dict(offsets))
         except Exception as exc:  # noqa: BLE001: the learner's code failing is a wrong answer
-            return Verdict(False, f"guard({assignment}, {offsets}) raised {exc!r}.")
+            return Verdict("wrong", f"guard({assignment}, {offsets}) raised {exc!r}.")
         if got != expected:
-            return Verdict(False, f"guard({assignment}, {offsets}) returned {got!r}. B's commit in part 1 went "
-                                  "through because nothing compared the offsets with the assignment: keep only "
-                                  "the partitions the member holds.")
-    return Verdict(True, f"With B's real assignment {own}, the guard dropped partition {bug['victim']} (A's) and kept "
-                         "B's own; nothing outside the assignment would reach the group coordinator.")
+            return Verdict("wrong", f"guard({assignment}, {offsets}) returned {got!r}. B's commit in part 1 went "
+                                    "through because nothing compared the offsets with the assignment: keep only "
+                                    "the partitions the member holds.")
+    return Verdict("right", f"With B's real assignment {own}, the guard dropped partition {bug['victim']} (A's) "
+                            "and kept B's own; nothing outside the assignment would reach the group coordinator.")

@@ -1,0 +1,51 @@
+"""The marks a notebook's kernel makes of a learner's progress, and who hears them: a tiny observer registry below
+every lesson, so that an exercise or a claims cell knows nothing of who listens.
+
+A mark is ``(kind, state)``, published where it is observed:
+
+* ``"exercise"``: an exercise check's outcome (:func:`labkit.exercise.check`): ``"unanswered"`` (the answer cell still
+  holds ``...``), ``"wrong"``, ``"right"``, or ``"error"``: the check raised (the broker did not answer, the run or the
+  lab failed), which says nothing of the answer;
+* ``"claims"``: a notebook's claims cell: ``"held"`` when its assertions ran to its last line
+  (:func:`labkit.claims.claims_hold`); ``"failed"`` (an assertion did not hold) and ``"error"`` (the cell raised
+  anything else) are seen by whoever watches the cell end, as the workshop hub's kernels do.
+
+Observers are called in the publishing thread, in the order they subscribed; none by default. The workshop hub's
+kernels subscribe one (:mod:`labkit.hub.report`), which only queues the mark and never raises. Stdlib only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+#: What each kind of mark may say.
+STATES = {"exercise": ("unanswered", "wrong", "right", "error"), "claims": ("held", "failed", "error")}
+
+#: An observer: called with ``(kind, state)`` for each mark published in this process.
+Observer = Callable[[str, str], None]
+
+_observers: list[Observer] = []
+
+
+def subscribe(observer: Observer) -> None:
+    """Call ``observer(kind, state)`` for every mark published from now on (once, however often subscribed)."""
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def unsubscribe(observer: Observer) -> None:
+    """Stop calling ``observer``; nothing if it was not subscribed."""
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+def publish(kind: str, state: str) -> None:
+    """Tell every observer of the mark ``(kind, state)``.
+
+    Raises:
+        ValueError: ``kind`` or ``state`` is not one of :data:`STATES` (checked before any observer is called).
+    """
+    if state not in STATES.get(kind, ()):
+        raise ValueError(f"a mark is one of {STATES}, not ({kind!r}, {state!r})")
+    for observer in list(_observers):
+        observer(kind, state)
