@@ -57,11 +57,17 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 #: Settings the lab's JupyterLab starts with (JupyterLab's ``overrides.json``, keyed by plugin): it never asks about
 #: "official Jupyter news" (that prompt covers the lower right of every notebook), never looks for a newer
-#: JupyterLab (the lab pins its version; the check needs the news feed anyway), and starts a notebook's own kernel
+#: JupyterLab (the lab pins its version; the check needs the news feed anyway), starts a notebook's own kernel
 #: (``python3``, its ``kernelspec``) without a "Select Kernel" dialog (``autoStartDefaultKernel``, JupyterLab 4's
-#: notebook tracker). A learner can still change each.
+#: notebook tracker), and refuses a run asked for while that kernel starts, saying so ("Kernel ... is still
+#: initializing", ``enableKernelInitNotification``): without it, a Run All in the first seconds after a notebook opens
+#: (before JupyterLab has asked for its kernel; the toolbar already says idle) starts a kernel of its own, JupyterLab
+#: then starts another and shuts the first down, and the cells the first took are lost with no error shown (JupyterLab
+#: 4.6's ``SessionContext.startKernel`` and cell executor; seen on a loaded hub, reproduced in tests/test_drive.py).
+#: A learner can still change each.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
-                "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True}}
+                "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True,
+                                                           "enableKernelInitNotification": True}}
 #: JupyterLab's page configuration the lab's JupyterLab starts with (``labconfig/page_config.json``, read by
 #: ``jupyterlab.labapp`` through ``get_static_page_config``): no build check. Each page load otherwise asks the server
 #: whether extensions need a rebuild, and the server runs ``node yarn.js config`` to answer (1-2 s of CPU, 40-67 MiB

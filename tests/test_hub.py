@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import socket
 import stat
 import subprocess
@@ -314,6 +315,11 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
             # the notebook used the attendee's lab broker, not one of its own
             expect(page.locator(".jp-OutputArea-output", has_text="(the lab broker, make lab)")).to_be_visible()
         print(f"notebook 00, Run All, three attendees at once: {time.monotonic() - started:.1f} s")
+        # one kernel per opened notebook: each attendee's JupyterLab made one session (Jupyter Server logs each POST),
+        # none started beside it and shut down (drive.run_all and wait_for_run ask nothing twice)
+        log = hub["log"].read_text()
+        made = {name: len(re.findall(rf" 201 POST /user/{name}/api/sessions\b", log)) for name in attendees}
+        assert made == dict.fromkeys(attendees, 1), made
 
         entries = {name: pwd.getpwnam(names.unix_name(name)) for name in attendees}
         brokers = {}

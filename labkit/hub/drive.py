@@ -158,22 +158,51 @@ def lab_setting(page, url: str, name: str, plugin: str, values: dict) -> None:
 
 def open_notebook(page, url: str, name: str, notebook: str, timeout_s: float = 180.0, reset: bool = False) -> None:
     """Open ``notebook`` (a file name in the attendee's working folder) in ``name``'s JupyterLab and wait for its kernel
-    to be idle. JupyterLab may ask for the kernel even when it has started it: the proposed one is taken. ``reset``:
-    JupyterLab's ``?reset`` (the saved layout dropped, so no earlier tab is restored, and no kernel started for it).
+    (:func:`wait_for_kernel`). JupyterLab may ask for the kernel even when it could start one (when its list of kernel
+    specs is not loaded yet): the proposed one is taken. ``reset``: JupyterLab's ``?reset`` (the saved layout dropped,
+    so no earlier tab is restored, and no kernel started for it).
 
     Raises:
-        LabkitError: the kernel was not idle within ``timeout_s`` seconds.
+        LabkitError: as :func:`wait_for_kernel`.
     """
-    from playwright.sync_api import expect
-
     page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select Kernel"),
                              lambda dialog: dialog.locator(".jp-Dialog-button.jp-mod-accept").click())
     page.goto(f"{url}user/{name}/lab/tree/{notebook}" + ("?reset" if reset else ""))
+    wait_for_kernel(page, f"{url}user/{name}/", notebook, timeout_s)
+
+
+def wait_for_kernel(page, base: str, notebook: str, timeout_s: float) -> None:
+    """Wait until the JupyterLab open on ``page`` (its server at ``base``, e.g. ``<hub>/user/<name>/``) has the kernel
+    of ``notebook`` (its path from the server's root) started, connected and idle: the server lists the notebook's
+    session (``GET api/sessions``, Jupyter Server's REST API: the session's path is the notebook's once JupyterLab has
+    its kernel) with its kernel idle and connected, and the page's execution indicator says idle. The indicator alone
+    proves nothing: JupyterLab shows it idle before it has asked for any kernel, and a Run All in that window started a
+    kernel of its own, then JupyterLab's, which shut the first down with the cells it had taken (JupyterLab's
+    ``SessionContext``; the lab's JupyterLab now refuses such a Run All, saying the kernel is initializing:
+    ``enableKernelInitNotification``, :data:`labkit.workspace.LAB_SETTINGS`).
+
+    Raises:
+        LabkitError: not within ``timeout_s`` seconds (the sessions the server listed quoted).
+    """
+    from playwright.sync_api import expect
+
+    listed: list = []
+
+    def ready() -> bool:
+        answer = page.request.get(f"{base}api/sessions")
+        listed[:] = answer.json() if answer.ok else [f"HTTP {answer.status}"]
+        return any(isinstance(s, dict) and s.get("path") == notebook and (s.get("kernel") or {}).get("execution_state")
+                   == "idle" and (s["kernel"].get("connections") or 0) >= 1 for s in listed)
+
+    deadline = Deadline(timeout_s)
+    if not wait_until(ready, timeout_s, 0.5):
+        raise LabkitError(f"{notebook} had no idle kernel within {timeout_s:g} s; the server's sessions: {listed}")
     try:
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
-            timeout=timeout_s * 1000)
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_visible(
+            timeout=max(deadline.remaining_s(), 1.0) * 1000)
     except AssertionError:
-        raise LabkitError(f"{name}'s {notebook} had no idle kernel within {timeout_s:g} s") from None
+        raise LabkitError(f"{notebook}'s kernel is idle on the server, but the page did not say so within "
+                          f"{timeout_s:g} s") from None
 
 
 def _menu(page, menu: str, item: str) -> None:
@@ -182,26 +211,30 @@ def _menu(page, menu: str, item: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(item)).click()
 
 
-def run_all(page, name: str, tries: int = 3) -> None:
-    """Run > Run All Cells in JupyterLab's menu, again (up to ``tries`` times) while no cell was taken: a run asked
-    for while a new kernel's connection still settles is dropped (as tests/test_browser.py saw).
+#: What JupyterLab says of a run asked for while the notebook's kernel starts (``enableKernelInitNotification``).
+INITIALIZING = re.compile("is still initializing")
+
+
+def run_all(page, name: str, timeout_s: float = 60.0) -> None:
+    """Run > Run All Cells in JupyterLab's menu, once (after :func:`open_notebook`), and wait for a cell to be taken.
 
     Raises:
-        LabkitError: no cell started after ``tries`` tries (a screenshot in ``/tmp/hub-run-all-<name>.png``).
+        LabkitError: no cell started within ``timeout_s`` seconds, or JupyterLab refused the run because the kernel
+            was still starting (a screenshot in ``/tmp/hub-run-all-<name>.png``).
     """
     from playwright.sync_api import expect
 
     taken = page.locator(".jp-CodeCell .jp-InputArea-prompt").filter(has_text=re.compile(r"\[(\*|\d+)\]"))
-    for _ in range(tries):
-        _menu(page, "Run", "^Run All Cells$")
-        try:
-            expect(taken.first).to_be_visible(timeout=20_000)
-            return
-        except AssertionError:
-            continue
-    page.screenshot(path=f"/tmp/hub-run-all-{name}.png")
-    raise LabkitError(f"{name}'s Run All Cells started no cell in {tries} tries (screenshot "
-                      f"/tmp/hub-run-all-{name}.png)")
+    _menu(page, "Run", "^Run All Cells$")
+    try:
+        expect(taken.first).to_be_visible(timeout=timeout_s * 1000)
+        return
+    except AssertionError:
+        page.screenshot(path=f"/tmp/hub-run-all-{name}.png")
+    refused = page.get_by_text(INITIALIZING).count()
+    raise LabkitError(f"{name}'s Run All Cells started no cell within {timeout_s:g} s" +
+                      (": JupyterLab said the kernel was still initializing" if refused else "") +
+                      f" (screenshot /tmp/hub-run-all-{name}.png)")
 
 
 #: Seconds a cell may stay queued (``[*]``) while the kernel says idle before its execute request counts as lost.
@@ -211,23 +244,21 @@ LOST_S = 45
 def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> str | None:
     """After :func:`run_all`: wait until no code cell of ``name``'s open notebook is running or queued (no ``[*]``
     prompt) and the kernel is idle, twice in a row ``interval_s`` apart. Reads every cell's prompt, so the notebook
-    must draw every cell (``windowingMode: none``, :func:`lab_setting`). Cells queued while the kernel has said idle
-    for :data:`LOST_S` seconds had their execute requests lost: JupyterLab sent them on a kernel connection it then
-    replaced (it started a notebook's kernel twice, on a hub under load, and shut the first one down with the
-    requests), and nothing would ever run them (or, when it cleared their prompts, the run ended short with no error
-    shown); Run All is then asked again, once (the cells that ran run again: the lab's notebooks may be run twice).
+    must draw every cell (``windowingMode: none``, :func:`lab_setting`).
     Returns None if the last code cell ran and no cell raised, else why not: where the run stopped and the last error
     output shown (a cell that raised stops Run All: JupyterLab clears the queued cells' prompts; the last cell's
     failure stops nothing, and fails the run all the same).
 
     Raises:
-        LabkitError: still running after ``timeout_s`` seconds, or cells lost again after the second Run All.
+        LabkitError: still running after ``timeout_s`` seconds; or the run was lost: cells queued while the kernel has
+            said idle for :data:`LOST_S` seconds, or a run that ended short with no error shown (the execute requests
+            went to a kernel that is gone: a defect, never asked again).
     """
     prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                           has_text=RAISED)
-    deadline, quiet, stalled_since, asked_again = Deadline(timeout_s), 0, None, False
+    deadline, quiet, stalled_since = Deadline(timeout_s), 0, None
     while True:
         if deadline.expired():
             raise LabkitError(f"{name}'s notebook still ran after {timeout_s:g} s")
@@ -236,25 +267,21 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
         pending, is_idle = any(PENDING.search(t) for t in texts), bool(idle.count())
         quiet = quiet + 1 if is_idle and not pending else 0
         stalled_since = (stalled_since or time.monotonic()) if pending and is_idle else None
-        # lost: queued cells an idle kernel never takes, or a Run All that ended short with no error (JupyterLab
-        # clears the queued cells' prompts when it replaces the kernel)
-        lost = (stalled_since is not None and time.monotonic() - stalled_since > LOST_S) or (
-            quiet >= 2 and not (texts and RAN.search(texts[-1])) and not errors.count())
-        if lost and not asked_again:
-            run_all(page, name)
-            asked_again, stalled_since, quiet = True, None, 0
-        elif lost and stalled_since is not None:
-            raise LabkitError(f"{name}'s queued cells were not run by an idle kernel, twice (lost execute "
+        if stalled_since is not None and time.monotonic() - stalled_since > LOST_S:
+            raise LabkitError(f"{name}'s queued cells were not run by an idle kernel for {LOST_S} s (lost execute "
                               "requests)")
-        elif quiet >= 2:
+        if quiet >= 2:
             break
     shown = errors.all_inner_texts()
     if texts and RAN.search(texts[-1]) and not shown:
         return None
     ran = sum(bool(RAN.search(t)) for t in texts)
+    if not shown:
+        raise LabkitError(f"{name}'s Run All ended after {ran} of {len(texts)} code cells with no error shown (lost "
+                          "execute requests)")
     where = (f"every code cell ran ({ran}), one raised" if texts and RAN.search(texts[-1]) else
              f"stopped after {ran} of {len(texts)} code cells")
-    return f"{where}: " + (shown[-1][-800:] if shown else "no error shown")
+    return f"{where}: " + shown[-1][-800:]
 
 
 def shut_down_kernels(page) -> None:
