@@ -3,9 +3,10 @@ could not read.
 
 One helper for every browser check of the lab (the control-panel test, the notebook pages test, ``docs/figures.py``,
 and the workshop hub's and the book's tests): :func:`chromium` launches the browser, :class:`ConsoleErrors` gathers the
-page's console errors, and :func:`figure_problems` and :func:`text_dumps` read, from the page itself, what is wrong with
-the figures a page shows: a figure taller than the window, two annotations on top of each other, a title or label cut at
-the figure's edge, a legend naming the same thing twice, a figure printed as a text dump of its object.
+page's console errors, and :func:`figure_problems`, :func:`text_dumps` and :func:`wide_tables` read, from the page
+itself, what is wrong with the figures and tables a page shows: a figure taller than the window, two annotations on top
+of each other, a title or label cut at the figure's edge, a legend naming the same thing twice, a figure printed as a
+text dump of its object, a table wider than its column.
 """
 
 from __future__ import annotations
@@ -164,3 +165,29 @@ def text_dumps(element, where: str = "") -> list[str]:
     (:data:`TEXT_DUMP`) instead of drawing it."""
     texts = element.evaluate("root => [...root.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText)")
     return [f"{where} prints a figure object as text: {t[:80]!r}…" for t in texts if TEXT_DUMP.search(t)]
+
+
+#: Reads each table inside ``root`` (a DataFrame's HTML, a Markdown table): its header's texts, its right edge, the
+#: right edge of what shows it (its nearest ancestor that scrolls or clips sideways, as JupyterLab's output area and
+#: the book's cell output do; else the window) and the texts of the header cells past that edge, in page px.
+_TABLES_JS = """root => [...root.querySelectorAll('table')].map(table => {
+  let box = table.parentElement;
+  const shows = e => ['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(e).overflowX);
+  while (box && !shows(box)) box = box.parentElement;
+  const edge = box ? box.getBoundingClientRect().left + box.clientLeft + box.clientWidth
+                   : document.documentElement.clientWidth;
+  const heads = [...table.querySelectorAll('thead th')].filter(th => th.textContent.trim());
+  return {right: table.getBoundingClientRect().right, width: table.getBoundingClientRect().width, edge: edge,
+          room: box ? box.clientWidth : edge,
+          hidden: heads.filter(th => th.getBoundingClientRect().right > edge + 1).map(th => th.textContent.trim())};
+})"""
+
+
+def wide_tables(element, where: str = "") -> list[str]:
+    """A sentence for each table inside ``element`` (a Playwright element handle) that ends more than 1 px right of
+    the box showing it (its nearest ancestor that scrolls or clips sideways, e.g. JupyterLab's output area; else the
+    window), naming the header cells past that edge: a reader sees those columns only by scrolling sideways.
+    ``where`` prefixes each sentence (e.g. "cell 22")."""
+    return [f"{where} a table {t['width']:.0f} px wide in a {t['room']:.0f} px column hides its columns "
+            f"{t['hidden']} past the column's right edge" for t in element.evaluate(_TABLES_JS)
+            if t["right"] > t["edge"] + 1]

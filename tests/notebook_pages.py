@@ -8,6 +8,8 @@ Chromium at 1280x800 (:mod:`labkit.browser`), saves it, and fails on what a lear
 * a figure printed as a text dump of its object;
 * a figure taller than the window; two annotations on top of each other; a title or label cut off; a legend entry
   named twice (each read from the page: :func:`labkit.browser.figure_problems`);
+* a table wider than its output area, its right-hand columns hidden until one scrolls sideways
+  (:func:`labkit.browser.wide_tables`);
 * a console error not on :data:`ALLOWED_CONSOLE_ERRORS`;
 * a file of the repository's ``notebooks/`` changed by opening, running or saving the notebook.
 
@@ -30,8 +32,9 @@ from labkit import browser
 
 REPO = Path(__file__).resolve().parents[1]
 PLOTLY = "application/vnd.plotly.v1+json"
-#: The notebooks whose page is checked (the ones with the most figures and the playgrounds).
-PAGES = ("02_zombie_fencing", "06_share_groups", "07_share_transactions")
+#: The notebooks whose page is checked (the ones with the most figures, the widest tables and the playgrounds).
+PAGES = ("02_zombie_fencing", "04_spark_pipeline", "05_unassigned_partition", "06_share_groups",
+         "07_share_transactions")
 #: JupyterLab draws every cell, not only those near the view (its ``windowingMode``, a speed setting that changes no
 #: layout), so that the check reads every figure in one pass.
 SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
@@ -137,7 +140,7 @@ def page_problems(url: str, name: str, nb: dict, shots: Path) -> list[str]:
                     cell.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
                     problems += browser.figure_problems(handle, where=where)
                     cell.screenshot(path=str(shots / f"cell-{i:02d}.png"))
-                problems += browser.text_dumps(handle, where=where)
+                problems += browser.text_dumps(handle, where=where) + browser.wide_tables(handle, where=where)
             page.keyboard.press("Control+s")
             expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)  # saved
         finally:

@@ -2,11 +2,12 @@
 whatever the number of records; no action label overlaps another or leaves the figure; each legend entry once, and one
 for each kind of line drawn. Labels are boxes of the width :mod:`labkit.crashlab.timeline` reckons a character."""
 
+import plotly.graph_objects as go
 import pytest
 
 from labkit.crashlab.timeline import ASSUMED_WIDTH, CHAR_PX, LABEL_ROW_PX, MAX_HEIGHT, timeline_figure
 from labkit.share.timeline import share_timeline_figure
-from labkit.spark.timeline import spark_timeline_figure
+from labkit.spark.timeline import LIVE_WIDTH, left_px, spark_timeline_figure
 from tests.histories import IN, OUT, SHARE, H, S
 
 LONG_TITLE = ("Java client without a rebalance listener, KIP-447: the zombie rejoined in the background; its offsets "
@@ -57,16 +58,19 @@ def batches(n):
         h.add("batch_start", "d", batch_id=b).add("batch_written", "d", batch_id=b).add("batch_committed", "d", batch_id=b)
         if b == n // 2:
             h.add("crash", "d", step="after_produce").add("start", "d").add("pause", "d").add("resume", "d")
-    return h.final(IN, "read_committed", [(b, f"s-{b}") for b in range(n)]).events
+    h.final(IN, "read_committed", [(b, f"s-{b}") for b in range(n)])
+    return h.finals([(b, f"s-{b}>out") for b in range(n)]).events
 
 
 def figures(n):
     """(figure, the plot's width in px the labels were laid out for) of each kind, ``n`` records."""
     crash = timeline_figure(records(n), title=LONG_TITLE)
     longest = max(len(str(c)) for c in crash.layout.yaxis.categoryarray)
+    spark, live = (spark_timeline_figure(batches(n), IN, OUT, LONG_TITLE, figure=f)
+                   for f in (None, go.FigureWidget()))
     return [(crash, ASSUMED_WIDTH - 7 * longest - 60),
             (share_timeline_figure(shared(n), SHARE, LONG_TITLE), ASSUMED_WIDTH - 100),
-            (spark_timeline_figure(batches(n), IN, OUT, LONG_TITLE), 0.72 * ASSUMED_WIDTH - 80)]
+            (spark, left_px(spark.layout, ASSUMED_WIDTH)), (live, left_px(live.layout, LIVE_WIDTH))]
 
 
 def label_boxes(fig, plot_px):
@@ -141,3 +145,44 @@ def test_a_time_axis_shared_between_figures_is_the_one_the_labels_are_laid_out_o
     assert list(fig.layout.xaxis.range) == [0, 100.0]
     boxes = label_boxes(fig, ASSUMED_WIDTH - 7 * len("p-1 by p @0") - 60)
     assert len({row for *_, row in boxes}) == len(boxes)  # all at x ≈ 0 on a 100 s axis: one row each
+
+
+#: px: the width of JupyterLab's notebook column at 1280x800 (file browser open), and of the book's column.
+COLUMN_PX = 848
+
+
+def text_px(text, size):
+    """A generous width of ``text`` in a font ``size`` px (a character at most 0.6 of the size)."""
+    return 0.6 * size * len(text)
+
+
+def test_spark_subplot_and_axis_titles_fit_over_their_panels_without_overlapping():
+    """Issue 48: the right panel's title was wider than the room right of its centre, cut off at the figure's edge."""
+    for figure, width in ((None, ASSUMED_WIDTH), (go.FigureWidget(), LIVE_WIDTH)):
+        fig = spark_timeline_figure(batches(12), IN, OUT, "t", figure=figure)
+        assert fig.layout.width == (LIVE_WIDTH if figure else None)  # a static figure takes the column's width
+        plot = width - 80 - fig.layout.margin.r  # plotly's left margin, 80 px
+        spans = []
+        for axis, note in (("xaxis", fig.layout.annotations[0]), ("xaxis2", fig.layout.annotations[1])):
+            low, high = fig.layout[axis].domain
+            assert note.xref == "paper" and note.x == pytest.approx((low + high) / 2)  # a subplot title over its panel
+            centre = 80 + note.x * plot
+            for text, size in ((note.text, note.font.size), (fig.layout[axis].title.text, 12)):  # 12: plotly's font
+                assert 0 <= centre - text_px(text, size) / 2 and centre + text_px(text, size) / 2 <= width, text
+            half = text_px(note.text, note.font.size) / 2
+            spans.append((centre - half, centre + half))
+        assert spans[0][1] <= spans[1][0], spans
+
+
+def test_a_live_figure_redrawn_is_the_figure_of_the_last_history_alone():
+    """Issue 48: a FigureWidget redrawn by merging kept the previous frames' annotations (a crash label turned into a
+    copy of a subplot title, drawn over it), and was drawn 700 px wide, cut at the right."""
+    events = batches(12)
+    live = go.FigureWidget()
+    for k in (0, 3, len(events) // 2, len(events) // 2 + 2, len(events) - 30, len(events)):
+        spark_timeline_figure(events[:k], IN, OUT, "sink B, live", figure=live)
+    once = spark_timeline_figure(events, IN, OUT, "sink B, live", figure=go.FigureWidget())
+    plain = lambda f: {**f.to_plotly_json(), "data": [{k: v for k, v in t.items() if k != "uid"}  # noqa: E731
+                                                      for t in f.to_plotly_json()["data"]]}
+    assert plain(live) == plain(once)
+    assert live.layout.width == LIVE_WIDTH <= COLUMN_PX

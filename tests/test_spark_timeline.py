@@ -93,4 +93,19 @@ def test_figure_draws_the_rows():
 
 def test_empty_history_draws_an_empty_figure():
     assert batch_rows([], IN, OUT) == []
-    assert len(spark_timeline_figure([], IN, OUT).data) == 3  # the empty copy bars
+    assert spark_timeline_figure([], IN, OUT).data == ()
+
+
+def test_the_copies_panel_is_drawn_once_the_output_was_read_and_never_empty():
+    """Issue 48: the live figure, redrawn while the pipeline ran (before the lab's final reads), showed an empty
+    right panel; the book recorded it so. Until the read, the timeline alone, the whole width."""
+    events = history()
+    running = [e for e in events if e.kind != "final_read"]
+    fig = spark_timeline_figure(running, IN, OUT)
+    assert "xaxis2" not in fig.layout.to_plotly_json() and list(fig.layout.xaxis.domain) == [0, 1]
+    assert [a.text for a in fig.layout.annotations if a.xref == "paper"] == ["micro-batches over time"]
+    assert not [t for t in fig.data if t.type == "bar"]
+    read = spark_timeline_figure(events, IN, OUT)
+    assert read.layout.xaxis.domain[1] < read.layout.xaxis2.domain[0]
+    bars = {t.name: list(t.x) for t in read.data if t.type == "bar"}
+    assert bars == {"once": [2, 2], "extra copies": [0, 2], "missing": [0, 0]}

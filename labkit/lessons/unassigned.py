@@ -211,6 +211,23 @@ def replay_commit(bug: dict, release: str | None = None) -> list[dict]:
     ]
 
 
+def commit_rows(rows: list[dict]) -> list[dict]:
+    """The commits of :func:`labkit.lessons.nonmember_commit.nonmember_commit` (its runs' ``rows``) as notebook 05
+    shows them, narrow enough for JupyterLab's notebook column at 1280x800 (848 px) and the book's: one dict per commit
+    ``{"client", "library", "request", "metadata sent", "offset", "answer", "committed", "protocol"}``, where
+    "metadata sent" is the generation (member epoch) and member id the commit carried (the id's first 8 characters),
+    and "committed" the group's committed offset before and after the commit (``"3 → 9"``; -1001: none yet)."""
+    def sent(r: dict) -> str:
+        member = r["member id"]
+        return f"generation {r['generation']}, " + ("no member id" if member == "(none)" else
+                                                     f"member {member if len(member) <= 9 else member[:8] + '…'}")
+
+    return [{"client": r["client"], "library": r["library"], "request": r["request"], "metadata sent": sent(r),
+             "offset": r["offset"], "answer": r["answer"],
+             "committed": f"{r['committed before']} → {r['committed after']}", "protocol": r["protocol"]}
+            for r in rows]
+
+
 def _committed_offsets(exp: Experiment, partition: int) -> list[int]:
     """Input offsets on ``partition`` that member-A consumed in a transaction that committed."""
     events = [e for e in exp.history.events() if e.participant == "member-A"]

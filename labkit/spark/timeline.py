@@ -5,10 +5,11 @@ for the batch (a bar from the sink's start to its end: *written* for Spark's Kaf
 *aborted* for a Kafka transaction, *skipped* when the batch's marker was already committed, *crashed* when
 the driver died inside it; a crash is labelled with its crash point on the row of the batch it hit), the Kafka
 transaction's commit (●) and ``commits/N`` (■); crashes and restarts are labelled vertical lines
-(:func:`~labkit.crashlab.timeline.action_marks`). Right, on the same rows: what the batch's input records became in
-the read_committed output: written once, extra copies (duplicates), missing. Everything is computed from the history
-alone (:func:`batch_rows`), so a test can hold the figure to the history it draws. The figure fits a laptop window
-however many batches there are (:func:`~labkit.crashlab.timeline.frame`).
+(:func:`~labkit.crashlab.timeline.action_marks`). Right, on the same rows, once the history holds the lab's final
+read of the output: what the batch's input records became in the read_committed output: written once, extra copies
+(duplicates), missing. Everything is computed from the history alone (:func:`batch_rows`), so a test can hold the
+figure to the history it draws. The figure fits a laptop window however many batches there are
+(:func:`~labkit.crashlab.timeline.frame`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ from labkit.history import Event, derived_id
 RUN_COLOURS = {"written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "crashed": "#d62728",
                "skipped": "#bab0ac", "running": "#f2b447"}
 ROW_PX = 34  # a batch's row, when the figure has room
+#: The subplots: the timeline and, once the output was read, what the inputs became; their share of the plot's width,
+#: the gap between them, their titles (font size in px) and the right one's x axis title: each fits over its panel in a
+#: figure :data:`~labkit.crashlab.timeline.ASSUMED_WIDTH` or :data:`LIVE_WIDTH` px wide (tests/test_figure_layout.py).
+COLUMN_WIDTHS, SPACING = (0.7, 0.3), 0.03
+TITLES, TITLE_FONT = ("micro-batches over time", "its inputs, in the output"), 13
+AXIS2_TITLE = "input records (read_committed)"
+#: px: a live figure's width (a ``FigureWidget``): JupyterLab's notebook column at 1280x800 with the file browser
+#: open is 848 px, as is the book's.
+LIVE_WIDTH = 840
 COPY_COLOURS = {"once": "#54a24b", "extra copies": "#d62728", "missing": "#7f7f7f"}
 
 
@@ -127,20 +137,33 @@ def _count_outputs(events, rows, ranges, input_topic, output_topic, stage) -> No
 
 def spark_timeline_figure(events: list[Event], input_topic: str, output_topic: str, title: str = "",
                           figure: go.Figure | None = None) -> go.Figure:
-    """Draw the micro-batch timeline into ``figure`` (a new ``go.Figure`` by default, or a
-    ``go.FigureWidget`` to redraw live), at most :data:`~labkit.crashlab.timeline.MAX_HEIGHT` px tall. Returns the
-    figure."""
+    """Draw the micro-batch timeline of ``events`` at most :data:`~labkit.crashlab.timeline.MAX_HEIGHT` px tall and
+    return it: a new ``go.Figure`` by default, else ``figure`` (a ``go.FigureWidget`` redrawn live), given the whole
+    figure (its traces and layout replaced, not merged: plotly merges a list of annotations element by element,
+    cycling the shorter one, which drew a previous frame's labels and subplot titles on top of each other).
+
+    The right panel (what the inputs became) is drawn once the history holds the lab's read_committed read of
+    ``output_topic`` (:meth:`~labkit.crashlab.experiment.Experiment.final_reads`); before it, e.g. while the
+    pipeline runs, nothing says what they became, and the timeline takes the whole width. A ``FigureWidget`` is
+    :data:`LIVE_WIDTH` px wide (plotly's widget, unlike a static figure, does not follow JupyterLab's column: it
+    was drawn 700 px wide, plotly.js's default, cutting off the right panel's title); its action labels are laid
+    out for that width."""
     rows = batch_rows(events, input_topic, output_topic)
+    read = any(e.kind == "final_read" and e.topic == output_topic and e.isolation_level == "read_committed"
+               for e in events)
+    live = isinstance(figure, go.FigureWidget)
+    width = LIVE_WIDTH if live else ASSUMED_WIDTH
     label = {r.batch_id: f"batch {r.batch_id}" for r in rows}
     order = [label[r.batch_id] for r in reversed(rows)]
-    fig = figure if figure is not None else go.Figure()
-    grid = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.72, 0.28], horizontal_spacing=0.03,
-                         subplot_titles=("micro-batches over time", "its inputs in the read_committed output"))
+    grid = (make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=list(COLUMN_WIDTHS),
+                          horizontal_spacing=SPACING, subplot_titles=TITLES) if read
+            else make_subplots(rows=1, cols=1, subplot_titles=TITLES[:1]))
     last = next((e for e in reversed(events) if e.kind != "final_read"), None)  # the lab's reads come later
     end_s = (last.mono_ns - events[0].mono_ns) / 1e9 if last else 1.0
     span = (-0.02 * end_s, 1.02 * end_s or 1.0)
-    shapes, notes, legend, label_rows = action_marks(_actions(events), span, 0.72 * ASSUMED_WIDTH - 80)
-    traces = _run_traces(rows, label) + _point_traces(rows, label) + _labels(rows, label) + _copy_traces(rows, label)
+    shapes, notes, legend, label_rows = action_marks(_actions(events), span, left_px(grid.layout, width))
+    traces = _run_traces(rows, label) + _point_traces(rows, label) + _labels(rows, label)
+    traces += _copy_traces(rows, label) if read else []
     names = [t.name for t in traces if t.showlegend is not False] + [t["name"] for t in legend]
     thin = min(1.0, plot_height(title, label_rows + 2, names, ROW_PX * len(rows)) / max(1, len(rows)) / ROW_PX)
     for t in traces:  # thinner rows: thinner bars, smaller markers, no words where they would overlap
@@ -150,18 +173,30 @@ def spark_timeline_figure(events: list[Event], input_topic: str, output_topic: s
                      visible=t.mode != "text" or thin * ROW_PX >= 14)
     traces += [go.Scatter(**t) for t in legend]
     for note in grid.layout.annotations:  # the subplot titles, above the rows of action labels
-        note.update(yshift=4 + LABEL_ROW_PX * label_rows, font=dict(size=13))
-    with fig.batch_update() if isinstance(fig, go.FigureWidget) else nullcontext():
-        fig.data = ()
-        fig.update_layout(grid.layout)
-        fig.add_traces(traces)
-        fig.update_layout(shapes=shapes, annotations=[*grid.layout.annotations, *notes], barmode="stack",
-                          bargap=0.35, **frame(title, label_rows + 2, names, ROW_PX * len(rows)),  # 2: subplot titles
-                          xaxis=dict(title="seconds since the experiment started", range=list(span)),
-                          xaxis2=dict(title="input records"),
-                          yaxis=dict(type="category", categoryorder="array", categoryarray=order),
-                          yaxis2=dict(type="category", categoryorder="array", categoryarray=order))
-    return fig
+        note.update(yshift=4 + LABEL_ROW_PX * label_rows, font=dict(size=TITLE_FONT))
+    fig = go.Figure(data=traces, layout=grid.layout)
+    fig.layout.annotations = [*grid.layout.annotations, *notes]
+    fig.layout.shapes = shapes
+    category = dict(type="category", categoryorder="array", categoryarray=order)
+    fig.update_layout(barmode="stack", bargap=0.35,
+                      **frame(title, label_rows + 2, names, ROW_PX * len(rows)),  # 2: the subplot titles' rows
+                      xaxis=dict(title="seconds since the experiment started", range=list(span)), yaxis=category,
+                      **(dict(xaxis2=dict(title=AXIS2_TITLE), yaxis2=category) if read else {}),
+                      **(dict(width=width) if live else {}))
+    if figure is None:
+        return fig
+    with figure.batch_update() if live else nullcontext():
+        figure.data = ()
+        figure.add_traces(fig.data)
+        figure.layout = fig.layout
+    return figure
+
+
+def left_px(layout: go.Layout, width: float) -> float:
+    """The width in px of the timeline's plot (the left panel, or the only one) of ``layout`` in a figure ``width``
+    px wide (plotly's default left margin, 80 px, and :func:`~labkit.crashlab.timeline.frame`'s right one, 20)."""
+    low, high = layout.xaxis.domain
+    return (high - low) * (width - 80 - 20)
 
 
 def _run_traces(rows: list[BatchRow], label: dict) -> list[go.Scatter]:
