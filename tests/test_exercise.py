@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -211,8 +212,13 @@ def test_02_write_the_offsets_step_and_crash_it(bootstrap, tmp_path):
 def test_02_a_run_that_failed_before_the_step_ran_is_an_error(tmp_path, monkeypatch, heard):
     """The processor failed before it ever ran the learner's step (here: it never started; a broker gone, a lab
     bug): the check raises, never a wrong answer."""
+    log = tmp_path / "processor-1.stderr.log"
+    log.write_text("COORDINATOR_NOT_AVAILABLE\n")  # no traceback through the learner's code
+
     def lab_failed(exp, step):
-        raise RuntimeError("processor-1 ended failed: COORDINATOR_NOT_AVAILABLE, not crashed after your step")
+        processor = types.SimpleNamespace(name="processor-1", stderr_log=log)  # it never ran the step
+        raise fencing.NoPlannedCrash(processor, "processor-1 ended failed: COORDINATOR_NOT_AVAILABLE, not crashed "
+                                                "after your step")
 
     monkeypatch.setattr(fencing, "offsets_step_run", lab_failed)
     with pytest.raises(RuntimeError, match="COORDINATOR_NOT_AVAILABLE"):

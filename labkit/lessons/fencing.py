@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.experiment import Experiment
+from labkit.crashlab.participant import Participant
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.producers import describe_producers, describe_transaction
 from labkit.exercise import Verdict, marked, unanswered
@@ -184,6 +185,15 @@ def epoch_figure(epochs: pd.DataFrame) -> go.Figure:
     return fig.update_xaxes(dtick=1).update_yaxes(dtick=1, range=[-0.5, epochs.producer_epoch.max() + 0.5])
 
 
+class NoPlannedCrash(RuntimeError):
+    """:func:`offsets_step_run`'s processor (``processor``, the :class:`~labkit.crashlab.participant.Participant`)
+    ended without the crash planned after the learner's step."""
+
+    def __init__(self, processor: Participant, message: str) -> None:
+        super().__init__(message)
+        self.processor = processor
+
+
 def offsets_step_run(exp: Experiment, step: Callable) -> dict:
     """Notebook 02's exercise run: a transactional processor whose offsets step is the learner's ``step``
     (``step(producer, consumer, offsets)``, called inside each transaction after the outputs are flushed; offsets:
@@ -195,7 +205,7 @@ def offsets_step_run(exp: Experiment, step: Callable) -> dict:
         ``{"input", "output", "processor", "check"}``; check: :meth:`Experiment.check` of output against input.
     Raises:
         ValueError: ``step`` is not a function defined with ``def`` (its source is sent to the processor).
-        RuntimeError: the processor did not crash where planned (e.g. ``step`` raised: its stderr is quoted).
+        NoPlannedCrash: the processor did not crash where planned (e.g. ``step`` raised: its stderr is quoted).
     """
     try:
         source = textwrap.dedent(inspect.getsource(step))
@@ -209,8 +219,8 @@ def offsets_step_run(exp: Experiment, step: Callable) -> dict:
                         crash_at="after_send_offsets", crash_iteration=2,
                         offsets_step={"source": source, "name": step.__name__})
     if p.start().wait(90) != "crashed" or not exp.history.first("crash", p.name):
-        raise RuntimeError(f"{p.name} ended {p.status}, not crashed after your step: "
-                           f"{p.stderr_log.read_text()[-1500:]}")
+        raise NoPlannedCrash(p, f"{p.name} ended {p.status}, not crashed after your step: "
+                                f"{p.stderr_log.read_text()[-1500:]}")
     # its crashed self holds the partition until its session times out; idle_ms counts from the assignment after that
     p.restart(crash_at=None).wait(120)
     exp.final_reads(src, out)
@@ -227,7 +237,7 @@ def check_offsets_step(exp: Experiment, answer: object) -> Verdict:
     itself).
 
     Raises:
-        RuntimeError: the processor failed before the step ever ran (the broker or the lab, not the answer).
+        NoPlannedCrash: the processor failed before the step ever ran (the broker or the lab, not the answer).
         TimeoutError, confluent_kafka.KafkaException: the broker did not answer (what :func:`offsets_step_run`
             raises).
     """
@@ -245,11 +255,11 @@ def check_offsets_step(exp: Experiment, answer: object) -> Verdict:
                                 "offsets): ...")
     try:
         run = offsets_step_run(exp, answer)
-    except RuntimeError:  # the processor did not crash after the step: by the step's doing, or the lab's?
-        p = exp.participants.get(f"processor-{len(exp.participants) - 1}")  # the run's processor, made last
-        ran = p is not None and any(e.participant == p.name and (e.kind == "offsets_sent" or e.kind in (
-            "failed", "fenced") and e.step == f"your {answer.__name__}") for e in exp.history.events())
-        if not ran and (p is None or 'File "<string>"' not in p.stderr_log.read_text(errors="replace")):
+    except NoPlannedCrash as exc:  # the processor did not crash after the step: by the step's doing, or the lab's?
+        p = exc.processor
+        ran = any(e.participant == p.name and (e.kind == "offsets_sent" or e.kind in ("failed", "fenced")
+                  and e.step == f"your {answer.__name__}") for e in exp.history.events())
+        if not ran and 'File "<string>"' not in p.stderr_log.read_text(errors="replace"):
             raise  # it failed before the step ever ran
         return Verdict("wrong", f"The processor ended {p.status} after running your {answer.__name__}, before the "
                                 f"planned crash (see {p.stderr_log}). The step runs inside the batch's transaction, "
