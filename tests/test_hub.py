@@ -135,11 +135,69 @@ def test_the_shared_venv_has_the_lab_and_pyspark_pins_but_not_the_test_tools():
     assert not pins & {"pytest", "playwright"}
 
 
-def test_the_prefix_must_be_open_to_attendees(tmp_path):
-    closed = tmp_path / "closed"
-    closed.mkdir(mode=0o700)
-    with pytest.raises(LabkitError, match="not open to other users"):
-        install.shared_prefix(closed / "labkit")
+def test_a_prefix_under_a_folder_others_may_write_is_refused_naming_it(tmp_path):
+    world = tmp_path / "world"
+    world.mkdir()
+    world.chmod(0o1777)  # as /tmp: anyone could make <prefix>/venv there first
+    first = next(f for f in [*reversed(world.parents), world] if f.stat().st_mode & 0o002)  # /tmp, if tmp_path is in it
+    with pytest.raises(LabkitError, match=f"cannot go in {world}/labkit: {first} is writable by others"):
+        install.shared_prefix(world / "labkit")
+
+
+@pytest.fixture
+def root_folder():
+    """A folder of root's, mode 0755, in /var/lib (root's and closed to others' writes all the way up), removed
+    after; root only."""
+    if os.geteuid() != 0:
+        pytest.skip("the prefix's ownership checks make root-owned folders in /var/lib: run them as root")
+    folder = Path("/var/lib") / f"labkit-test-{os.urandom(4).hex()}"
+    folder.mkdir(mode=0o755)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("mode, owner, refusal", [
+    (0o775, 0, "is writable by its group"),
+    (0o757, 0, "is writable by others"),
+    (0o755, 65534, "is owned by uid 65534, not root"),
+    (0o700, 0, "is not open to other users"),
+])
+def test_a_prefix_whose_folder_is_not_roots_alone_or_closed_to_attendees_is_refused(root_folder, mode, owner,
+                                                                                     refusal):
+    parent = root_folder / "parent"
+    parent.mkdir()
+    parent.chmod(mode)
+    os.chown(parent, owner, owner)
+    with pytest.raises(LabkitError, match=f"{parent} {refusal}"):
+        install.shared_prefix(parent / "labkit")
+    assert install.shared_prefix(root_folder / "labkit") == root_folder / "labkit"  # root's and open: accepted
+
+
+def test_a_venv_the_set_up_did_not_make_is_refused(root_folder):
+    python = install.venv_python(root_folder)
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n")
+    with pytest.raises(LabkitError, match="not made by the hub's set-up"):
+        install.check_venv(root_folder)  # no record of it
+    (root_folder / ".installed.json").write_text(json.dumps({"venv": install.SYSTEM_PYTHON}))
+    install.check_venv(root_folder)  # recorded by the set-up: accepted
+    os.chown(python, 65534, 65534)
+    with pytest.raises(LabkitError, match=f"{python} is owned by uid 65534"):
+        install.check_venv(root_folder)
+
+
+def test_copied_files_lose_group_and_other_write_but_keep_execute(tmp_path):
+    source, target = tmp_path / "source", tmp_path / "target"
+    (source / "bin").mkdir(parents=True)
+    for name, mode in (("open.py", 0o666), ("bin/run", 0o777), ("plain.txt", 0o644)):
+        (source / name).write_text(name)
+        (source / name).chmod(mode)
+    install.copy_files(source, target, ["open.py", "bin/run", "plain.txt"])
+    modes = {name: stat.S_IMODE((target / name).stat().st_mode) for name in ("open.py", "bin/run", "plain.txt")}
+    assert modes == {"open.py": 0o644, "bin/run": 0o755, "plain.txt": 0o644}
+    assert (target / "bin/run").read_text() == "bin/run"
 
 
 def test_the_shared_cache_is_read_first_and_what_it_lacks_is_made_at_home(tmp_path):

@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -74,18 +75,52 @@ LOCK_WAIT_S = 900.0
 
 
 def shared_prefix(prefix: Path | str | None = None) -> Path:
-    """The shared install's folder: ``prefix``, else ``$LABKIT_HUB_PREFIX``, else :data:`DEFAULT_PREFIX`.
+    """The shared install's folder: ``prefix``, else ``$LABKIT_HUB_PREFIX``, else :data:`DEFAULT_PREFIX`, once it is
+    safe for root to run what is there and open to the attendees: the folder (if it exists) and every folder above it
+    owned by root, writable by neither group nor others (else another user could put a ``venv/bin/python`` there
+    first, which the hub would run as root), and searchable by others (an attendee's server runs the venv).
 
     Raises:
-        LabkitError: the folder is under ``/root`` or another folder attendees cannot enter (the message names it).
+        LabkitError: a folder on the way fails one of these (the message names it and the fix).
     """
     path = Path(prefix or os.environ.get("LABKIT_HUB_PREFIX") or DEFAULT_PREFIX).resolve()
-    for parent in [*reversed(path.parents)]:
-        if parent.exists() and not parent.stat().st_mode & 0o001:
-            raise LabkitError(f"The hub's shared install cannot go in {path}: {parent} is not open to other users "
-                              f"(mode {parent.stat().st_mode & 0o777:o}), so attendees could not run it. Choose "
-                              "another prefix (--prefix or LABKIT_HUB_PREFIX, e.g. /opt/labkit).")
+    fix = "Choose another prefix (--prefix or LABKIT_HUB_PREFIX, e.g. /opt/labkit)."
+    for folder in [*reversed(path.parents), path]:
+        if not folder.exists():
+            break
+        info = folder.stat()
+        if info.st_uid != 0:
+            raise LabkitError(f"The hub's shared install cannot go in {path}: {folder} is owned by uid {info.st_uid}, "
+                              f"not root, so that user could change what the hub runs as root. {fix}")
+        if info.st_mode & 0o022:
+            raise LabkitError(f"The hub's shared install cannot go in {path}: {folder} is writable by "
+                              f"{'others' if info.st_mode & 0o002 else 'its group'} (mode {info.st_mode & 0o7777:o}), "
+                              f"so another user could put a program there that the hub runs as root. {fix}")
+        if not info.st_mode & 0o001:
+            raise LabkitError(f"The hub's shared install cannot go in {path}: {folder} is not open to other users "
+                              f"(mode {info.st_mode & 0o777:o}), so attendees could not run it. {fix}")
     return path
+
+
+def check_venv(prefix: Path) -> None:
+    """Refuse a venv under ``prefix`` that the set-up did not make: one without the set-up's stamp
+    (``.installed.json``, which records the venv once the set-up made it), or a stamp or venv owned by another user than root.
+
+    Raises:
+        LabkitError: such a venv is there (the message names it and the fix).
+    """
+    venv, stamp = prefix / "venv", prefix / ".installed.json"
+    if not venv.exists():
+        return
+    if not stamp.is_file() or not {"venv", "packages"} & _stamp(prefix).keys():
+        raise LabkitError(f"{venv} was not made by the hub's set-up (no record of it in {stamp}), and the hub would run "
+                          f"it as root: remove it (rm -r {venv}) if you know where it came from, or choose another "
+                          "prefix.")
+    for path in (venv, venv / "bin", venv_python(prefix), stamp):
+        if path.exists() and (path.lstat().st_uid != 0 or path.lstat().st_mode & 0o022):
+            raise LabkitError(f"{path} is owned by uid {path.lstat().st_uid} or writable by others than root "
+                              f"(mode {path.lstat().st_mode & 0o7777:o}), and the hub would run it as root: remove "
+                              f"{venv} and {stamp}, then make hub again.")
 
 
 def cache_dir(prefix: Path) -> Path:
@@ -185,6 +220,7 @@ def _install_packages(prefix: Path, pins: list[str], say: Callable[[str], None])
     if not venv_python(prefix).exists():
         say(f"making the shared venv {prefix / 'venv'} from {SYSTEM_PYTHON}")
         _run([SYSTEM_PYTHON, "-m", "venv", str(prefix / "venv")], "making the venv (apt-get install python3-venv?)")
+        _write_stamp(prefix, {**_stamp(prefix), "venv": SYSTEM_PYTHON})  # made here: check_venv trusts it
     say(f"installing {len(pins)} pinned packages into {prefix / 'venv'} (a few minutes the first time)")
     _run([str(venv_python(prefix)), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
          "pip install into the shared venv")
@@ -197,10 +233,7 @@ def _copy_sources(prefix: Path, files: list[str], say: Callable[[str], None]) ->
     fresh, old = prefix / "src.partial", prefix / "src.old"
     for folder in (fresh, old):
         shutil.rmtree(folder, ignore_errors=True)
-    for name in files:
-        (fresh / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO / name, fresh / name)
-        shutil.copymode(REPO / name, fresh / name)
+    copy_files(REPO, fresh, files)
     compileall.compile_dir(str(fresh / "labkit"), quiet=1, workers=1,
                            ddir=str(prefix / "src" / "labkit"))  # tracebacks name the final path
     if (prefix / "src").exists():
@@ -210,6 +243,15 @@ def _copy_sources(prefix: Path, files: list[str], say: Callable[[str], None]) ->
     site = subprocess.run([str(venv_python(prefix)), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     (Path(site) / "labkit-hub-src.pth").write_text(f"{prefix / 'src'}\n")
+
+
+def copy_files(source: Path, target: Path, files: list[str]) -> None:
+    """Copy each of ``files`` (paths relative to ``source``) to the same path under ``target``, keeping its execute
+    bits but never a group or other write bit (the live view runs the copy as root)."""
+    for name in files:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, target / name)
+        (target / name).chmod(stat.S_IMODE((source / name).stat().st_mode) & ~0o022)
 
 
 def _fill_cache(prefix: Path, say: Callable[[str], None]) -> None:
@@ -232,7 +274,8 @@ def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] 
     and return the prefix. Progress lines go to ``say``. Must run as root (it writes outside the project).
 
     Raises:
-        LabkitError: not root, the prefix is not open to other users, Debian's python3 or its venv module is
+        LabkitError: not root, the prefix is unsafe or not open to other users (:func:`shared_prefix`), a venv
+            there was not made by the set-up (:func:`check_venv`), Debian's python3 or its venv module is
             missing, pip failed (its output quoted; PyPI must be reachable the first time), nftables is missing and
             cannot be installed, the shared cache cannot be filled, or another set-up held the lock too long.
     """
@@ -245,6 +288,7 @@ def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] 
         prefix.mkdir(parents=True, exist_ok=True)
         prefix.chmod(0o755)
         with _locked(prefix / ".setup.lock"):
+            check_venv(prefix)
             stamp = _stamp(prefix)
             pins = pinned_packages()
             packages_hash = _hash([SYSTEM_PYTHON.encode(), *(p.encode() for p in pins)])
