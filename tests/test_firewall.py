@@ -9,9 +9,11 @@ and removes the table.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -59,13 +61,36 @@ def _connect_as(uid: int, port: int) -> str:
                           extra_groups=[], cwd="/", capture_output=True, text=True, timeout=60).stdout.strip()
 
 
-def test_the_rule_refuses_every_other_user_and_lets_the_owner_and_root_in():
+def _skip_unless_nft() -> None:
     if os.geteuid() != 0:
         pytest.skip("the firewall test adds an nftables table: run it as root")
     try:
         firewall.check()
     except LabkitError as exc:
         pytest.skip(f"nftables cannot be used here: {exc}")
+
+
+def _rules(table: str) -> list[str]:
+    listed = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True).stdout
+    return sorted(re.findall(r'comment "(uid \d+)"', listed))
+
+
+def test_twenty_first_spawns_at_once_each_get_their_rule_and_a_restarted_hub_keeps_them():
+    _skip_unless_nft()
+    table = f"{firewall.TABLE_PREFIX}t{secrets.token_hex(4)}"
+    uids = list(firewall.ATTENDEE_UIDS)[-20:]
+    try:
+        with ThreadPoolExecutor(len(uids)) as pool:  # every spawn's guard at the same moment, as JupyterHub's threads
+            list(pool.map(lambda uid: firewall.guard_attendee(table, uid), uids))
+        assert _rules(table) == sorted(f"uid {uid}" for uid in uids)
+        firewall.ensure_table(table)  # a hub restarted after SIGKILL on the same state: the running labs' rules stay
+        assert _rules(table) == sorted(f"uid {uid}" for uid in uids)
+    finally:
+        firewall.remove_table(table)
+
+
+def test_the_rule_refuses_every_other_user_and_lets_the_owner_and_root_in():
+    _skip_unless_nft()
     table = f"{firewall.TABLE_PREFIX}t{secrets.token_hex(4)}"
     owner = firewall.ATTENDEE_UIDS.stop - 1
     block = firewall.port_block(owner)
@@ -78,7 +103,7 @@ def test_the_rule_refuses_every_other_user_and_lets_the_owner_and_root_in():
             continue
     assert listener, f"no free port in {block}"
     try:
-        firewall.reset_table(table)
+        firewall.ensure_table(table)
         firewall.guard(table, owner, block)
         firewall.guard(table, owner, block)  # idempotent: one rule
         assert firewall.exists(table)

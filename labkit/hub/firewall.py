@@ -20,17 +20,19 @@ with a table of its own) never give one block to two users. The limit: :data:`AT
 the lab on one machine, all hubs together (users the test or the instructor removed free their uid). The hub's own
 ports (its proxy, its API) come from :data:`HUB_PORTS`, above every block.
 
-Each hub has a table of its own (:func:`table_name`, from its state folder), made afresh by its first spawn and
-removed when the hub process ends (:mod:`labkit.hub.spawner`). A table left by a killed hub is harmless (its rules
-allow each block's own uid) and is replaced by the next hub on that state folder.
+Each hub has a table of its own (:func:`table_name`, from its state folder), made by its first spawn if missing and
+removed when the hub process ends (:func:`guard_attendee`). A table left by a killed hub keeps guarding the labs
+that outlived it; the next hub on that state folder takes it over as it is (:func:`ensure_table`: its rules stay).
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,28 +120,56 @@ def install(say: Callable[[str], None] = print) -> None:
         raise LabkitError(f"apt-get install nftables failed:\n{(done.stdout + done.stderr)[-2000:]}")
 
 
-def reset_table(table: str) -> None:
-    """Make ``table`` (family ``inet``) afresh, empty but for its ``output`` chain: any old one of that name goes.
+def ensure_table(table: str) -> None:
+    """Make ``table`` (family ``inet``) with its ``output`` chain if it is not there; a table already there keeps its
+    rules (a hub restarted after SIGKILL finds its attendees' labs still running, guarded by them: each rule depends on
+    its uid alone, so it stays right whoever has that uid next).
 
     Raises:
         LabkitError: as :func:`_nft`.
     """
-    _nft(["-f", "-"], f"table inet {table}\ndelete table inet {table}\n"
-         f"table inet {table} {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n  }}\n}}\n")
+    _nft(["-f", "-"], f"add table inet {table}\n"
+         f"add chain inet {table} output {{ type filter hook output priority 0; policy accept; }}\n")
 
 
 def guard(table: str, uid: int, ports: range) -> None:
-    """Add to ``table`` (made by :func:`reset_table`) the rule refusing connections to ``ports`` from every Unix user
-    but ``uid`` and root, unless it is there already.
+    """Add to ``table`` (made by :func:`ensure_table`) the rule refusing connections to ``ports`` from every Unix user
+    but ``uid`` and root, unless it is there already, then read the chain back to check it is. Not safe to call for one
+    table from two threads at once (two could add the rule): the spawner holds a lock.
 
     Raises:
-        LabkitError: as :func:`_nft`.
+        LabkitError: as :func:`_nft`; or the rule is not in the chain after it was added.
     """
-    comment = f"uid {uid}"
-    if f'comment "{comment}"' in _nft(["list", "chain", "inet", table, "output"]):
+    comment = f'comment "uid {uid}"'
+    if comment in _nft(["list", "chain", "inet", table, "output"]):
         return
     _nft(["add", "rule", "inet", table, "output", "oifname", "lo", "tcp", "dport", range_spec(ports), "meta", "skuid",
-          "!=", "0", "meta", "skuid", "!=", str(uid), "reject", "with", "tcp", "reset", "comment", f'"{comment}"'])
+          "!=", "0", "meta", "skuid", "!=", str(uid), "reject", "with", "tcp", "reset", "comment", f'"uid {uid}"'])
+    if comment not in _nft(["list", "chain", "inet", table, "output"]):
+        raise LabkitError(f"The firewall rule guarding uid {uid}'s ports is not in nftables table {table} after it was "
+                          "added: the attendee's lab is not started (nft list table inet " + table + " shows what is).")
+
+
+#: Held while a table is made or a rule added: the hub's spawns run in threads at once (twenty first sign-ins).
+_LOCK = threading.Lock()
+#: The tables this process has made sure of, removed when it ends.
+_MADE: set[str] = set()
+
+
+def guard_attendee(table: str, uid: int) -> None:
+    """What the hub's spawner does before an attendee's server starts: make sure of ``table`` (:func:`ensure_table`,
+    once per process, removed when the process ends) and add the rule keeping ``uid``'s port block to it
+    (:func:`guard`), under a lock, so that spawns in threads at once neither lose nor double a rule.
+
+    Raises:
+        LabkitError: as :func:`guard`; ``uid`` has no port block (:func:`port_block`).
+    """
+    with _LOCK:
+        if table not in _MADE:
+            ensure_table(table)
+            _MADE.add(table)
+            atexit.register(remove_table, table)  # the hub's exit (SIGTERM, Ctrl-C) removes it
+        guard(table, uid, port_block(uid))
 
 
 def exists(table: str) -> bool:

@@ -11,7 +11,7 @@ its ``user_env``: ``USER``, ``HOME``, ``SHELL``), creates that user if needed (:
 * ``LABKIT_SHARED_CACHE`` (:attr:`LabSpawner.shared_cache`): the jars, compiled Java code and class-data archives the
   set-up installed once, read-only (:mod:`labkit.hub.cache`);
 * ``LABKIT_PORT_RANGE``: the attendee's block of ports (:func:`labkit.hub.firewall.port_block`), which the hub's
-  firewall table keeps to them (:func:`labkit.hub.firewall.guard`, added before their server starts).
+  firewall table keeps to them (:func:`labkit.hub.firewall.guard_attendee`, added before their server starts).
 
 The command it runs is :mod:`labkit.hub.singleuser` (``Spawner.cmd``, set by :mod:`labkit.hub.config`), which
 starts the attendee's one broker before their JupyterLab.
@@ -25,7 +25,6 @@ SIGTERM then SIGKILL after :attr:`LabSpawner.end_grace_s`, and logs what it ende
 from __future__ import annotations
 
 import asyncio
-import atexit
 import pwd
 
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
@@ -48,9 +47,6 @@ class LabSpawner(LocalProcessSpawner):
     firewall_table = Unicode("", config=True, help="The hub's nftables table (labkit.hub.firewall); '' for none.")
     end_grace_s = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL to the attendee's processes.")
 
-    #: Tables this hub process made afresh (its first spawn does), removed when the process ends.
-    _tables: set[str] = set()
-
     @property
     def unix_user(self) -> str:
         """This attendee's Unix user name (``lab-<hub name>``)."""
@@ -71,15 +67,6 @@ class LabSpawner(LocalProcessSpawner):
             env[SHARED_CACHE_ENV] = self.shared_cache
         return env
 
-    def _guard(self, uid: int) -> None:
-        """The firewall rule keeping ``uid``'s port block to it, in this hub's table (made afresh on first use)."""
-        table = self.firewall_table
-        if table not in self._tables:
-            firewall.reset_table(table)
-            self._tables.add(table)
-            atexit.register(firewall.remove_table, table)  # the hub's exit (SIGTERM, Ctrl-C) removes it
-        firewall.guard(table, uid, firewall.port_block(uid))
-
     async def start(self):
         """Make the attendee's Unix user if needed (``useradd`` in a thread), guard their port block, then start as
         ``LocalProcessSpawner``.
@@ -90,7 +77,7 @@ class LabSpawner(LocalProcessSpawner):
         """
         entry = await asyncio.to_thread(users.create, self.user.name)
         if self.firewall_table:
-            await asyncio.to_thread(self._guard, entry.pw_uid)
+            await asyncio.to_thread(firewall.guard_attendee, self.firewall_table, entry.pw_uid)
         return await super().start()
 
     async def stop(self, now=False):
