@@ -183,6 +183,11 @@ def test_a_venv_the_set_up_did_not_make_is_refused(root_folder):
         install.check_venv(root_folder)  # no record of it
     (root_folder / ".installed.json").write_text(json.dumps({"venv": install.SYSTEM_PYTHON}))
     install.check_venv(root_folder)  # recorded by the set-up: accepted
+    python.unlink()
+    python.symlink_to(install.SYSTEM_PYTHON)  # as venv makes it: a link (mode 777) to root's python3
+    install.check_venv(root_folder)
+    python.unlink()
+    python.write_text("#!/bin/sh\n")
     os.chown(python, 65534, 65534)
     with pytest.raises(LabkitError, match=f"{python} is owned by uid 65534"):
         install.check_venv(root_folder)

@@ -117,10 +117,15 @@ def check_venv(prefix: Path) -> None:
                           f"it as root: remove it (rm -r {venv}) if you know where it came from, or choose another "
                           "prefix.")
     for path in (venv, venv / "bin", venv_python(prefix), stamp):
-        if path.exists() and (path.lstat().st_uid != 0 or path.lstat().st_mode & 0o022):
-            raise LabkitError(f"{path} is owned by uid {path.lstat().st_uid} or writable by others than root "
-                              f"(mode {path.lstat().st_mode & 0o7777:o}), and the hub would run it as root: remove "
-                              f"{venv} and {stamp}, then make hub again.")
+        if not path.exists():
+            continue
+        link, target = path.lstat(), path.stat()  # venv/bin/python is a link (mode 777) to the system's python3
+        owner = link.st_uid or target.st_uid
+        mode = target.st_mode if stat.S_ISLNK(link.st_mode) else link.st_mode
+        if owner != 0 or mode & 0o022:
+            raise LabkitError(f"{path} is owned by uid {owner} or writable by others than root (mode "
+                              f"{mode & 0o7777:o}), and the hub would run it as root: remove {venv} and {stamp}, then "
+                              "make hub again.")
 
 
 def cache_dir(prefix: Path) -> Path:
