@@ -27,6 +27,10 @@ FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "-
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage")
 #: A laptop's window, in CSS px: every figure must fit it.
 LAPTOP = {"width": 1280, "height": 800}
+#: How long a page's action (a navigation, a click, a screenshot) may take before it fails, in ms: Playwright's
+#: default, 30 s, is overrun by a JupyterLab page on a machine twice as slow with the suite's other workers busy
+#: (``make test SPEED=half`` met it on a page load and a screenshot).
+PAGE_TIMEOUT_MS = 180_000
 
 
 def missing() -> str | None:
@@ -36,7 +40,9 @@ def missing() -> str | None:
 
 @contextmanager
 def chromium(viewport: dict[str, int] = LAPTOP) -> Iterator["object"]:
-    """A new headless Chromium page (a new profile) of ``viewport`` (``{"width", "height"}`` in CSS px), closed after.
+    """A new headless Chromium page (a new profile) of ``viewport`` (``{"width", "height"}`` in CSS px), closed after
+    (:func:`new_page`: its actions wait up to :data:`PAGE_TIMEOUT_MS`; ``new_page(page.context.browser)`` makes
+    another, for another user).
 
     Raises:
         FileNotFoundError: Chromium is not installed (the message names the package).
@@ -48,9 +54,17 @@ def chromium(viewport: dict[str, int] = LAPTOP) -> Iterator["object"]:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(FLAGS))
         try:
-            yield browser.new_page(viewport=viewport)
+            yield new_page(browser, viewport)
         finally:
             browser.close()
+
+
+def new_page(browser, viewport: dict[str, int] = LAPTOP):
+    """A new page of ``browser`` (Playwright's ``Browser``) in a context of its own (its own cookies: another user),
+    of ``viewport``, whose actions wait up to :data:`PAGE_TIMEOUT_MS`."""
+    page = browser.new_page(viewport=viewport)
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    return page
 
 
 #: Where Jupyter keeps a user's state: a page check's JupyterLab gets empty ones (a first start, no saved layout).

@@ -137,12 +137,12 @@ def page_problems(url: str, name: str, nb: dict, shots: Path) -> list[str]:
                 plots = cell.locator(".js-plotly-plot")
                 if plots.count():
                     drawn += plots.count()
-                    cell.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=30_000)
+                    cell.locator(".js-plotly-plot .main-svg").first.wait_for()
                     problems += browser.figure_problems(handle, where=where)
                     cell.screenshot(path=str(shots / f"cell-{i:02d}.png"))
                 problems += browser.text_dumps(handle, where=where) + browser.wide_tables(handle, where=where)
             page.keyboard.press("Control+s")
-            expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=30_000)  # saved
+            expect(page.locator(".jp-mod-dirty")).to_have_count(0, timeout=browser.PAGE_TIMEOUT_MS)  # saved
         finally:
             page.screenshot(path=str(shots / "page.png"))
     if drawn != figures:

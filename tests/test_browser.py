@@ -53,7 +53,7 @@ def test_control_panel_buttons_change_the_participant_status(jupyter, tmp_path):
             parts = urllib.parse.urlsplit(url)
             drive.wait_for_kernel(page, f"{parts.scheme}://{parts.netloc}/", NOTEBOOK.name, 90)  # started and connected
             shown = page.locator(".jp-Notebook .jp-Cell")
-            expect(shown.nth(panel_at)).to_contain_text("ControlPanel(", timeout=30_000)
+            expect(shown.nth(panel_at)).to_contain_text("ControlPanel(", timeout=browser.PAGE_TIMEOUT_MS)
             for i, cell in enumerate(cells[:panel_at + 1]):  # each code cell selected, run to its end, then the next
                 if cell.cell_type != "code":
                     continue

@@ -8,7 +8,6 @@ import json
 import re
 import time
 import urllib.parse
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -94,7 +93,7 @@ def test_a_run_all_before_the_kernel_is_asked_for_starts_no_second_kernel_and_sa
             "JupyterLab read no session list after the notebook showed: the window this test needs never came"
         assert not posts, "JupyterLab asked for the kernel before the test held its read: no window to test"
         drive._menu(page, "Run", "^Run All Cells$")
-        page.get_by_text(drive.INITIALIZING).first.wait_for(timeout=30_000)
+        page.get_by_text(drive.INITIALIZING).first.wait_for()
         page.wait_for_timeout(3000)  # what a Run All would start, it starts at once: give it time to show
         assert not posts, "the Run All asked for a kernel of its own"
         prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()

@@ -348,11 +348,11 @@ def _as(entry: pwd.struct_passwd, prefix: str, script: str, *args: str) -> str:
 def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reach(hub):
     from playwright.sync_api import expect
 
-    from labkit.browser import chromium
+    from labkit.browser import chromium, new_page
 
     attendees = hub["names"][:3]
     with chromium() as first:
-        pages = [first] + [first.context.browser.new_page(viewport=first.viewport_size) for _ in attendees[1:]]
+        pages = [first] + [new_page(first.context.browser) for _ in attendees[1:]]
         submitted = {name: _sign_in(page, hub["url"], name, hub["password"]) for page, name in zip(pages, attendees)}
         for page, name in zip(pages, attendees):
             _wait_for_lab(page, hub, name)
@@ -411,7 +411,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
 
         # the instructor's live view: a row per attendee with notebook 00's verdicts, as their kernels reported them
         # (an exercise verdict, whichever it was, and the claims cell held)
-        instructor = first.context.browser.new_page(viewport={"width": 1280, "height": 800})
+        instructor = new_page(first.context.browser)
         _sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")
         for name in attendees:
             drive.wait_for_live_marks(instructor, name, "^E…C✓$")  # its exercise left unanswered, its claims held
@@ -509,7 +509,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
     Jupyter server's REST API and kernel websocket, driven from their page) while the instructor's live view, open in
     another page, shows their row change; a report with a bad token, or naming another user, is refused; an attendee
     opening the live view gets a 403. A screenshot of the page at 1280x800 is saved (its path printed)."""
-    from labkit.browser import chromium
+    from labkit.browser import chromium, new_page
     from labkit.hub import observed
 
     a, b = hub["names"][4:6]  # names of this test's own: the others' attendees have run notebook 00
@@ -519,7 +519,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         browser = page_a.context.browser
         _sign_in(page_a, url, a, hub["password"])
         _wait_for_lab(page_a, hub, a)
-        instructor = browser.new_page(viewport={"width": 1280, "height": 800})
+        instructor = new_page(browser)
         _sign_in(instructor, url, hub["admin"], hub["admin_password"], next_path="/services/liveview/")
         instructor.wait_for_selector(f"#live th.who:text-is('{a}')", timeout=60_000)
         assert instructor.url.startswith(view), instructor.url
@@ -554,7 +554,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         assert row[1].startswith("yes") and row[2] == "up" and row[3] == "up", row  # signed in, server ready, broker
 
         # an attendee opening the live view, or its table, is refused
-        page_b = browser.new_page()
+        page_b = new_page(browser)
         _sign_in(page_b, url, b, hub["password"], next_path="/services/liveview/")
         page_b.wait_for_load_state()
         response = page_b.goto(view)
