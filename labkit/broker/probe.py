@@ -55,6 +55,8 @@ def is_ready(bootstrap: str, timeout_s: float = 2.0) -> bool:
             future = client.create_topics([NewTopic(READY_TOPIC, 1, 1)], request_timeout=timeout_s)[READY_TOPIC]
             try:
                 future.result(timeout=timeout_s)
+            except TimeoutError:  # not created within timeout_s (a busy machine): not ready yet
+                return False
             except KafkaException as exc:
                 if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                     return False
