@@ -96,7 +96,8 @@ bench: jars
 
 # The lab for a room (labkit/hub/, docs/instructor.md): JupyterHub as root on this machine, one Unix user per attendee.
 # Its own set-up, once per machine: a shared venv and a copy of labkit in /opt/labkit (LABKIT_HUB_PREFIX), the proxy
-# from npm in .hub/. Passwords: LABKIT_HUB_PASSWORD (attendees') and LABKIT_HUB_ADMIN_PASSWORD (the instructor's).
+# from npm in .hub/. Passwords: LABKIT_HUB_PASSWORD (the workshop code, asked on an attendee's first sign-in, when they
+# set their own) and LABKIT_HUB_ADMIN_PASSWORD (the instructor's). Limits per attendee: ARGS="--memory MIB --tasks N".
 # e.g. sudo LABKIT_HUB_PASSWORD=... LABKIT_HUB_ADMIN_PASSWORD=... make hub ARGS="--ip 0.0.0.0 --port 8000"
 .PHONY: hub
 hub: $(STAMP)

@@ -230,7 +230,7 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
     name = hub["names"][0]
     with chromium() as page:
         page.on("dialog", lambda dialog: dialog.accept())  # leaving a run notebook unsaved: JupyterLab asks
-        submitted = drive.sign_in(page, hub["url"], name, hub["password"])
+        submitted = drive.join(page, hub, name)
         drive.wait_for_lab(page, hub, name, LAB_START_S)
         sign_in_s = time.monotonic() - submitted
         # every cell drawn, so that drive.wait_for_run reads every prompt (a speed setting that changes no memory

@@ -6,7 +6,8 @@ The names a notebook uses are here, imported when first used (a participant proc
 test runner runs it (``LABKIT_CI``, :mod:`labkit.testmode`). Each lesson's own functions are in
 ``labkit.lessons.<notebook name>``; a notebook's claims cell ends with ``labkit.claims_hold("All claims hold ...")``
 (:mod:`labkit.claims`). In a kernel on the workshop hub, importing labkit starts reporting exercise checks and claims
-cells to the instructor's live view (:mod:`labkit.hub.report`).
+cells to the instructor's live view (:mod:`labkit.hub.report`) and telling the learner when their lab reached its
+memory limit (:mod:`labkit.hub.memory_notice`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import importlib
 import os
 
-if os.environ.get("LABKIT_LIVEVIEW_URL"):  # a kernel on the workshop hub: report to the instructor's live view
+if os.environ.get("LABKIT_LIVEVIEW_URL"):  # a kernel on the workshop hub: report to the instructor's live view, and
+    from labkit.hub.memory_notice import install as _install_memory_notice  # say when the lab hit its memory limit
     from labkit.hub.report import install as _install_report
 
     _install_report()
+    _install_memory_notice()
 
 #: Public name -> the module that defines it.
 _PUBLIC = {

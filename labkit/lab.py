@@ -74,13 +74,19 @@ def running_broker() -> str | None:
     return state["bootstrap"] if state else None
 
 
+#: Seconds the lab broker may take to be ready (``EmbeddedBroker``'s 60 s were overrun by most of twenty attendees'
+#: brokers starting at once on the workshop hub's two cores, tests/test_hub.py): about 10 s alone.
+BROKER_READY_S = 240.0
+
+
 def serve_broker() -> None:
     """Run the lab broker in this process until SIGTERM or SIGINT, then stop it cleanly."""
     from labkit.broker import EmbeddedBroker
 
     stop = stop_on_signal()
     version = kafka_version()
-    broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True).start()
+    broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True,
+                            start_timeout_s=BROKER_READY_S).start()
     serve_until(stop, broker, lab_dir() / "broker.json", {
         "pid": os.getpid(), "started": start_time(os.getpid()), "bootstrap": broker.bootstrap_servers, "version": version,
         "proxied": [broker.proxied_listener_port, broker.proxy_port]})

@@ -31,6 +31,8 @@ RUN_NOT_IMPORTED = {
     "ipykernel": "the notebooks' kernel in that JupyterLab",
     "anywidget": "plotly's FigureWidget (labkit/crashlab/timeline.py, labkit/share/timeline.py) is an anywidget",
 }
+#: Modules of the hub's venv only whose distribution is named otherwise (not installed here, so not looked up).
+HUB_ONLY = {"firstuseauthenticator": "jupyterhub-firstuseauthenticator"}
 #: ... and for an optional way in (group -> package -> reason).
 GROUP_RUNS = {"hub": {"jupyterhub-idle-culler": "labkit/hub/config.py runs `python -m jupyterhub_idle_culler`"}}
 
@@ -55,7 +57,7 @@ def third_party_imports(root: Path) -> dict[str, set[str]]:
 def distributions(module: str) -> list[str]:
     """The distributions (canonical names) that provide top-level ``module``; one of the module's own name when none
     installed here does (e.g. jupyterhub, installed in the hub's venv only)."""
-    return [canonicalize_name(d) for d in _providers().get(module, [module])]
+    return [canonicalize_name(d) for d in _providers().get(module, [HUB_ONLY.get(module, module)])]
 
 
 @functools.cache
@@ -157,6 +159,7 @@ def test_every_data_file_of_labkit_is_package_data():
     files = [p for p in (REPO / "labkit").rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
              and "__pycache__" not in p.parts]
     assert REPO / "labkit" / "doctor" / "hub-memory.json" in files
-    for path in files:
-        package = ".".join(path.parent.relative_to(REPO).parts)
-        assert any(fnmatch.fnmatch(path.name, pattern) for pattern in data.get(package, [])), path
+    for path in files:  # a pattern of the file's package, or of a package above it (e.g. "templates/*.html")
+        parts = path.relative_to(REPO).parts
+        assert any(fnmatch.fnmatch("/".join(parts[n:]), pattern) for n in range(1, len(parts))
+                   for pattern in data.get(".".join(parts[:n]), [])), path

@@ -33,15 +33,23 @@ import psutil
 import pytest
 
 from labkit.broker import runtime
+from labkit.broker.ports import PORT_RANGE
 from labkit.errors import LabkitError
-from labkit.hub import drive, firewall, install, names, report, run, users
+from labkit.hub import config, drive, firewall, install, names, observed, report, run, sandbox, users
+from labkit.hub.config import MEMORY_MIB, TASKS
 from labkit.hub.config import HubSettings, configure
 from labkit.hub.drive import sign_in as _sign_in
 from labkit.waiting import wait_until
+from tests.probes import CONNECT
 
 HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
 LAB_START_S = 420  # sign-in to the file browser, the attendee's broker started first: three at once on 2 cores
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
+#: How many attendees sign in at once in the room test.
+ROOM = 20
+#: The test hub's limits per attendee: notebook 00's lab (JupyterLab, a kernel, the broker) fits, a hog or a fork
+#: bomb reaches them in seconds.
+MEMORY_LIMIT_MIB, TASK_LIMIT = 1536, 1024
 CULL_S = 300  # idle timeout 60 s, culler every 15 s, the hub's activity polled every 10 s; then the lab's ends
 LAST_LINE = "All claims hold on the real broker."
 
@@ -120,7 +128,8 @@ def test_configuration(monkeypatch):
                              proxy="/p", cull_idle_s=600).__dict__)
     assert c.Spawner.cmd == ["/opt/x/venv/bin/python", "-m", "labkit.hub.singleuser"]
     assert c.Spawner.env_keep == ["LANG", "LC_ALL"] and c.Spawner.environment["PATH"].startswith("/opt/x/venv/bin:")
-    assert c.SharedPasswordAuthenticator.user_password == "attendees"
+    assert c.LabAuthenticator.workshop_code == "attendees" and c.FirstUseAuthenticator.dbm_path == "/s/passwords.dbm"
+    assert c.JupyterHub.template_paths == [str(Path(config.__file__).with_name("templates"))]
     assert "--timeout=600" in c.JupyterHub.services[0]["command"]
     assert c.JupyterHub.db_url == "sqlite:////s/jupyterhub.sqlite" and c.ConfigurableHTTPProxy.command == ["/p"]
 
@@ -228,6 +237,12 @@ def test_the_configuration_gives_each_attendee_the_cache_and_the_hubs_table(monk
                              proxy="/p").__dict__)
     assert c.LabSpawner.shared_cache == "/opt/x/cache" == str(install.cache_dir(Path("/opt/x")))
     assert c.LabSpawner.firewall_table == firewall.table_name("/s")
+    # each attendee's lab: in its namespace, reaching the hub's API and the live view on the gateway only, limited
+    liveview = int(c.Spawner.environment[report.URL_ENV].split(":")[2].split("/")[0])
+    assert c.JupyterHub.hub_ip == sandbox.GATEWAY and c.Spawner.environment[report.URL_ENV].startswith(
+        f"http://{sandbox.GATEWAY}:")
+    assert liveview in firewall.HUB_PORTS and c.LabSpawner.private_tmp == "/s/tmp"
+    assert (c.LabSpawner.memory_mib, c.LabSpawner.tasks) == (MEMORY_MIB, TASKS)
 
 
 def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path, monkeypatch):
@@ -267,7 +282,8 @@ def hub(tmp_path_factory):
     Unix user did not exist before are removed after, with their homes and processes."""
     _skip_unless_hub_can_run()
     with drive.running_hub(tmp_path_factory.mktemp("hub"), 6, cull_idle_s=60, start_timeout_s=HUB_START_S,
-                           extra={"JupyterHub": {"last_activity_interval": 10}}) as running:
+                           extra={"JupyterHub": {"last_activity_interval": 10},
+                                  "LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}) as running:
         assert all(names.why_refused(n) is None for n in running["names"])
         print(f"set-up and hub start: {running['setup_s']:.1f} s")
         yield {**running, "cache_tree": _tree(running["cache"])}
@@ -283,8 +299,11 @@ def _brokers(uid: int) -> list[psutil.Process]:
             if any(arg in ("labkit.broker.Launcher", "kafka.Kafka") for arg in p.cmdline())]
 
 
-def _listening(proc: psutil.Process) -> set[int]:
-    return {c.laddr.port for c in proc.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+def _listening(uid: int) -> set[int]:
+    """The TCP ports listening in attendee ``uid``'s network namespace (``ss``, iproute2, run inside it)."""
+    out = subprocess.run(["ip", "netns", "exec", sandbox.netns(uid), "ss", "-Htln"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout
+    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
 
 
 def _memory_mib(uid: int) -> tuple[float, float]:
@@ -312,11 +331,11 @@ producer.flush(20)
 print(json.dumps({"delivered": delivered == [True], "errors": sorted(set(errors))}))
 """
 
-#: Run as an attendee: try to read each file of ``argv[1:]`` (a folder: list it), then to SIGTERM the pid that is
-#: ``argv[1]``, then to connect to each port of ``argv[2]`` (comma-separated); one word per try.
+#: Run as an attendee: try to read each file of ``argv[3:]`` (a folder: list it), then to SIGTERM the pid that is
+#: ``argv[1]``, then to connect to each address of ``argv[2]`` (``host:port``, comma-separated); one word per try.
 PROBE = """
-import os, signal, socket, sys
-pid, ports, paths = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
+import os, signal, sys
+pid, addresses, paths = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
 for path in paths:
     try:
         os.listdir(path) if os.path.isdir(path) else open(path).read()
@@ -328,21 +347,31 @@ try:
     print("signalled")
 except PermissionError:
     print("denied")
-for port in ports:
-    try:
-        socket.create_connection(("127.0.0.1", int(port)), timeout=10).close()
-        print("connected")
-    except ConnectionRefusedError:
-        print("refused")
-"""
+sys.argv[1:] = addresses
+""" + CONNECT
 
 
-def _as(entry: pwd.struct_passwd, prefix: str, script: str, *args: str) -> str:
-    done = subprocess.run([os.path.join(prefix, "venv", "bin", "python"), "-c", script, *args], user=entry.pw_uid,
-                          group=entry.pw_gid, extra_groups=[], cwd="/", capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir})
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+def _as(entry: pwd.struct_passwd, hub: dict, script: str, *args: str, check: bool = True, timeout_s: float = 180,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``script`` with the shared venv's Python as the attendee ``entry`` would from their lab: in their sandbox
+    (network namespace, cgroups, private /tmp: :func:`labkit.hub.sandbox.enter_command`), as their uid."""
+    command = [*sandbox.enter_command(entry.pw_uid, entry.pw_gid, sandbox.private_root(hub["state"])),
+               os.path.join(hub["prefix"], "venv", "bin", "python"), "-c", script, *args]
+    done = subprocess.run(command, preexec_fn=lambda: sandbox.join_cgroups(entry.pw_uid), capture_output=True,
+                          text=True, timeout=timeout_s,
+                          env={"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir, **(env or {})})
+    assert not check or done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def _ensure_lab(hub: dict, name: str) -> pwd.struct_passwd:
+    """Sign ``name`` in (a browser) and wait for their lab, unless it runs already; their Unix user's entry."""
+    from labkit.browser import chromium
+
+    with chromium() as page:
+        drive.join(page, hub, name)
+        _wait_for_lab(page, hub, name)
+    return pwd.getpwnam(names.unix_name(name))
 
 
 def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reach(hub):
@@ -353,7 +382,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
     attendees = hub["names"][:3]
     with chromium() as first:
         pages = [first] + [new_page(first.context.browser) for _ in attendees[1:]]
-        submitted = {name: _sign_in(page, hub["url"], name, hub["password"]) for page, name in zip(pages, attendees)}
+        submitted = {name: drive.join(page, hub, name) for page, name in zip(pages, attendees)}
         for page, name in zip(pages, attendees):
             _wait_for_lab(page, hub, name)
             print(f"{name}: sign-in to the file browser (broker started first) {time.monotonic() - submitted[name]:.1f} s")
@@ -387,18 +416,21 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         entries = {name: pwd.getpwnam(names.unix_name(name)) for name in attendees}
         brokers = {}
         for name, entry in entries.items():
-            assert names.is_lab_user(entry) and entry.pw_uid in firewall.ATTENDEE_UIDS
+            assert names.is_lab_user(entry) and entry.pw_uid in firewall.ATTENDEE_UIDS and sandbox.exists(entry.pw_uid)
             home = os.stat(entry.pw_dir)
             assert (stat.S_IMODE(home.st_mode), home.st_uid) == (0o700, entry.pw_uid)
             assert os.stat(os.path.join(entry.pw_dir, "labkit", "work", "00_tour.ipynb")).st_uid == entry.pw_uid
-            # exactly one broker of their own, as them, on ports of their block, from the shared read-only cache
+            # exactly one broker of their own, as them, in their cgroups, answering in their namespace, from the
+            # shared read-only cache
             found = _brokers(entry.pw_uid)
             assert len(found) == 1, f"{name} has {len(found)} brokers: {[p.cmdline()[-2:] for p in found]}"
             broker = brokers[name] = found[0]
-            block = firewall.port_block(entry.pw_uid)
-            assert _listening(broker) and _listening(broker) <= set(block), (_listening(broker), block)
+            for group in sandbox.cgroups(entry.pw_uid):
+                assert str(broker.pid) in (group / "cgroup.procs").read_text().split(), group
             state = json.loads(Path(entry.pw_dir, "labkit", "lab", "broker.json").read_text())
-            assert int(state["bootstrap"].rsplit(":", 1)[1]) in block
+            port = int(state["bootstrap"].rsplit(":", 1)[1])
+            assert port in _listening(entry.pw_uid)
+            assert observed.answers_kafka(port, 5.0, sandbox.netns(entry.pw_uid))
             cmdline = " ".join(broker.cmdline())
             assert f"{hub['cache']}/kafka-" in cmdline and f"-XX:SharedArchiveFile={hub['cache']}/cds/" in cmdline
             assert "-Xmx256m" in broker.cmdline() and "-XX:+UseSerialGC" in broker.cmdline()  # the hub's small heap
@@ -416,22 +448,255 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         for name in attendees:
             drive.wait_for_live_marks(instructor, name, "^E…C✓$")  # its exercise left unanswered, its claims held
 
-    # A cannot read B's files nor signal B's broker (real PermissionErrors), nor connect to any of B's broker ports
+    # A cannot read B's files nor signal B's broker (real PermissionErrors), nor connect to any port B's lab listens on
+    # (B's address: stopped by the wall; 127.0.0.1 in A's namespace: nothing of B's is there)
     a, b = (entries[n] for n in attendees[:2])
     b_lab = os.path.join(b.pw_dir, "labkit", "lab")
-    b_broker = brokers[attendees[1]]
-    b_ports = ",".join(map(str, sorted(_listening(b_broker))))
-    tried = _as(a, hub["prefix"], PROBE, str(b_broker.pid), b_ports, b.pw_dir, b_lab,
-                os.path.join(b_lab, "broker.json")).split()
-    assert tried == ["denied"] * 4 + ["refused"] * len(_listening(b_broker)), tried
-    assert b_broker.is_running()
+    b_ports, a_ports = _listening(b.pw_uid), _listening(a.pw_uid)
+    addresses = [f"{sandbox.address(b.pw_uid)}:{p}" for p in sorted(b_ports)]
+    addresses += [f"127.0.0.1:{p}" for p in sorted(b_ports - a_ports)]
+    tried = _as(a, hub, PROBE, str(brokers[attendees[1]].pid), ",".join(addresses), b.pw_dir, b_lab,
+                os.path.join(b_lab, "broker.json")).stdout.split()
+    assert tried == ["denied"] * 4 + ["unreachable"] * len(b_ports) + ["refused"] * len(b_ports - a_ports), tried
+    assert brokers[attendees[1]].is_running()
     # ... nor produce with a real client; B's own producer gets through, and A's to its own broker too
     b_bootstrap = json.loads(Path(b_lab, "broker.json").read_text())["bootstrap"]
     a_bootstrap = json.loads(Path(a.pw_dir, "labkit", "lab", "broker.json").read_text())["bootstrap"]
-    a_to_b = json.loads(_as(a, hub["prefix"], PRODUCE, b_bootstrap))
-    assert not a_to_b["delivered"] and any("Connection refused" in e for e in a_to_b["errors"]), a_to_b
-    assert json.loads(_as(b, hub["prefix"], PRODUCE, b_bootstrap))["delivered"]
-    assert json.loads(_as(a, hub["prefix"], PRODUCE, a_bootstrap))["delivered"]
+    b_from_a = b_bootstrap.replace("127.0.0.1", sandbox.address(b.pw_uid))
+    a_to_b = json.loads(_as(a, hub, PRODUCE, b_from_a).stdout)
+    assert not a_to_b["delivered"] and any("unreachable" in e or "No route to host" in e for e in a_to_b["errors"]), \
+        a_to_b
+    assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+    assert json.loads(_as(a, hub, PRODUCE, a_bootstrap).stdout)["delivered"]
+
+
+#: Run as attendee A: listen on every port of the lab's range its namespace has free, print how many, accept (and
+#: count) connections until a line comes on stdin, then print that count: B's clients, if A could squat B's ports.
+SQUAT = """
+import selectors, socket, sys
+from labkit.broker.ports import PORT_RANGE
+watch = selectors.DefaultSelector()  # epoll: select() stops at fd 1024
+for port in PORT_RANGE:
+    try:
+        watch.register(socket.create_server(("127.0.0.1", port)), selectors.EVENT_READ)
+    except OSError:
+        pass
+print(len(watch.get_map()), flush=True)
+watch.register(sys.stdin, selectors.EVENT_READ)
+reached = 0
+while True:
+    for key, _ in watch.select():
+        if key.fileobj is sys.stdin:
+            print(reached)
+            sys.exit(0)
+        key.fileobj.accept()[0].close()
+        reached += 1
+"""
+
+#: Run as an attendee: a kernel of their own (ipykernel, as JupyterLab starts one), left running; prints its
+#: connection file (ports on 127.0.0.1).
+KERNEL = """
+import os, subprocess, sys, time
+path = "/tmp/probe-kernel.json"
+subprocess.Popen([sys.executable, "-m", "ipykernel_launcher", "-f", path], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.monotonic() + 120
+while not (os.path.exists(path) and os.path.getsize(path)) and time.monotonic() < deadline:
+    time.sleep(0.2)
+time.sleep(1)
+print(open(path).read())
+"""
+
+#: Run as an attendee: take memory 64 MiB at a time (each page written) up to ``argv[1]`` MiB; prints "survived" if
+#: it got there.
+HOG = """
+import sys
+chunks = []
+for _ in range(int(sys.argv[1]) // 64):
+    chunk = bytearray(64 * 2**20)
+    chunk[::4096] = b"x" * len(chunk[::4096])
+    chunks.append(chunk)
+print("survived")
+"""
+
+#: Run as an attendee: start ``sleep`` processes until the system refuses one; prints how many ran and the errno.
+FORK_BOMB = """
+import os
+pids = []
+try:
+    while len(pids) < 100000:
+        pids.append(os.posix_spawn("/bin/sleep", ["sleep", "300"], {}))
+    print(len(pids), 0)
+except OSError as exc:
+    print(len(pids), exc.errno)
+finally:
+    for pid in pids:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+"""
+
+
+def _lab_env(entry: pwd.struct_passwd, hub: dict) -> dict[str, str]:
+    """What the spawner gives an attendee's lab that a process of theirs needs to start their broker."""
+    return {"LABKIT_HOME": os.path.join(entry.pw_dir, "labkit"), runtime.SHARED_CACHE_ENV: str(hub["cache"]),
+            "LABKIT_BROKER_HEAP_MB": "256"}
+
+
+def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing_when_removed(hub):
+    from labkit.browser import chromium
+
+    a_name, b_name = hub["names"][:2]
+    a, b = _ensure_lab(hub, a_name), _ensure_lab(hub, b_name)
+
+    # A binds every free port of the lab's range in its namespace while B restarts its broker: B's broker comes back
+    # on a port of that range, and B's producer reaches it, not A (no connection reached A's sockets)
+    squat = subprocess.Popen([*sandbox.enter_command(a.pw_uid, a.pw_gid, sandbox.private_root(hub["state"])),
+                              os.path.join(hub["prefix"], "venv", "bin", "python"), "-c", SQUAT, "60"],
+                             preexec_fn=lambda: sandbox.join_cgroups(a.pw_uid), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin", "HOME": a.pw_dir})
+    held = int(squat.stdout.readline())
+    assert held > len(PORT_RANGE) - 100, held  # all but A's own lab's ports
+    (old_broker,) = _brokers(b.pw_uid)
+    old_broker.terminate()
+    old_broker.wait(60)
+    restarted = _as(b, hub, "from labkit import lab; print(lab.start_broker(120))", env=_lab_env(b, hub))
+    b_bootstrap = restarted.stdout.split()[-1]
+    assert int(b_bootstrap.rsplit(":", 1)[1]) in PORT_RANGE
+    assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+    reached, _ = squat.communicate("stop\n", timeout=60)
+    assert squat.returncode == 0 and int(reached) == 0, (squat.returncode, reached)
+
+    # A cannot reach B's kernel: its ports listen on 127.0.0.1 of B's namespace (B's own client connects), and from
+    # A's they are someone else's or nothing, and B's address is walled
+    b_kernel = json.loads(_as(b, hub, KERNEL).stdout)
+    iopub = [f"127.0.0.1:{b_kernel['iopub_port']}", f"{sandbox.address(b.pw_uid)}:{b_kernel['iopub_port']}"]
+    assert _as(b, hub, PROBE, str(os.getpid()), iopub[0]).stdout.split() == ["denied", "connected"]
+    if b_kernel["iopub_port"] not in _listening(a.pw_uid):
+        assert _as(a, hub, PROBE, str(os.getpid()), ",".join(iopub)).stdout.split() == ["denied", "refused",
+                                                                                         "unreachable"]
+
+    # A past its memory limit loses its own process (the OOM killer, inside A's group); A's broker, B's lab and the
+    # hub carry on
+    kills = sandbox.oom_kills(a.pw_uid)
+    hog = _as(a, hub, HOG, str(2 * MEMORY_LIMIT_MIB), check=False)
+    assert hog.returncode == -9 and "survived" not in hog.stdout, (hog.returncode, hog.stdout, hog.stderr[-500:])
+    assert sandbox.oom_kills(a.pw_uid) > kills
+    # ... and A's notebook hears of it (labkit.hub.memory_notice): the hub's next poll writes it where A's lab reads it
+    def seen_in_a_s_lab() -> dict:
+        return json.loads(_as(a, hub, "print(open('/run/labkit/memory.json').read())").stdout)
+    assert wait_until(lambda: seen_in_a_s_lab()["oom_kills"] > kills, 60, 2.0), seen_in_a_s_lab()
+    assert seen_in_a_s_lab()["limit_mib"] == MEMORY_LIMIT_MIB
+    assert len(_brokers(a.pw_uid)) == 1 and observed.answers_kafka(int(b_bootstrap.rsplit(":", 1)[1]), 5.0,
+                                                                     sandbox.netns(b.pw_uid))
+    assert drive.answers(f"{hub['url']}hub/api")
+
+    # A's fork bomb stops at A's task limit; B still starts processes (its producer)
+    started, errno = map(int, _as(a, hub, FORK_BOMB).stdout.split())
+    assert errno == 11 and started < TASK_LIMIT, (started, errno)  # EAGAIN: pids.max reached
+    assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+    print(f"A held {held} ports while B's broker restarted; A's hog killed at {MEMORY_LIMIT_MIB} MiB; A's fork bomb "
+          f"stopped at {started} processes")
+
+    # removing A leaves no file of A's uid: in its private folders nor the machine's shared writable ones
+    _as(a, hub, "open('/tmp/left', 'w').write('x'); open('/run/lock/left-by-a', 'w').write('x')")
+    assert Path(sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid), "tmp", "left").exists()
+    with chromium() as page:  # the instructor stops A's server (the admin page's call), then removes A
+        assert _admin_api(page, hub, "DELETE", f"users/{a_name}/server") in (202, 204)
+    assert wait_until(lambda: not users.processes_of(a.pw_uid) and not sandbox.exists(a.pw_uid), 120, 1.0)
+    removed = users.remove(a_name, sandbox.private_root(hub["state"]))
+    assert "/run/lock/left-by-a" in removed, removed
+    assert not drive.user_exists(a.pw_name) and not sandbox.exists(a.pw_uid) and not users.processes_of(a.pw_uid)
+    left = [str(path) for top in sandbox.SHARED_WRITABLE if Path(top).is_dir() for path in Path(top).iterdir()
+            if path.lstat().st_uid == a.pw_uid]
+    assert not left and not sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid).exists(), left
+
+
+def _admin_api(page, hub: dict, method: str, path: str) -> int:
+    """Call the hub's REST API ``path`` (after ``hub/api/``) as the instructor, signed in on ``page``, as the admin page
+    does (its cookie and the ``_xsrf`` one); returns the HTTP status."""
+    if not any(c["name"] == "_xsrf" for c in page.context.cookies()) or "/hub/admin" not in page.url:
+        _sign_in(page, hub["url"], hub["admin"], hub["admin_password"], next_path="/hub/admin")
+        page.wait_for_load_state()
+    xsrf = next(c["value"] for c in page.context.cookies() if c["name"] == "_xsrf")
+    return page.request.fetch(f"{hub['url']}hub/api/{path}", method=method, headers={"X-XSRFToken": xsrf}).status
+
+
+def test_twenty_first_sign_ins_at_once_each_get_a_lab_of_their_own(tmp_path):
+    """Twenty attendees submit their first sign-in at the same moment: each gets their own Unix user, namespace,
+    cgroups and broker, answering in their namespace only, and no neighbour reaches their JupyterLab's address. A hub
+    of its own: the module's culls a lab idle for 60 s, and the first labs wait that long for the last."""
+    _skip_unless_hub_can_run()
+    with drive.running_hub(tmp_path, ROOM, start_timeout_s=HUB_START_S,
+                           extra={"LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}) as hub:
+        _room_signs_in(hub, hub["names"])
+
+
+def _room_signs_in(hub: dict, room: list[str]) -> None:
+    """:func:`test_twenty_first_sign_ins_at_once_each_get_a_lab_of_their_own`'s body: ``room`` sign in at once."""
+    from labkit.browser import chromium, new_page
+
+    with chromium() as first:
+        pages = [first] + [new_page(first.context.browser) for _ in room[1:]]  # a context (cookies) each
+        started = time.monotonic()
+        for page, name in zip(pages, room):
+            drive.join(page, hub, name)
+        for page, name in zip(pages, room):
+            _wait_for_lab(page, hub, name)
+        print(f"{ROOM} first sign-ins at once: every lab ready {time.monotonic() - started:.1f} s after the first submit")
+        for page in pages[1:]:
+            page.close()
+        entries = [pwd.getpwnam(names.unix_name(name)) for name in room]
+        assert len({e.pw_uid for e in entries}) == ROOM
+        for entry in entries:
+            assert sandbox.exists(entry.pw_uid) and all(g.is_dir() for g in sandbox.cgroups(entry.pw_uid))
+            (broker,) = _brokers(entry.pw_uid)
+            assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
+            state = json.loads(Path(entry.pw_dir, "labkit", "lab", "broker.json").read_text())
+            assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
+        # each one's neighbour cannot reach the address its JupyterLab listens on (every port it listens on there)
+        for entry, neighbour in zip(entries, entries[1:] + entries[:1]):
+            address = sandbox.address(entry.pw_uid)
+            out = subprocess.run(["ip", "netns", "exec", sandbox.netns(entry.pw_uid), "ss", "-Htln"],
+                                 capture_output=True, text=True, check=True, timeout=30).stdout
+            ports = [line.split()[3].rsplit(":", 1)[1] for line in out.splitlines() if address in line]
+            assert ports, out
+            tried = _as(neighbour, hub, PROBE, str(os.getpid()), ",".join(f"{address}:{p}" for p in ports))
+            assert tried.stdout.split() == ["denied"] + ["unreachable"] * len(ports), tried.stdout
+
+
+def _form_says(page) -> str:
+    page.wait_for_load_state()
+    assert "/hub/login" in page.url, page.url  # refused: still on the sign-in form, nothing started
+    return page.inner_text("body")
+
+
+def test_a_name_is_its_owner_s_a_newcomer_needs_the_code_and_failures_wait(hub):
+    from labkit.browser import chromium
+
+    owner = hub["names"][0]
+    _ensure_lab(hub, owner)  # its first sign-in set its password
+    newcomer = f"{hub['names'][0]}z"  # a name nobody has signed in with
+    with chromium() as page:
+        # someone else under the owner's name: refused, as a wrong password, or as "taken" when they came as new
+        _sign_in(page, hub["url"], owner, "not-the-owners-password")
+        assert "Invalid username or password" in _form_says(page)
+        _sign_in(page, hub["url"], owner, "not-the-owners-password", code=hub["password"])
+        assert f"The name {owner} is taken" in _form_says(page)
+        # a first sign-in: without the code, with a wrong one, or with the code as its own password: refused
+        _sign_in(page, hub["url"], newcomer, "a-password-of-mine")
+        assert "needs the workshop code" in _form_says(page)
+        _sign_in(page, hub["url"], newcomer, hub["password"], code=hub["password"])
+        assert "Choose a password of your own" in _form_says(page)
+        assert not drive.user_exists(names.unix_name(newcomer))
+        # failures under one name wait: after five, even the right code and a good password are refused for a while
+        for _ in range(4):
+            _sign_in(page, hub["url"], newcomer, "a-password-of-mine", code="not-the-code")
+            assert "needs the workshop code" in _form_says(page)
+        _sign_in(page, hub["url"], newcomer, "a-password-of-mine", code=hub["password"])
+        assert re.search(r"Too many failed sign-ins: try again in \d+ s", _form_says(page))
+        assert not drive.user_exists(names.unix_name(newcomer))
+    log = hub["log"].read_text()
+    assert f"Refused sign-in (name:{newcomer}" in log and hub["password"] not in log
 
 
 def test_root_an_existing_user_and_a_bad_name_are_refused_and_the_instructor_reaches_the_admin_page(hub):
@@ -440,18 +705,39 @@ def test_root_an_existing_user_and_a_bad_name_are_refused_and_the_instructor_rea
     with chromium() as page:
         for name, why in (("root", "is an account of this machine"), ("daemon", "is an account of this machine"),
                           ("Bad Name!", "cannot be an attendee's name")):
-            _sign_in(page, hub["url"], name, hub["password"])
+            drive.join(page, hub, name)
             page.wait_for_load_state()
             assert why in page.inner_text("body"), page.inner_text("body")[:1000]
             assert "/hub/login" in page.url
         assert not drive.user_exists("lab-root") and not drive.user_exists("lab-daemon")
-        # the instructor's name takes the instructor's password only
+        # the instructor's name takes the instructor's password only: no first sign-in can set one for it
         _sign_in(page, hub["url"], hub["admin"], hub["password"])
-        page.wait_for_load_state()
-        assert "Invalid username or password" in page.inner_text("body")
+        assert "Invalid username or password" in _form_says(page)
+        _sign_in(page, hub["url"], hub["admin"], "a-password-of-mine", code=hub["password"])
+        assert "Invalid username or password" in _form_says(page)
         _sign_in(page, hub["url"], hub["admin"], hub["admin_password"], next_path="/hub/admin")
         page.wait_for_load_state()
         assert "/hub/admin" in page.url, page.url
+
+
+def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_one(hub):
+    """JupyterHub's admin *Delete User* (its REST call, as the admin page makes it) drops the name's password
+    (FirstUseAuthenticator.delete_user): the next sign-in is a first one again, with the workshop code; the
+    attendee's Unix user and files stay."""
+    from labkit.browser import chromium
+
+    name = hub["names"][2]
+    entry = _ensure_lab(hub, name)
+    kept = Path(entry.pw_dir, "labkit", "work", "00_tour.ipynb")
+    assert kept.exists()
+    with chromium() as page:
+        assert _admin_api(page, hub, "DELETE", f"users/{name}") == 204
+        page.context.clear_cookies()
+        _sign_in(page, hub["url"], name, drive.own_password(hub, name))  # the old password, without the code
+        assert f"{name} is a new name here" in _form_says(page)
+        drive.join(page, hub, name)  # a first sign-in again: the code and a password of theirs
+        _wait_for_lab(page, hub, name)
+    assert kept.exists() and pwd.getpwnam(names.unix_name(name)).pw_uid == entry.pw_uid
 
 
 def test_the_idle_culler_ends_every_process_of_the_lab(hub):
@@ -459,7 +745,7 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
 
     name = hub["names"][3]
     with chromium() as page:
-        submitted = _sign_in(page, hub["url"], name, hub["password"])
+        submitted = drive.join(page, hub, name)
         _wait_for_lab(page, hub, name)
         print(f"{name}: sign-in to the file browser {time.monotonic() - submitted:.1f} s")
     entry = pwd.getpwnam(names.unix_name(name))
@@ -517,7 +803,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
     t0, cpu0 = time.monotonic(), time.process_time()
     with chromium() as page_a:
         browser = page_a.context.browser
-        _sign_in(page_a, url, a, hub["password"])
+        drive.join(page_a, hub, a)
         _wait_for_lab(page_a, hub, a)
         instructor = new_page(browser)
         _sign_in(instructor, url, hub["admin"], hub["admin_password"], next_path="/services/liveview/")
@@ -555,7 +841,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
 
         # an attendee opening the live view, or its table, is refused
         page_b = new_page(browser)
-        _sign_in(page_b, url, b, hub["password"], next_path="/services/liveview/")
+        drive.join(page_b, hub, b, next_path="/services/liveview/")
         page_b.wait_for_load_state()
         response = page_b.goto(view)
         assert response.status == 403, (response.status, page_b.inner_text("body")[:500])

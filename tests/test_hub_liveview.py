@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import sqlite3
 import subprocess
@@ -123,6 +124,7 @@ def test_the_hub_runs_the_live_view_and_tells_attendees_where_it_is():
 
     from labkit.hub.config import HubSettings, configure
     from labkit.hub.firewall import HUB_PORTS
+    from labkit.hub.sandbox import GATEWAY
 
     c = Config()
     configure(c, HubSettings(ip="127.0.0.1", port=1, hub_port=2, proxy_api_port=3, prefix="/opt/x", state="/s",
@@ -131,7 +133,7 @@ def test_the_hub_runs_the_live_view_and_tells_attendees_where_it_is():
     assert service["command"] == ["/opt/x/venv/bin/python", "-m", "labkit.hub.liveview"]
     assert service["environment"] == {"LABKIT_HUB_STATE": "/s"} and service["oauth_no_confirm"]
     port = int(service["url"].rsplit(":", 1)[1])
-    assert service["url"] == f"http://127.0.0.1:{port}" and port in HUB_PORTS  # outside every attendee's block
+    assert service["url"] == f"http://{GATEWAY}:{port}" and port in HUB_PORTS  # where attendees' namespaces reach
     assert c.Spawner.environment[report.URL_ENV] == f"{service['url']}/services/liveview/"
     (role,) = [r for r in c.JupyterHub.load_roles if r["name"] == "liveview"]
     assert role == {"name": "liveview", "services": ["liveview"], "scopes": ["list:users", "read:users", "read:servers"]}
@@ -296,11 +298,10 @@ def _state(home, content: str | None = None, mode: str = "file") -> None:
         path.write_text(content)
 
 
-def test_a_broker_is_up_only_when_a_process_of_the_attendee_listens_and_answers(tmp_path, bootstrap):
+def test_a_broker_is_up_only_when_the_attendee_s_state_names_a_port_that_answers_kafka(tmp_path, bootstrap):
     port = int(bootstrap.rsplit(":", 1)[1])
     uid = os.getuid()  # the test session's broker runs as this user: it plays the attendee's
-    owners = observed.listeners()
-    assert owners[port] == uid and observed.answers_kafka(port)
+    assert observed.answers_kafka(port)
     good = json.dumps({"pid": 1, "bootstrap": f"127.0.0.1:{port}"})
     cases = {"none": (None, "file"), "up": (good, "file"), "link": (good, "link"), "fifo": (None, "fifo"),
              "stranger": (good, "file"), "closed": (json.dumps({"bootstrap": "127.0.0.1:1"}), "file"),
@@ -311,12 +312,29 @@ def test_a_broker_is_up_only_when_a_process_of_the_attendee_listens_and_answers(
         home.mkdir()
         if content is not None or mode == "fifo":
             _state(home, content, mode)
-        seen[name] = observed.broker_status(home, uid if name != "stranger" else uid + 12345, owners)
+        seen[name] = observed.broker_status(home, uid if name != "stranger" else uid + 12345, None)
     assert seen == {"none": "none", "up": "up", "link": "none", "fifo": "none", "stranger": "none", "closed": "down",
                     "garbled": "none"}, seen
     assert not observed.answers_kafka(1)
-    # a process of another user listening on the port the state names: "down" (it is not this attendee's broker)
-    assert observed.broker_status(tmp_path / "up", uid, {**owners, port: uid + 1}) == "down"
+
+
+def test_a_broker_is_asked_inside_the_attendee_s_namespace_not_the_machine_s(tmp_path, bootstrap):
+    """The same state file, naming a port where this machine's loopback has a broker: "down" when asked inside a network
+    namespace with nothing on that port (an attendee's whose broker stopped), and when the namespace is gone."""
+    if os.geteuid() != 0:
+        pytest.skip("the namespace check makes a network namespace (ip netns): run it as root")
+    port = int(bootstrap.rsplit(":", 1)[1])
+    _state(tmp_path, json.dumps({"bootstrap": f"127.0.0.1:{port}"}))
+    name = f"labkit-test-{secrets.token_hex(4)}"
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True, timeout=30)
+        assert observed.broker_status(tmp_path, os.getuid(), None) == "up"  # the machine's loopback: the broker
+        assert observed.broker_status(tmp_path, os.getuid(), name) == "down"
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=True, timeout=30)
+    assert observed.broker_status(tmp_path, os.getuid(), name) == "down"  # no namespace: no answer, and none made
+    assert name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
 
 
 # --- a real hub, as root -------------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ HOST = "127.0.0.1"
 #: process's outgoing connection ("Address already in use", seen once in a test run of notebook 06).
 PORT_RANGE = range(20000, 32768)
 #: The environment variable that narrows :func:`free_port` to a block of :data:`PORT_RANGE`, ``"<lo>-<hi>"`` (both
-#: included): the workshop hub gives each attendee a block of their own, which a firewall rule keeps to them
-#: (:mod:`labkit.hub.firewall`).
+#: included): for labs of several users sharing one machine's loopback outside the workshop hub (whose attendees each
+#: have a network namespace, :mod:`labkit.hub.sandbox`, and need none).
 RANGE_ENV = "LABKIT_PORT_RANGE"
 
 

@@ -1,6 +1,6 @@
 """The lab for a room: one JupyterHub on one Linux server, run as root, every attendee a Unix user of their own
-(issue 38): attendees' own Unix users, working copies, brokers and port blocks, the idle culler, the instructor's
-live view.
+(issue 38): attendees' own Unix users, working copies and brokers, each lab alone in a sandbox (issue 49), the idle
+culler, the instructor's live view.
 
 One job per module:
 
@@ -8,9 +8,11 @@ One job per module:
   of labkit and the notebooks) and the proxy (npm, into the project's ``.hub/``); idempotent.
 * :mod:`labkit.hub.names`: which sign-in names are accepted, and each attendee's Unix name (``lab-<name>``).
 * :mod:`labkit.hub.users`: making an attendee's Unix user (home 0700), and removing the lab's own users.
-* :mod:`labkit.hub.auth`: the shared-password authenticator refusing bad names at sign-in.
+* :mod:`labkit.hub.auth`: each name's own password, set on its first sign-in with the workshop code; throttled.
 * :mod:`labkit.hub.cache`: the shared read-only cache (jars, compiled Java, class-data archives) the set-up fills.
-* :mod:`labkit.hub.firewall`: each attendee's block of ports and the nftables rule closing it to other users.
+* :mod:`labkit.hub.sandbox`: each attendee's network namespace, cgroups and private temporary folders.
+* :mod:`labkit.hub.firewall`: the nftables wall around the attendees' namespaces.
+* :mod:`labkit.hub.memory_notice`: the kernel side of the memory limit: the learner told when their lab hit it.
 * :mod:`labkit.hub.spawner`: JupyterHub's local-process spawner, as the attendee's Unix user; its stop ends every
   process of that user.
 * :mod:`labkit.hub.singleuser`: run as the attendee: their copies and server settings, then ``jupyterhub-singleuser``.
@@ -22,7 +24,7 @@ One job per module:
 * :mod:`labkit.hub.report`: the kernel side (standard library only): the marks a kernel publishes
   (:mod:`labkit.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API token.
   ``import labkit`` installs it in a hub kernel (``LABKIT_LIVEVIEW_URL`` set); no lesson or exercise imports it, and
-  nothing else here is imported by ``import labkit``.
+  :mod:`labkit.hub.memory_notice` is installed the same way; nothing else here is imported by ``import labkit``.
 
 :mod:`~labkit.hub.auth`, :mod:`~labkit.hub.spawner`, :mod:`~labkit.hub.config` and :mod:`~labkit.hub.liveview` import
 JupyterHub, which only the shared venv has.

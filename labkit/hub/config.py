@@ -5,22 +5,27 @@ written by :func:`write_config_file`, two lines calling :func:`configure`). Ever
 setting, named as JupyterHub names it:
 
 * ``JupyterHub.ip``/``port``: where attendees connect (127.0.0.1 unless ``--ip``); ``ssl_cert``/``ssl_key`` for HTTPS.
-  ``JupyterHub.hub_port`` and ``ConfigurableHTTPProxy.api_url``: free ports of 127.0.0.1 (JupyterHub's defaults,
-  8081 and 8001, would clash with a second hub on the machine, e.g. the test's).
+  ``JupyterHub.hub_ip``: :data:`labkit.hub.sandbox.GATEWAY`, the one address of the machine an attendee's network
+  namespace reaches (their JupyterLab talks to the hub's API there); ``hub_port`` and
+  ``ConfigurableHTTPProxy.api_url`` (127.0.0.1): free ports (JupyterHub's defaults, 8081 and 8001, would clash with
+  a second hub on the machine, e.g. the test's).
 * ``ConfigurableHTTPProxy.command``: the proxy ``make hub`` installed with npm
   (:func:`labkit.hub.install.install_proxy`).
 * ``JupyterHub.db_url``, ``cookie_secret_file``, ``ConfigurableHTTPProxy.pid_file``: in the hub's state folder (0700).
-* ``JupyterHub.authenticator_class``: :class:`labkit.hub.auth.LabAuthenticator`; ``SharedPasswordAuthenticator``'s
-  ``user_password`` and ``admin_password`` from the hub process's environment (:data:`PASSWORD_ENV`,
-  :data:`ADMIN_PASSWORD_ENV`: never written to a file); ``Authenticator.admin_users``: the instructor's name.
-* ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`; ``Spawner.cmd``: the shared venv's Python
+* ``JupyterHub.authenticator_class``: :class:`labkit.hub.auth.LabAuthenticator` (``FirstUseAuthenticator``: each
+  name's own password, in ``<state>/passwords.dbm``), its ``workshop_code`` and ``admin_password`` from the hub
+  process's environment (:data:`PASSWORD_ENV`, :data:`ADMIN_PASSWORD_ENV`: never written to a file);
+  ``Authenticator.admin_users``: the instructor's name; ``JupyterHub.template_paths``: the lab's sign-in form
+  (:data:`TEMPLATES`, with the workshop code field).
+* ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`, with the attendees' private temporary folders (``private_tmp``, in the
+  state folder) and the limits (``memory_mib``, ``tasks``: :class:`HubSettings`); ``Spawner.cmd``: the shared venv's Python
   running :mod:`labkit.hub.singleuser`; ``Spawner.environment``: the shared venv first on ``PATH``;
   ``Spawner.env_keep``: only the locale (nothing of root's environment, e.g. its ``VIRTUAL_ENV`` or a password,
   reaches an attendee).
 * ``JupyterHub.services`` and ``load_roles``: ``jupyterhub-idle-culler`` (PyPI) as a hub-managed service with the
   scopes its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``); and the
-  instructor's live view (:mod:`labkit.hub.liveview`) on a free port of 127.0.0.1, proxied at ``/services/liveview/``
-  (``oauth_no_confirm``: part of the hub), with the scopes it reads the hub with (``list:users``, ``read:users``,
+  instructor's live view (:mod:`labkit.hub.liveview`) on a free port of the gateway, proxied at ``/services/liveview/``
+  (``oauth_no_confirm``: part of the hub) and listening on the gateway, with the scopes it reads the hub with (``list:users``, ``read:users``,
   ``read:servers``); only the ``admin`` role holds its access scope. ``Spawner.environment`` gives attendees its
   address (:data:`labkit.hub.report.URL_ENV`), to which their kernels report with their own API token.
 * ``JupyterHub.cleanup_servers`` (True, JupyterHub's default, kept explicit): stopping the hub stops every attendee's
@@ -36,20 +41,30 @@ from pathlib import Path
 
 from labkit.broker.ports import free_port
 from labkit.hub.firewall import HUB_PORTS, table_name
+from labkit.hub.sandbox import GATEWAY, private_root
 
 #: The environment variable holding the attendees' shared password (at least 8 characters).
 PASSWORD_ENV = "LABKIT_HUB_PASSWORD"
 #: The environment variable holding the instructor's own password (at least 32 characters).
 ADMIN_PASSWORD_ENV = "LABKIT_HUB_ADMIN_PASSWORD"
+#: The lab's JupyterHub templates (labkit.hub.auth): the sign-in form with the workshop code field.
+TEMPLATES = Path(__file__).with_name("templates")
 #: Idle time after which the culler stops an attendee's server, in seconds (issue 38: 60 min).
 CULL_IDLE_S = 60 * 60
+#: Each attendee's memory limit, MiB, unless the instructor sets one (``--memory``): the largest notebook's peak on the
+#: hub, 04 at 1,556 MiB with JupyterLab (bench/results/hub-memory.json), and room for a re-run.
+MEMORY_MIB = 2048
+#: Each attendee's limit of processes and threads (``--tasks``): notebook 04's Spark cluster beside the broker runs
+#: about a thousand threads; a fork bomb stops here.
+TASKS = 4096
 
 
 @dataclass
 class HubSettings:
     """What :func:`configure` needs: addresses (``ip`` str, ``port``, ``hub_port``, ``proxy_api_port`` TCP ports),
     folders (``prefix`` the shared install, ``state`` the hub's own 0700 folder, ``proxy`` the proxy command), the
-    instructor's hub name ``admin``, ``cull_idle_s`` seconds and the TLS ``ssl_cert``/``ssl_key`` paths (or "")."""
+    instructor's hub name ``admin``, ``cull_idle_s`` seconds, the TLS ``ssl_cert``/``ssl_key`` paths (or ""), and each
+    attendee's limits: ``memory_mib`` (MiB) and ``tasks`` (processes and threads)."""
 
     ip: str
     port: int
@@ -62,6 +77,8 @@ class HubSettings:
     cull_idle_s: int = CULL_IDLE_S
     ssl_cert: str = ""
     ssl_key: str = ""
+    memory_mib: int = MEMORY_MIB
+    tasks: int = TASKS
     extra: dict = field(default_factory=dict)
 
     @property
@@ -82,7 +99,7 @@ def configure(c, settings: dict) -> None:
     c.JupyterHub.ip, c.JupyterHub.port = s.ip, s.port
     if s.ssl_cert:
         c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key = s.ssl_cert, s.ssl_key
-    c.JupyterHub.hub_ip, c.JupyterHub.hub_port = "127.0.0.1", s.hub_port
+    c.JupyterHub.hub_ip, c.JupyterHub.hub_port = GATEWAY, s.hub_port
     c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{s.proxy_api_port}"
     c.ConfigurableHTTPProxy.command = [s.proxy]
     c.ConfigurableHTTPProxy.pid_file = str(state / "proxy.pid")
@@ -91,8 +108,10 @@ def configure(c, settings: dict) -> None:
     c.JupyterHub.cleanup_servers = True
 
     c.JupyterHub.authenticator_class = "labkit.hub.auth.LabAuthenticator"
-    c.SharedPasswordAuthenticator.user_password = os.environ.get(PASSWORD_ENV)
-    c.SharedPasswordAuthenticator.admin_password = os.environ.get(ADMIN_PASSWORD_ENV)
+    c.LabAuthenticator.workshop_code = os.environ.get(PASSWORD_ENV, "")
+    c.LabAuthenticator.admin_password = os.environ.get(ADMIN_PASSWORD_ENV, "")
+    c.FirstUseAuthenticator.dbm_path = str(state / "passwords.dbm")  # each attendee's own password (bcrypt)
+    c.JupyterHub.template_paths = [str(TEMPLATES)]  # the sign-in form with the workshop code
     c.Authenticator.admin_users = {s.admin}
     c.Authenticator.allow_all = True
 
@@ -101,13 +120,17 @@ def configure(c, settings: dict) -> None:
     c.Spawner.default_url = "/lab"
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
     c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
-    liveview = f"http://127.0.0.1:{free_port(ports=HUB_PORTS)}"  # the instructor's live view: outside every block
+    liveview_port = free_port(ports=HUB_PORTS)
+    liveview = f"http://{GATEWAY}:{liveview_port}"  # the instructor's live view, where attendees' kernels report
     c.Spawner.environment["LABKIT_LIVEVIEW_URL"] = f"{liveview}/services/liveview/"  # labkit.hub.report.URL_ENV
     c.Spawner.environment["LABKIT_BROKER_HEAP_MB"] = "256"  # embedded.HEAP_ENV: each attendee's brokers, bench/hub.py
     c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
-    c.Spawner.http_timeout = 300  # the attendee's broker starts first (labkit.hub.singleuser), then JupyterLab
+    c.Spawner.poll_interval = 10  # LabSpawner.poll refreshes the attendee's memory notice (30 s is JupyterHub's default)
+    c.Spawner.http_timeout = 420  # the attendee's broker starts first (singleuser.BROKER_START_S), then JupyterLab
     c.LabSpawner.shared_cache = str(Path(s.prefix) / "cache")  # labkit.hub.install.cache_dir: jars, compiled Java
-    c.LabSpawner.firewall_table = table_name(s.state)  # labkit.hub.firewall: each attendee's ports kept to them
+    c.LabSpawner.firewall_table = table_name(s.state)  # labkit.hub.firewall: the wall around the namespaces
+    c.LabSpawner.private_tmp = str(private_root(state))  # labkit.hub.sandbox: each attendee's /tmp in it
+    c.LabSpawner.memory_mib, c.LabSpawner.tasks = s.memory_mib, s.tasks
 
     c.JupyterHub.services = [{"name": "idle-culler", "command": [
         str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_idle_s}",

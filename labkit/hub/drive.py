@@ -12,6 +12,7 @@ should raises :class:`~labkit.errors.LabkitError` with what the page and the hub
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.hub import firewall, install, names, run, users
+from labkit.hub import firewall, install, names, run, sandbox, users
 from labkit.hub.config import CULL_IDLE_S
 from labkit.waiting import Deadline, wait_until
 
@@ -98,29 +99,46 @@ def running_hub(folder: Path, count: int, *, cull_idle_s: int = CULL_IDLE_S, ext
         if not answers(api):
             raise LabkitError(f"The hub did not answer within {start_timeout_s:g} s:\n{log.read_text()[-3000:]}")
         yield {"url": settings.url, "password": password, "admin": admin, "admin_password": admin_password,
-               "names": made, "log": log, "prefix": settings.prefix, "table": table,
+               "names": made, "log": log, "prefix": settings.prefix, "table": table, "state": settings.state,
                "cache": install.cache_dir(Path(settings.prefix)), "setup_s": time.monotonic() - started}
     finally:
         stop(proc)
         if firewall.exists(table):
             left.append(f"the hub's firewall table {table}")
         firewall.remove_table(table)
+        left += [f"the network namespace of {n}" for n in fresh if user_exists(names.unix_name(n))
+                 and sandbox.exists(pwd.getpwnam(names.unix_name(n)).pw_uid)]  # the hub's stop releases each
         for name in fresh:
-            users.remove(name)
+            users.remove(name, sandbox.private_root(settings.state))
         left += [f"the Unix user {names.unix_name(n)}" for n in fresh if user_exists(names.unix_name(n))]
     if left:
         raise LabkitError(f"Left behind by the hub: {', '.join(left)}")
 
 
-def sign_in(page, url: str, name: str, password: str, next_path: str = "") -> float:
-    """Fill and submit the hub's sign-in form on ``page`` (Playwright); returns the time of the submit
+def sign_in(page, url: str, name: str, password: str, next_path: str = "", code: str = "") -> float:
+    """Fill and submit the hub's sign-in form on ``page`` (Playwright): ``name``, ``password`` and, if given, the
+    workshop ``code`` (a first sign-in under a name needs it, :mod:`labkit.hub.auth`); returns the time of the submit
     (``time.monotonic``, s)."""
     page.goto(f"{url}hub/login" + (f"?next={next_path}" if next_path else ""))
     page.fill("#username_input", name)
     page.fill("#password_input", password)
+    if code:
+        page.fill("#workshop_code_input", code)
     submitted = time.monotonic()
     page.click("#login_submit")
     return submitted
+
+
+def own_password(hub: dict, name: str) -> str:
+    """The password a test or bench attendee ``name`` sets on their first sign-in to ``hub`` (:func:`running_hub`'s
+    dict): derived from the workshop code and the name, never the code itself."""
+    return hashlib.sha256(f"{hub['password']}:{name}".encode()).hexdigest()[:20]
+
+
+def join(page, hub: dict, name: str, next_path: str = "") -> float:
+    """:func:`sign_in` as attendee ``name`` of ``hub`` (:func:`running_hub`'s dict) does: their own password
+    (:func:`own_password`) and the workshop code (needed the first time, ignored after)."""
+    return sign_in(page, hub["url"], name, own_password(hub, name), next_path, code=hub["password"])
 
 
 def wait_for_lab(page, hub: dict, name: str, timeout_s: float) -> None:

@@ -1,28 +1,32 @@
-"""No attendee reaches another attendee's broker: each attendee's TCP ports on this machine are a block of their own,
-and a firewall rule (nftables) refuses connections to that block from every Unix user but the attendee and root.
+"""The hub's second wall: an nftables table refusing whatever an attendee's network namespace sends but the hub's
+own ports, and stopping any packet meant for another attendee before it is routed.
 
-A broker of the lab listens on 127.0.0.1 without authentication, so without this any local user could produce to, read
-or delete another attendee's topics. The hub gives each attendee a block of :data:`BLOCK` ports of
-:data:`labkit.broker.ports.PORT_RANGE` (:func:`port_block`, from their uid) and sets ``LABKIT_PORT_RANGE`` in their
-server's environment, so every port their lab listens on (the broker's client, controller and PROXIED listeners, the
-fault proxy, a second broker, a kernel's own broker, a Spark master: whatever :func:`labkit.broker.ports.free_port`
-picks) is in the block. The rule, on nftables' ``output`` hook of the loopback interface, matches the *sending* Unix
-user (``meta skuid``: the owner of the socket that sends the SYN; nftables wiki, "Matching packet metainformation")::
+Each attendee's lab has a network namespace of its own (:mod:`labkit.hub.sandbox`), joined to the machine by a veth
+pair whose machine end is named ``lkh<uid>``. IP forwarding off already keeps one namespace from another; this table
+(:func:`wall`) makes that explicit and prompt (a refusal, not a silent drop that a client waits out), and keeps the
+machine's own services (anything listening on all addresses) from the attendees:
 
-    oifname "lo" tcp dport <lo>-<hi> meta skuid != 0 meta skuid != <uid> reject with tcp reset
+    prerouting: iifname "lkh*" ip daddr != <gateway> reject; iifname "lkh*" meta nfproto ipv6 reject
+    input:      iifname "lkh*" ct state established,related accept;
+                iifname "lkh*" ip daddr <gateway> tcp dport <HUB_PORTS> accept; iifname "lkh*" reject
 
-so a client run by another attendee gets "connection refused" at once. Replies need no rule: they go to the client's
-port, outside every block (a client's local port comes from the ephemeral range, 32768-60999).
+so an attendee's lab reaches the hub's API and the live view (on :data:`labkit.hub.sandbox.GATEWAY`, ports of
+:data:`HUB_PORTS`, where every hub on the machine picks its own) and nothing else of the machine (a service of
+another program listening on all addresses on such a port would be reachable: the hub's ports are kept to that
+range for this), while the hub's proxy still reaches each attendee's JupyterLab (its replies are ``established``).
+The rules name interfaces and the range by pattern, not attendees nor one hub's ports, so every hub's table is the
+same (nftables drops a packet any table rejects: two hubs' tables must agree), made once, before any attendee signs
+in, and never changed while the hub runs: no two sign-ins race over it.
 
-The blocks follow from the uids: the hub makes attendees with uids of :data:`ATTENDEE_UIDS` only
-(:func:`labkit.hub.users.create`), block ``n`` for uid ``ATTENDEE_UIDS.start + n``, so two hubs on one machine (each
-with a table of its own) never give one block to two users. The limit: :data:`ATTENDEE_UIDS` holds 100 accounts of
-the lab on one machine, all hubs together (users the test or the instructor removed free their uid). The hub's own
-ports (its proxy, its API) come from :data:`HUB_PORTS`, above every block.
+The attendees' uids come from :data:`ATTENDEE_UIDS` (:func:`labkit.hub.users.create`), which also gives each its
+namespace's address (:func:`labkit.hub.sandbox.address`): 100 accounts of the lab on one machine, all hubs together
+(users the test or the instructor removed free their uid). The hub's own ports come from :data:`HUB_PORTS`, above the
+ports ``make lab`` picks for a lab run beside the hub.
 
-Each hub has a table of its own (:func:`table_name`, from its state folder), made by its first spawn if missing and
-removed when the hub process ends (:func:`guard_attendee`). A table left by a killed hub keeps guarding the labs
-that outlived it; the next hub on that state folder takes it over as it is (:func:`ensure_table`: its rules stay).
+Each hub has a table of its own (:func:`table_name`, from its state folder), made afresh by its first spawn
+(:func:`wall_once`) and removed when the hub process ends. A table left by a killed hub keeps walling the labs that
+outlived it; the next hub on that state folder replaces it with the same rules in one nftables transaction (no moment
+without them).
 """
 
 from __future__ import annotations
@@ -39,36 +43,15 @@ from pathlib import Path
 from labkit.broker.ports import PORT_RANGE
 from labkit.errors import LabkitError
 
-#: Ports per attendee: a lab listens on about 4 at once (broker: client, controller, PROXIED; fault proxy), 8 with
-#: notebook 08's second broker; 100 leave :func:`labkit.broker.ports.free_port`'s random picks room to miss.
-BLOCK = 100
-#: The uids of the lab's attendees, one port block each: blocks 20000-29999 of :data:`PORT_RANGE`.
+#: The uids of the lab's attendees (one network address each, :func:`labkit.hub.sandbox.address`).
 ATTENDEE_UIDS = range(50000, 50100)
-#: The hub's own ports (proxy, hub API, proxy API) when not given: above every attendee's block, within
-#: :data:`PORT_RANGE` (below the ephemeral range).
-HUB_PORTS = range(PORT_RANGE.start + BLOCK * len(ATTENDEE_UIDS), PORT_RANGE.stop)
+#: The hub's own ports (proxy, hub API, proxy API, live view) when not given: the top of :data:`PORT_RANGE`, above the
+#: ports a lab run beside the hub picks first.
+HUB_PORTS = range(30000, PORT_RANGE.stop)
 #: Every table of the lab's hubs starts with this.
 TABLE_PREFIX = "labkit_hub_"
 #: Seconds any ``nft`` call may take.
 NFT_TIMEOUT_S = 30
-
-
-def port_block(uid: int) -> range:
-    """The TCP ports of the attendee whose uid is ``uid``: :data:`BLOCK` ports of :data:`PORT_RANGE`.
-
-    Raises:
-        LabkitError: ``uid`` is not one of :data:`ATTENDEE_UIDS` (a user made by an older labkit: remove it).
-    """
-    if uid not in ATTENDEE_UIDS:
-        raise LabkitError(f"uid {uid} is not an attendee's uid ({ATTENDEE_UIDS.start}-{ATTENDEE_UIDS.stop - 1}), so "
-                          "it has no port block of its own: remove that user (userdel -r) and sign in again.")
-    start = PORT_RANGE.start + (uid - ATTENDEE_UIDS.start) * BLOCK
-    return range(start, start + BLOCK)
-
-
-def range_spec(ports: range) -> str:
-    """``ports`` as ``LABKIT_PORT_RANGE`` spells it: ``"<lo>-<hi>"``, both included."""
-    return f"{ports.start}-{ports.stop - 1}"
 
 
 def table_name(state: Path | str) -> str:
@@ -84,7 +67,7 @@ def _nft(args: list[str], script: str | None = None) -> str:
     """
     nft = shutil.which("nft") or ("/usr/sbin/nft" if os.path.exists("/usr/sbin/nft") else None)
     if not nft:
-        raise LabkitError("The hub keeps attendees off each other's brokers with nftables, and `nft` is missing: "
+        raise LabkitError("The hub walls each attendee's network in with nftables, and `nft` is missing: "
                           "apt-get install nftables (make hub's set-up does it as root).")
     done = subprocess.run([nft, *args], input=script, capture_output=True, text=True, timeout=NFT_TIMEOUT_S)
     if done.returncode != 0:
@@ -113,63 +96,56 @@ def install(say: Callable[[str], None] = print) -> None:
     apt = shutil.which("apt-get")
     if os.geteuid() != 0 or not apt:
         raise LabkitError("nftables is missing: install it (Debian: apt-get install nftables) and start again.")
-    say("installing nftables (apt-get), which keeps attendees off each other's brokers")
+    say("installing nftables (apt-get), the hub's second wall between attendees")
     done = subprocess.run([apt, "install", "-y", "-q", "nftables"], capture_output=True, text=True, timeout=900,
                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     if done.returncode != 0:
         raise LabkitError(f"apt-get install nftables failed:\n{(done.stdout + done.stderr)[-2000:]}")
 
 
-def ensure_table(table: str) -> None:
-    """Make ``table`` (family ``inet``) with its ``output`` chain if it is not there; a table already there keeps its
-    rules (a hub restarted after SIGKILL finds its attendees' labs still running, guarded by them: each rule depends on
-    its uid alone, so it stays right whoever has that uid next).
+def wall(table: str, gateway: str) -> None:
+    """Make ``table`` (family ``inet``) afresh with the module's rules: an attendee's namespace reaches ``gateway`` on
+    :data:`HUB_PORTS` (TCP) and nothing else. Any old table of that name goes, in the same transaction.
 
     Raises:
         LabkitError: as :func:`_nft`.
     """
-    _nft(["-f", "-"], f"add table inet {table}\n"
-         f"add chain inet {table} output {{ type filter hook output priority 0; policy accept; }}\n")
+    _nft(["-f", "-"], f"""table inet {table}
+delete table inet {table}
+table inet {table} {{
+  chain prerouting {{
+    type filter hook prerouting priority 0; policy accept;
+    iifname "lkh*" meta nfproto ipv6 reject with icmpx type admin-prohibited
+    iifname "lkh*" ip daddr != {gateway} reject with icmpx type admin-prohibited
+  }}
+  chain input {{
+    type filter hook input priority 0; policy accept;
+    iifname "lkh*" ct state established,related accept
+    iifname "lkh*" ip daddr {gateway} tcp dport {HUB_PORTS.start}-{HUB_PORTS.stop - 1} accept
+    iifname "lkh*" reject with icmpx type admin-prohibited
+  }}
+}}
+""")
 
 
-def guard(table: str, uid: int, ports: range) -> None:
-    """Add to ``table`` (made by :func:`ensure_table`) the rule refusing connections to ``ports`` from every Unix user
-    but ``uid`` and root, unless it is there already, then read the chain back to check it is. Not safe to call for one
-    table from two threads at once (two could add the rule): the spawner holds a lock.
-
-    Raises:
-        LabkitError: as :func:`_nft`; or the rule is not in the chain after it was added.
-    """
-    comment = f'comment "uid {uid}"'
-    if comment in _nft(["list", "chain", "inet", table, "output"]):
-        return
-    _nft(["add", "rule", "inet", table, "output", "oifname", "lo", "tcp", "dport", range_spec(ports), "meta", "skuid",
-          "!=", "0", "meta", "skuid", "!=", str(uid), "reject", "with", "tcp", "reset", "comment", f'"uid {uid}"'])
-    if comment not in _nft(["list", "chain", "inet", table, "output"]):
-        raise LabkitError(f"The firewall rule guarding uid {uid}'s ports is not in nftables table {table} after it was "
-                          "added: the attendee's lab is not started (nft list table inet " + table + " shows what is).")
-
-
-#: Held while a table is made or a rule added: the hub's spawns run in threads at once (twenty first sign-ins).
+#: Held while a table is made: the hub's spawns run in threads at once (twenty first sign-ins).
 _LOCK = threading.Lock()
-#: The tables this process has made sure of, removed when it ends.
+#: The tables this process has made, removed when it ends.
 _MADE: set[str] = set()
 
 
-def guard_attendee(table: str, uid: int) -> None:
-    """What the hub's spawner does before an attendee's server starts: make sure of ``table`` (:func:`ensure_table`,
-    once per process, removed when the process ends) and add the rule keeping ``uid``'s port block to it
-    (:func:`guard`), under a lock, so that spawns in threads at once neither lose nor double a rule.
+def wall_once(table: str, gateway: str) -> None:
+    """:func:`wall` once per process and table, under a lock (the hub's spawner calls it before every spawn, from
+    threads at once), and the table's removal registered for the process's exit (SIGTERM, Ctrl-C).
 
     Raises:
-        LabkitError: as :func:`guard`; ``uid`` has no port block (:func:`port_block`).
+        LabkitError: as :func:`wall`.
     """
     with _LOCK:
         if table not in _MADE:
-            ensure_table(table)
+            wall(table, gateway)
             _MADE.add(table)
-            atexit.register(remove_table, table)  # the hub's exit (SIGTERM, Ctrl-C) removes it
-        guard(table, uid, port_block(uid))
+            atexit.register(remove_table, table)
 
 
 def exists(table: str) -> bool:

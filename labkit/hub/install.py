@@ -22,8 +22,8 @@ Everything an attendee's processes read must be readable by every attendee, so n
   and the Spark driver, made by the shared venv from the copy, as root; attendees read it
   through ``LABKIT_SHARED_CACHE`` (set by the spawner) and never write there.
 
-It also installs Debian's ``nftables`` when ``nft`` is missing (:func:`labkit.hub.firewall.install`): the firewall that
-keeps attendees off each other's brokers.
+It also installs Debian's ``nftables`` when ``nft`` is missing (:func:`labkit.hub.firewall.install`): the wall
+around the attendees' network namespaces.
 
 Every step is idempotent: a stamp file records the hash of what was installed (the pins; the copied files; the
 cache's packages, sources and Kafka release), and a second run with nothing changed only hashes the sources (well
@@ -58,8 +58,10 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_PREFIX = Path("/opt/labkit")
 #: The Python the shared venv is made from: Debian's, readable by every user (a pyenv under /root is not).
 SYSTEM_PYTHON = "/usr/bin/python3"
-#: The hub's packages, pinned (PyPI): JupyterHub 6 (hub, ``jupyterhub-singleuser``) and the idle culler service.
-HUB_PACKAGES = ("jupyterhub==6.1.1", "jupyterhub-idle-culler==2.0.0")
+#: The hub's packages, pinned (PyPI): JupyterHub 6 (hub, ``jupyterhub-singleuser``), the idle culler service, and
+#: FirstUseAuthenticator with its bcrypt (:mod:`labkit.hub.auth`).
+HUB_PACKAGES = ("jupyterhub==6.1.1", "jupyterhub-idle-culler==2.0.0", "jupyterhub-firstuseauthenticator==1.1.1",
+                "bcrypt==5.0.0")
 #: Packages of ``requirements.txt`` the shared venv leaves out: the test tools (attendees run notebooks, not the
 #: suite). pyspark (about 450 MB, notebook 04) is in: pip installs it from its own cache, a local copy once the lab's
 #: venv has it, so only a first machine downloads it.

@@ -40,7 +40,8 @@ from jupyterhub.utils import url_path_join
 from tornado import httpclient, ioloop, web
 
 from labkit.hub.names import is_lab_user, unix_name
-from labkit.hub.observed import broker_status, listeners
+from labkit.hub.observed import broker_status
+from labkit.hub.sandbox import netns
 from labkit.hub.page import PAGE, notebook_titles, table_html
 from labkit.hub.verdicts import FILE_NAME, BadReport, Store, parse_report
 
@@ -79,20 +80,21 @@ class LiveView:
             if self._cached and time.monotonic() - self._cached[0] < CACHE_S:
                 return self._cached[1]
             users = [u for u in await self.users() if not u.get("admin")]
-            owners = await asyncio.to_thread(listeners)
-            statuses = await asyncio.gather(*(asyncio.to_thread(_broker_of, u["name"], owners) for u in users))
+            statuses = await asyncio.gather(*(asyncio.to_thread(_broker_of, u["name"]) for u in users))
             fragment = table_html(users, dict(zip([u["name"] for u in users], statuses)), self.store.marks(),
                                   self.titles, time.time())
             self._cached = (time.monotonic(), fragment)
             return fragment
 
 
-def _broker_of(name: str, owners: dict[int, int]) -> str:
+def _broker_of(name: str) -> str:
     try:
         entry = pwd.getpwnam(unix_name(name))
     except KeyError:
         return "none"
-    return broker_status(entry.pw_dir, entry.pw_uid, owners, PROBE_TIMEOUT_S) if is_lab_user(entry) else "none"
+    if not is_lab_user(entry):
+        return "none"
+    return broker_status(entry.pw_dir, entry.pw_uid, netns(entry.pw_uid), PROBE_TIMEOUT_S)
 
 
 class _Admin(HubOAuthenticated, web.RequestHandler):

@@ -6,12 +6,15 @@ That file is the attendee's: it only says where to look. :func:`broker_status` s
 
 1. the state file is a regular file owned by the attendee (opened without following a symbolic link, without
    blocking on a FIFO, at most :data:`MAX_STATE` bytes: the service runs as root and the home is the attendee's),
-2. a process of the attendee's Unix user (psutil) listens on the TCP port of its ``bootstrap`` address, and
-3. that port on 127.0.0.1 answers a Kafka ApiVersions request (:func:`answers_kafka`: a broker answers it before
-   any authentication, Kafka's protocol guide, KIP-511's version 3) within the deadline.
+2. the TCP port of its ``bootstrap`` address, on 127.0.0.1 **of the attendee's own network namespace** (:mod:`labkit.hub.sandbox`: where only their
+   lab's processes run, so what listens there is theirs) answers a Kafka ApiVersions request (:func:`answers_kafka`:
+   a broker answers it before any authentication, Kafka's protocol guide, KIP-511's version 3) within the deadline.
+   The request is sent from a thread that joined the namespace (pyroute2's ``netns.setns``: a namespace is a
+   thread's, so the service's other threads stay in the machine's) and ends with it.
 
-Otherwise ``"down"`` (a state file, but no listening broker of theirs or no answer) or ``"none"`` (no state file:
-no broker started yet). Stdlib, psutil and labkit's wire client only (no JupyterHub), so tests run it anywhere.
+Otherwise ``"down"`` (a state file, but no broker answering in their namespace, or no namespace: their server
+stopped) or ``"none"`` (no state file: no broker started yet). Stdlib, pyroute2 and labkit's wire client only (no
+JupyterHub), so tests run it anywhere (without a namespace: the machine's loopback).
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import json
 import os
 import stat
 import struct
+import threading
 from pathlib import Path
 
-import psutil
+from pyroute2.netns import setns
 
 from labkit.errors import LabkitError
 from labkit.kafka.api_versions import broker_api_versions
@@ -55,33 +59,38 @@ def read_state(path: Path, uid: int) -> dict | None:
         os.close(fd)
 
 
-def listeners() -> dict[int, int]:
-    """``{TCP port: uid}`` of every listening TCP socket of this machine and the Unix user of the process holding it
-    (psutil, in one sweep: about 15 ms for 90 processes here; as root, every user's sockets are visible)."""
-    owners: dict[int, int] = {}
-    for conn in psutil.net_connections("tcp"):
-        if conn.status != psutil.CONN_LISTEN or conn.pid is None or conn.laddr.port in owners:
-            continue
-        try:
-            owners[conn.laddr.port] = psutil.Process(conn.pid).uids().effective
-        except psutil.Error:
-            continue
-    return owners
-
-
-def answers_kafka(port: int, timeout_s: float = 1.0) -> bool:
+def answers_kafka(port: int, timeout_s: float = 1.0, netns: str | None = None) -> bool:
     """Whether a Kafka broker on 127.0.0.1:``port`` answers an ApiVersions request within ``timeout_s`` seconds
-    (:func:`labkit.kafka.api_versions.broker_api_versions`)."""
+    (:func:`labkit.kafka.api_versions.broker_api_versions`), in the network namespace named ``netns`` (``ip netns``;
+    as root) if given, else in this process's."""
+    if netns is None:
+        return _answers(port, timeout_s)
+    answered: list[bool] = []
+
+    def probe() -> None:  # the namespace is this thread's alone, and ends with it
+        try:
+            setns(netns, flags=0)  # 0: never make a namespace that is not there
+        except Exception:  # noqa: BLE001 (no such namespace, or not root: no answer from it)
+            return
+        answered.append(_answers(port, timeout_s))
+
+    thread = threading.Thread(target=probe, name=f"probe {netns}", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 5)
+    return bool(answered and answered[0])
+
+
+def _answers(port: int, timeout_s: float) -> bool:
     try:
         return bool(broker_api_versions(f"127.0.0.1:{port}", timeout_s))
     except (LabkitError, OSError, ValueError, struct.error):  # no answer, or not Kafka's
         return False
 
 
-def broker_status(home: Path | str, uid: int, owners: dict[int, int], timeout_s: float = 1.0) -> str:
-    """``"up"``, ``"down"`` or ``"none"`` for the attendee of Unix home ``home`` and user id ``uid``, as the module
-    docstring says; ``owners``: :func:`listeners`' answer, one sweep for every attendee. Blocking (at most about
-    ``timeout_s`` seconds): call it from a thread in the service."""
+def broker_status(home: Path | str, uid: int, netns: str | None, timeout_s: float = 1.0) -> str:
+    """``"up"``, ``"down"`` or ``"none"`` for the attendee of Unix home ``home``, user id ``uid`` and network namespace
+    ``netns`` (None: this process's), as the module docstring says. Blocking (at most about ``timeout_s`` seconds):
+    call it from a thread in the service."""
     state = read_state(state_file(home), uid)
     if state is None:
         return "none"
@@ -89,4 +98,4 @@ def broker_status(home: Path | str, uid: int, owners: dict[int, int], timeout_s:
         port = int(str(state["bootstrap"]).split(",")[0].rsplit(":", 1)[1])
     except (KeyError, IndexError, ValueError):
         return "down"
-    return "up" if owners.get(port) == uid and answers_kafka(port, timeout_s) else "down"
+    return "up" if answers_kafka(port, timeout_s, netns) else "down"

@@ -1,7 +1,7 @@
 """``make hub``: check what the workshop hub needs, set it up (:mod:`labkit.hub.install`), then run JupyterHub as root.
 
 Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password PW] [--admin-password PW]
-[--prefix DIR] [--state DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE]``, or through make:
+[--prefix DIR] [--state DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N]``, or through make:
 ``make hub ARGS="--ip 0.0.0.0 --port 8000"``. The passwords come from ``--password``/``--admin-password`` or, better
 (a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
@@ -9,7 +9,8 @@ Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password
 Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.errors.LabkitError`):
 not root, a missing or short password (JupyterHub's ``SharedPasswordAuthenticator`` limits: 8 and 32 characters), the
 port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by the hub's process
-for its whole life), no ``npm``.
+for its whole life), no ``npm``, a machine where attendees cannot be kept apart (:func:`labkit.hub.sandbox.check`), a
+memory or task limit too small for a lab.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from pathlib import Path
 
 from labkit.broker.ports import ensure_free, free_port
 from labkit.errors import LabkitError, PortInUseError
-from labkit.hub import firewall, install
-from labkit.hub.config import ADMIN_PASSWORD_ENV, CULL_IDLE_S, PASSWORD_ENV, HubSettings, write_config_file
+from labkit.hub import firewall, install, sandbox
+from labkit.hub.config import (ADMIN_PASSWORD_ENV, CULL_IDLE_S, MEMORY_MIB, PASSWORD_ENV, TASKS, HubSettings,
+                               write_config_file)
 from labkit.hub.names import why_refused
 from labkit.procs import spawn
 
 #: Default state folder of the hub (database, cookie secret, generated config): in the project, git-ignored, 0700.
 STATE = install.HUB_DIR / "state"
+#: The least memory (MiB) and tasks an instructor may give an attendee: JupyterLab, a kernel and the broker (256 MiB
+#: heap) run in about 600 MiB and 300 threads.
+MIN_MEMORY_MIB, MIN_TASKS = 768, 512
 #: SharedPasswordAuthenticator's minimum lengths (jupyterhub/authenticators/shared.py, JupyterHub 6.1.1).
 MIN_PASSWORD, MIN_ADMIN_PASSWORD = 8, 32
 CLEAR_TEXT_WARNING = ("WARNING: no --ssl-cert/--ssl-key: the hub serves plain HTTP, so passwords and notebooks travel "
@@ -106,30 +111,37 @@ def lock_state(state: Path) -> int:
 
 def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instructor",
             prefix: Path | str | None = None, state: Path = STATE, cull_idle_s: int = CULL_IDLE_S,
-            ssl_cert: str = "", ssl_key: str = "", extra: dict | None = None,
-            say=print) -> tuple[list[str], HubSettings]:
+            ssl_cert: str = "", ssl_key: str = "", extra: dict | None = None, memory_mib: int = MEMORY_MIB,
+            tasks: int = TASKS, say=print) -> tuple[list[str], HubSettings]:
     """Everything before JupyterHub starts: root and port checks, the set-up (:func:`labkit.hub.install.install_shared`,
-    :func:`~labkit.hub.install.install_proxy`), the config file in ``state``. ``port`` None: a free one. Returns the
+    :func:`~labkit.hub.install.install_proxy`), the checks that attendees can be kept apart (:func:`labkit.hub.sandbox.check`)
+    and the gateway address (:func:`~labkit.hub.sandbox.ensure_gateway`), the config file in ``state``. ``port`` None: a free one. Returns the
     hub's command line and its settings. Takes no lock (:func:`lock_state`) and checks no password.
 
     Raises:
-        LabkitError: not root, the port in use, the admin name refused, no npm, nftables unusable, or the set-up
-            failed.
+        LabkitError: not root, the port in use, the admin name refused, a limit below its minimum, no npm, nftables,
+            ``ip``, ``setpriv`` or cgroup v1 unusable, IP forwarding on, or the set-up failed.
     """
     check_root()
     if bool(ssl_cert) != bool(ssl_key):
         raise LabkitError("HTTPS needs both --ssl-cert and --ssl-key (PEM files).")
     if (why := why_refused(admin)):
         raise LabkitError(f"The admin name cannot be used: {why} (--admin NAME)")
-    port = port or free_port(ports=firewall.HUB_PORTS)  # the hub's ports: outside every attendee's block
+    if memory_mib < MIN_MEMORY_MIB or tasks < MIN_TASKS:
+        raise LabkitError(f"Each attendee needs at least {MIN_MEMORY_MIB} MiB (--memory) and {MIN_TASKS} tasks "
+                          f"(--tasks) for their JupyterLab and broker; given {memory_mib} MiB and {tasks}.")
+    port = port or free_port(ports=firewall.HUB_PORTS)
     check_port(ip, port)
     prefix = install.install_shared(prefix, say)
     proxy = install.install_proxy(say=say)
     firewall.check()
+    sandbox.check()
+    sandbox.ensure_gateway()
     settings = HubSettings(ip=ip, port=port, hub_port=free_port(ports=firewall.HUB_PORTS),
                            proxy_api_port=free_port(ports=firewall.HUB_PORTS), prefix=str(prefix),
                            state=str(Path(state).resolve()), proxy=str(proxy), admin=admin, cull_idle_s=cull_idle_s,
-                           ssl_cert=ssl_cert, ssl_key=ssl_key, extra=extra or {})
+                           ssl_cert=ssl_cert, ssl_key=ssl_key, memory_mib=memory_mib, tasks=tasks,
+                           extra=extra or {})
     Path(settings.state).mkdir(parents=True, exist_ok=True)
     Path(settings.state).chmod(0o700)
     config = write_config_file(settings)
@@ -184,6 +196,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=CULL_IDLE_S / 60, help="minutes idle before a server stops")
     parser.add_argument("--ssl-cert", default="", help="PEM certificate for HTTPS")
     parser.add_argument("--ssl-key", default="", help="PEM key for HTTPS")
+    parser.add_argument("--memory", type=int, default=MEMORY_MIB,
+                        help=f"each attendee's memory limit, MiB (default {MEMORY_MIB}: notebook 04's peak and room)")
+    parser.add_argument("--tasks", type=int, default=TASKS,
+                        help=f"each attendee's limit of processes and threads (default {TASKS})")
     args = parser.parse_args(argv)
     on_cli = [name for name in ("--password", "--admin-password")
               if any(arg == name or arg.startswith(f"{name}=") for arg in argv)]
@@ -191,7 +207,7 @@ def main(argv: list[str]) -> int:
     check_passwords(args.password, args.admin_password)
     fd = lock_state(args.state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
     command, settings = prepare(args.ip, args.port, args.admin, args.prefix, args.state, int(args.timeout * 60),
-                                args.ssl_cert, args.ssl_key)
+                                args.ssl_cert, args.ssl_key, memory_mib=args.memory, tasks=args.tasks)
     if on_cli:
         print(f"note: {' and '.join(on_cli)} on the command line can be read by every user of this machine (ps): "
               f"prefer {PASSWORD_ENV} / {ADMIN_PASSWORD_ENV}.")
@@ -199,9 +215,10 @@ def main(argv: list[str]) -> int:
         print(CLEAR_TEXT_WARNING)
     where = settings.url if args.ip != "0.0.0.0" else f"{settings.url} here; in the room, http://<this machine's " \
         f"address>:{settings.port}/ (hostname -I lists them)"
-    print(f"The hub: {where}\n  attendees: any name of theirs (lowercase letters, digits, - _) and the shared "
-          f"password\n  instructor: {args.admin} and the admin password\n  idle servers stop after "
-          f"{args.timeout:g} min; Ctrl-C stops the hub and every attendee's server.", flush=True)
+    print(f"The hub: {where}\n  attendees: their first sign-in takes a name of theirs (lowercase letters, digits, - _), "
+          f"a password of their own and the workshop code (the shared password); later, name and own password\n"
+          f"  instructor: {args.admin} and the admin password\n  idle servers stop after "
+          f"{args.timeout:g} min; each attendee's lab may use {args.memory} MiB and {args.tasks} tasks; Ctrl-C stops the hub and every attendee's server.", flush=True)
     os.chdir(settings.state)
     for sig in (signal.SIGINT, signal.SIGQUIT):  # a shell's background job ignores them, and so would the culler
         signal.signal(sig, signal.SIG_DFL)

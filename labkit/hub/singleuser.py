@@ -39,8 +39,9 @@ from labkit.broker.runtime import labkit_home
 from labkit.errors import LabkitError
 from labkit.workspace import make_copies, work_dir, write_server_config
 
-#: Seconds the attendee's broker may take to start (about 10 s; a room signing in at once loads the machine).
-BROKER_START_S = 90.0
+#: Seconds to wait for the attendee's broker: its own readiness deadline (:data:`labkit.lab.BROKER_READY_S`: twenty
+#: first sign-ins at once on two cores overran 60 s for most) and the daemon's start.
+BROKER_START_S = lab.BROKER_READY_S + 30
 #: The note put in the attendee's file browser when their broker did not start (removed once one does).
 FAILED_NOTE = "00_LAB_BROKER_DID_NOT_START.txt"
 

@@ -10,8 +10,12 @@ its ``user_env``: ``USER``, ``HOME``, ``SHELL``), creates that user if needed (:
   state, all inside the 0700 home;
 * ``LABKIT_SHARED_CACHE`` (:attr:`LabSpawner.shared_cache`): the jars, compiled Java code and class-data archives the
   set-up installed once, read-only (:mod:`labkit.hub.cache`);
-* ``LABKIT_PORT_RANGE``: the attendee's block of ports (:func:`labkit.hub.firewall.port_block`), which the hub's
-  firewall table keeps to them (:func:`labkit.hub.firewall.guard_attendee`, added before their server starts).
+* a lab of its own (:mod:`labkit.hub.sandbox`): its network namespace, where the attendee's JupyterLab listens on
+  the namespace's address (``Spawner.ip``, which the hub's proxy connects to); cgroups with the hub's limits
+  (:attr:`LabSpawner.memory_mib`, :attr:`LabSpawner.tasks`, equal CPU shares); private ``/tmp``, ``/var/tmp`` and
+  ``/dev/shm`` under :attr:`LabSpawner.private_tmp`. ``LocalProcessSpawner``'s own step (setuid in ``preexec_fn``) is
+  replaced by joining the cgroups there, as root, and :func:`labkit.hub.sandbox.enter_command` in front of the
+  command, which drops to the attendee's uid once inside.
 
 The command it runs is :mod:`labkit.hub.singleuser` (``Spawner.cmd``, set by :mod:`labkit.hub.config`), which
 starts the attendee's one broker before their JupyterLab.
@@ -19,7 +23,8 @@ starts the attendee's one broker before their JupyterLab.
 Stopping (the idle culler, the admin page, the hub's own stop): after ``LocalProcessSpawner.stop`` (SIGINT, SIGTERM,
 SIGKILL to JupyterLab), :meth:`LabSpawner.stop` ends every process of the attendee's uid
 (:func:`labkit.hub.users.end_processes`: the broker, which runs in a session of its own, kernels, participants),
-SIGTERM then SIGKILL after :attr:`LabSpawner.end_grace_s`, and logs what it ended.
+SIGTERM then SIGKILL after :attr:`LabSpawner.end_grace_s`, logs what it ended and how many processes the OOM killer
+ended in the attendee's memory group, and removes their namespace and cgroups (:func:`labkit.hub.sandbox.release`).
 """
 
 from __future__ import annotations
@@ -27,12 +32,11 @@ from __future__ import annotations
 import asyncio
 import pwd
 
-from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
-from traitlets import Float, Unicode
+from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import Float, Integer, Unicode
 
-from labkit.broker.ports import RANGE_ENV
 from labkit.broker.runtime import SHARED_CACHE_ENV
-from labkit.hub import firewall, users
+from labkit.hub import firewall, sandbox, users
 from labkit.hub.names import unix_name
 
 #: The attendee's ``LABKIT_HOME``, relative to their home.
@@ -41,11 +45,19 @@ LABKIT_HOME = "labkit"
 
 class LabSpawner(LocalProcessSpawner):
     """``LocalProcessSpawner`` running hub user ``<name>`` as Unix user ``lab-<name>``, made on first spawn, its lab
-    confined to its port block and ended whole on stop."""
+    alone in its sandbox (:mod:`labkit.hub.sandbox`) and ended whole on stop."""
 
     shared_cache = Unicode("", config=True, help="The read-only shared cache (LABKIT_SHARED_CACHE); '' for none.")
     firewall_table = Unicode("", config=True, help="The hub's nftables table (labkit.hub.firewall); '' for none.")
+    private_tmp = Unicode(config=True, help="The folder of the attendees' private temporary folders (root's).")
+    memory_mib = Integer(2048, config=True, help="Each attendee's memory limit (MiB, their cgroup's).")
+    tasks = Integer(4096, config=True, help="Each attendee's limit of processes and threads (pids.max).")
     end_grace_s = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL to the attendee's processes.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lab_cmd = list(self.cmd)  # the lab's command; start() puts the sandbox's entry in front of it
+        self._adopted = False  # a running lab found after the hub's restart, logged as adopted
 
     @property
     def unix_user(self) -> str:
@@ -53,36 +65,69 @@ class LabSpawner(LocalProcessSpawner):
         return unix_name(self.user.name)
 
     def make_preexec_fn(self, name):
-        """JupyterHub's setuid/setgid/chdir step for the attendee's Unix user instead of ``name`` (the hub name)."""
-        return set_user_setuid(unix_name(name))
+        """In place of JupyterHub's setuid step (the sandbox's entry drops to the attendee's uid): join the
+        attendee's cgroups, as root, before the command runs."""
+        uid = pwd.getpwnam(unix_name(name)).pw_uid
+        return lambda: sandbox.join_cgroups(uid)
 
     def user_env(self, env):
-        """``USER``, ``HOME``, ``SHELL`` of the attendee's Unix user, ``LABKIT_HOME`` (``<home>/labkit``), their port
-        block (``LABKIT_PORT_RANGE``) and the shared cache (``LABKIT_SHARED_CACHE``)."""
+        """``USER``, ``HOME``, ``SHELL`` of the attendee's Unix user, ``LABKIT_HOME`` (``<home>/labkit``) and the shared
+        cache (``LABKIT_SHARED_CACHE``)."""
         entry = pwd.getpwnam(self.unix_user)
         env.update(USER=self.unix_user, LOGNAME=self.unix_user, HOME=entry.pw_dir, SHELL=entry.pw_shell,
                    LABKIT_HOME=f"{entry.pw_dir}/{LABKIT_HOME}")
-        env[RANGE_ENV] = firewall.range_spec(firewall.port_block(entry.pw_uid))
         if self.shared_cache:
             env[SHARED_CACHE_ENV] = self.shared_cache
         return env
 
     async def start(self):
-        """Make the attendee's Unix user if needed (``useradd`` in a thread), guard their port block, then start as
-        ``LocalProcessSpawner``.
+        """Make the attendee's Unix user if needed (``useradd`` in a thread), the hub's wall (once), the attendee's
+        sandbox (:func:`labkit.hub.sandbox.prepare`), then start as ``LocalProcessSpawner`` inside it, listening on
+        the namespace's address.
 
         Raises:
-            labkit.errors.LabkitError: the name is refused, ``useradd`` or ``nft`` failed, or the uid has no port
-                block (JupyterHub shows the spawn failed, with the message).
+            labkit.errors.LabkitError: the name is refused, or ``useradd``, ``nft`` or ``ip`` failed (JupyterHub
+                shows the spawn failed, with the message).
         """
         entry = await asyncio.to_thread(users.create, self.user.name)
-        if self.firewall_table:
-            await asyncio.to_thread(firewall.guard_attendee, self.firewall_table, entry.pw_uid)
+        await self._wall()
+        limits = sandbox.Limits(memory_mib=self.memory_mib, tasks=self.tasks)
+        self.ip = await asyncio.to_thread(sandbox.prepare, entry.pw_uid, entry.pw_gid, limits, self.private_tmp)
+        self.cmd = [*sandbox.enter_command(entry.pw_uid, entry.pw_gid, self.private_tmp), *self.lab_cmd]
         return await super().start()
+
+    async def _wall(self) -> None:
+        """The hub's wall (:func:`labkit.hub.firewall.wall_once`: once per hub process, under a lock)."""
+        if self.firewall_table:
+            await asyncio.to_thread(firewall.wall_once, self.firewall_table, sandbox.GATEWAY)
+
+    async def poll(self):
+        """As ``LocalProcessSpawner.poll`` (None while the server's process lives), after making sure of the hub's
+        wall: a hub restarted after SIGKILL polls the servers it finds in its database first, and adopts those still
+        running, each still in its namespace (logged: "Adopted lab-<name>'s lab ..."), so the wall must be there before
+        any spawn. While the server runs, it also refreshes what the attendee's notebook reads of their memory group
+        (:func:`labkit.hub.sandbox.write_info`)."""
+        await self._wall()
+        adopted = self.proc is None and self.pid and not self._adopted  # found in the database, not started here
+        status = await super().poll()
+        if status is None:  # running: what the hub observes of its memory group, for the attendee's notebook
+            try:
+                uid = pwd.getpwnam(self.unix_user).pw_uid
+            except KeyError:
+                return status
+            if adopted:
+                self._adopted = True
+                self.log.info("Adopted %s's lab, still running (pid %s) in its namespace %s: %s", self.unix_user,
+                              self.pid, sandbox.netns(uid), "there" if sandbox.exists(uid) else "GONE")
+            try:
+                await asyncio.to_thread(sandbox.write_info, uid, self.private_tmp)
+            except OSError as exc:  # the notice comes at the next poll; a poll never fails for it
+                self.log.warning("Could not write %s's memory notice: %s", self.unix_user, exc)
+        return status
 
     async def stop(self, now=False):
         """Stop as ``LocalProcessSpawner`` (JupyterLab), then end every other process of the attendee's uid
-        (:func:`labkit.hub.users.end_processes`) and log them.
+        (:func:`labkit.hub.users.end_processes`), log them and the OOM killer's count, and release the sandbox.
 
         Raises:
             labkit.errors.LabkitError: a process of the attendee survived SIGKILL (logged by JupyterHub).
@@ -93,4 +138,6 @@ class LabSpawner(LocalProcessSpawner):
         except KeyError:
             return
         ended = await asyncio.to_thread(users.end_processes, uid, self.end_grace_s)
-        self.log.info("Ended %s's lab: %s", self.unix_user, ", ".join(ended) if ended else "no process left")
+        self.log.info("Ended %s's lab: %s; processes the OOM killer ended in it: %d", self.unix_user,
+                      ", ".join(ended) if ended else "no process left", sandbox.oom_kills(uid))
+        await asyncio.to_thread(sandbox.release, uid)

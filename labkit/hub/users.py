@@ -5,7 +5,7 @@ Debian's ``useradd`` (package ``passwd``) makes the user, its own group (``USERG
 ``/etc/skel``, mode 0755 with the default ``UMASK 022`` (issue 38): :func:`create` sets 0700 at once, before the
 attendee's first process runs, so no attendee can list or read another's files. The user has no password (``useradd``
 leaves it locked): attendees reach the machine through the hub only. Its uid is the lowest free one of
-:data:`labkit.hub.firewall.ATTENDEE_UIDS`, which gives it its block of ports (:func:`labkit.hub.firewall.port_block`).
+:data:`labkit.hub.firewall.ATTENDEE_UIDS`, which gives it its network address (:func:`labkit.hub.sandbox.address`).
 
 Every process of an attendee's Unix user is their lab's, by construction (the hub starts them as that user, and
 nobody else runs as it), so :func:`end_processes` ends a lab by uid: JupyterLab, kernels, the broker, participants.
@@ -19,10 +19,12 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
 from labkit.errors import LabkitError
+from labkit.hub import sandbox
 from labkit.hub.firewall import ATTENDEE_UIDS
 from labkit.hub.names import COMMENT, is_lab_user, unix_name, why_refused
 
@@ -114,10 +116,13 @@ def end_processes(uid: int, grace_s: float = 10.0, kill_s: float = 10.0) -> list
     return list(ended.values())
 
 
-def remove(name: str, timeout_s: float = 10.0) -> bool:
-    """Remove the Unix user of hub user ``name``, its home and its processes (:func:`end_processes`, SIGKILL after 1 s),
-    if the lab made it (:func:`labkit.hub.names.is_lab_user`); anything else is left alone. Returns whether a user was
-    removed.
+def remove(name: str, tmp_root: Path | str, timeout_s: float = 10.0) -> list[str]:
+    """Remove the Unix user of hub user ``name`` if the lab made it (:func:`labkit.hub.names.is_lab_user`; anything
+    else is left alone): its processes (:func:`end_processes`, SIGKILL after 1 s), its sandbox
+    (:func:`labkit.hub.sandbox.release`), every file of its uid in its private temporary folders under ``tmp_root``
+    and the machine's shared writable folders (:func:`labkit.hub.sandbox.remove_files`: a later attendee given the
+    same uid inherits nothing), then the user and its home. Returns the paths removed besides the home (empty if
+    there was no such user).
 
     Raises:
         LabkitError: ``userdel`` failed (its message quoted) or processes were left after ``timeout_s`` seconds.
@@ -125,11 +130,52 @@ def remove(name: str, timeout_s: float = 10.0) -> bool:
     try:
         entry = pwd.getpwnam(unix_name(name))
     except KeyError:
-        return False
+        return []
     if not is_lab_user(entry):
-        return False
+        return []
     end_processes(entry.pw_uid, grace_s=1.0, kill_s=timeout_s)
+    sandbox.release(entry.pw_uid)
+    removed = sandbox.remove_files(entry.pw_uid, tmp_root)
     done = subprocess.run(["userdel", "--remove", entry.pw_name], capture_output=True, text=True, timeout=60)
     if done.returncode not in (0, 12):  # 12: the home could not be removed (gone already)
         raise LabkitError(f"userdel {entry.pw_name} failed: {done.stderr.strip()}")
-    return True
+    return removed
+
+
+def main(argv: list[str]) -> int:
+    """``sudo .venv/bin/python -m labkit.hub.users remove NAME... [--state DIR]``: remove attendees (:func:`remove`)
+    of the hub whose state folder is ``DIR`` (default ``.hub/state``), printing what went. Returns the exit status: 1
+    if a name was not an attendee's."""
+    import argparse
+
+    from labkit.hub.run import STATE
+
+    parser = argparse.ArgumentParser(prog="python -m labkit.hub.users", description="Remove attendees of the hub: "
+                                     "processes, sandbox, files of their uid anywhere they could write, user, home.")
+    parser.add_argument("command", choices=["remove"])
+    parser.add_argument("names", nargs="+", help="the attendees' hub names (lab-<name> are their Unix users)")
+    parser.add_argument("--state", type=Path, default=STATE, help=f"the hub's state folder (default {STATE})")
+    args = parser.parse_args(argv)
+    status = 0
+    for name in args.names:
+        if not is_lab_user_name(name):
+            print(f"{name}: no attendee of that name (lab-{name} is not a user the lab made)")
+            status = 1
+            continue
+        removed = remove(name, sandbox.private_root(args.state))
+        print(f"{name}: removed lab-{name}, its home" + "".join(f", {path}" for path in removed))
+    return status
+
+
+def is_lab_user_name(name: str) -> bool:
+    """Whether hub user ``name``'s Unix user exists and was made by the lab."""
+    try:
+        return is_lab_user(pwd.getpwnam(unix_name(name)))
+    except KeyError:
+        return False
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

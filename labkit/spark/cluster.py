@@ -61,10 +61,10 @@ class StandaloneCluster:
     ``spark.ui.enabled`` is the driver's), so they bind to 127.0.0.1 (``SPARK_LOCAL_IP``), on ports the
     kernel picks with ``ui=False``, on free ports with ``ui=True`` (the master's in :attr:`ui_url`).
 
-    On the workshop hub (``LABKIT_PORT_RANGE`` set) every daemon port, the master's and each worker's RPC and web
+    With ``LABKIT_PORT_RANGE`` set (a lab sharing the machine's loopback with other users') every daemon port, the master's and each worker's RPC and web
     UI (the master's REST server is off: :data:`NO_REST`), is picked in the attendee's block
     (:func:`labkit.spark.session.block_port`), never by the kernel: the daemons take no authentication
-    (``spark.authenticate`` is false), and the hub's firewall rule closes only the block to other users
+    (``spark.authenticate`` is false), and a firewall rule can close only the block to other users
     (:func:`labkit.spark.session.block_ports` says why; the executors' ports follow the driver's settings).
 
     Args:
@@ -136,7 +136,7 @@ class StandaloneCluster:
         check_pyspark()
         import pyspark
 
-        in_block = bool(os.environ.get(RANGE_ENV))  # on the hub: every port in the attendee's block
+        in_block = bool(os.environ.get(RANGE_ENV))  # every port in the lab's block
 
         def port(wanted: bool) -> int:
             return block_port() if in_block else free_port() if wanted else 0

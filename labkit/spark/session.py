@@ -9,8 +9,8 @@ the folder is read from the shared read-only cache first (``LABKIT_SHARED_CACHE`
 :func:`labkit.broker.runtime.cache_path`), where the hub's set-up resolved it; it is only ever made in
 ``$LABKIT_HOME``.
 
-On the hub, a Spark driver's listening ports are also in the attendee's port block (:func:`block_ports`): see there
-why.
+With ``LABKIT_PORT_RANGE`` set, a Spark driver's listening ports are also in that block (:func:`block_ports`): see
+there why.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def block_port(env: dict[str, str] | None = None) -> int:
 
 def block_ports(ui: bool = False, env: dict[str, str] | None = None) -> dict[str, str]:
     """The Spark settings that put a driver's listening ports in the attendee's port block when
-    ``LABKIT_PORT_RANGE`` is set (the workshop hub sets it); ``{}`` when it is not (Spark's defaults: ports the
+    ``LABKIT_PORT_RANGE`` is set (a lab sharing the machine's loopback); ``{}`` when it is not (Spark's defaults: ports the
     kernel picks).
 
     Why: a driver listens on its RPC port (``spark.driver.port``), on its block manager's

@@ -1,0 +1,185 @@
+"""A room rehearsal (issue 49): a real hub, ``--attendees`` attendees signing in over ``--spread`` seconds, all running
+notebooks 00 then 02 (Run All) at the same moment, while one more attendee misbehaves inside their own lab (a memory hog
+past their limit, again and again, and a CPU burn on both cores): the figures a room's server is sized from.
+
+First one attendee runs 00 and 02 alone (the baseline, same hub); then the room signs in (each submit ``spread /
+attendees`` seconds after the last) and the misbehaving attendee starts; then every room attendee opens 00 and runs it
+whole, all at once, then 02 the same way. For each attendee it reports the sign-in to a ready lab (the file browser
+shown; goal: under 30 s), each notebook's Run All time against the baseline's, and whether its claims line was
+printed (the run failed otherwise: :func:`labkit.hub.drive.wait_for_run` and bench/hub.py's claims check); for the
+machine, the peak memory used (``psutil.virtual_memory``, every 2 s) and the OOM kills in each attendee's group (the
+hog's only, if the limits hold).
+
+Run as root, with Debian's chromium: ``sudo .venv/bin/python bench/room.py [--attendees 8] [--spread 60]``. Prints a
+table and one JSON line; exits 1 if any notebook run failed, a sign-in took over 30 s, or an OOM kill hit anyone but the
+misbehaving attendee. Stopped with SIGTERM, it still stops the hub and removes its attendees.
+"""
+
+import argparse
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from hub import CLAIMS_HOLD, notebook_file  # bench/hub.py: the same claims check
+
+from labkit.browser import chromium, missing, new_page
+from labkit.hub import drive, names, sandbox
+
+#: Seconds a sign-in may take to a ready lab (issue 49's goal) and that the bench waits at most.
+SIGN_IN_GOAL_S, SIGN_IN_WAIT_S = 30.0, 600.0
+#: What the misbehaving attendee runs in their lab: a hog that takes 64 MiB at a time until the OOM killer ends it,
+#: restarted while the room runs, and a burn on every core.
+MISCHIEF = """
+import multiprocessing, subprocess, sys, time
+def burn():
+    while True:
+        pass
+for _ in range(multiprocessing.cpu_count()):
+    multiprocessing.Process(target=burn, daemon=True).start()
+hog = "chunks = []\\nwhile True:\\n    c = bytearray(64 * 2**20); c[::4096] = b'x' * len(c[::4096]); chunks.append(c)"
+while True:
+    subprocess.run([sys.executable, "-c", hog])
+    time.sleep(1)
+"""
+
+
+class MemorySampler(threading.Thread):
+    """The machine's peak memory in use (MiB, ``psutil.virtual_memory().used``), sampled every 2 s."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_mib, self.stop = 0.0, threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(2.0):
+            self.peak_mib = max(self.peak_mib, psutil.virtual_memory().used / 2**20)
+
+
+def run_notebook(page, hub: dict, name: str, notebook: str, deadline_s: float) -> dict:
+    """Open ``notebook`` for ``name`` and press Run All (the run goes on: :func:`finish` waits for it)."""
+    drive.open_notebook(page, hub["url"], name, notebook, reset=True)
+    drive.run_all(page, name)
+    return {"started": time.monotonic(), "deadline_s": deadline_s}
+
+
+def finish(page, name: str, run: dict) -> dict:
+    """Wait for ``run`` (:func:`run_notebook`) to end: ``{"wall_s", "error", "claims"}`` (error None only if every
+    cell ran, none raised and the claims line was printed)."""
+    try:
+        error = drive.wait_for_run(page, name, run["deadline_s"])
+        claims = page.locator(".jp-OutputArea-output").filter(has_text=CLAIMS_HOLD).count() > 0
+        error = error or (None if claims else "every cell ran, but no output says the claims hold")
+    except Exception as exc:  # noqa: BLE001 (a failed run is reported as one, and the others are still read)
+        error, claims = f"{type(exc).__name__}: {str(exc)[:300]}", False
+    wall_s = round(time.monotonic() - run["started"], 1)
+    drive.shut_down_kernels(page)
+    return {"wall_s": wall_s, "error": error, "claims": claims}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--attendees", type=int, default=8, help="attendees running the notebooks (default 8)")
+    parser.add_argument("--spread", type=float, default=60.0, help="seconds over which they sign in (default 60)")
+    parser.add_argument("--deadline", type=float, default=1800, help="seconds a notebook may run (default 1800)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("bench/room.py makes Unix users and runs JupyterHub as root: run it with sudo")
+    if (why := missing()):
+        sys.exit(f"bench/room.py signs in through a browser: it {why}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM): the hub and its attendees are removed"))
+    notebooks = [notebook_file("00"), notebook_file("02")]
+    folder = Path(tempfile.mkdtemp(prefix="labkit-bench-room-"))
+    memory, mischief = MemorySampler(), None
+    try:
+        with drive.running_hub(folder, args.attendees + 2) as hub, chromium() as first:
+            alone_name, room, rogue = hub["names"][0], hub["names"][1:-1], hub["names"][-1]
+            pages = {name: new_page(first.context.browser) for name in [alone_name, *room, rogue]}
+            for page in pages.values():
+                page.on("dialog", lambda dialog: dialog.accept())
+            # the baseline: one attendee alone
+            drive.join(pages[alone_name], hub, alone_name)
+            drive.wait_for_lab(pages[alone_name], hub, alone_name, SIGN_IN_WAIT_S)
+            drive.lab_setting(pages[alone_name], hub["url"], alone_name, "@jupyterlab/notebook-extension:tracker",
+                              {"windowingMode": "none"})
+            alone = {nb: finish(pages[alone_name], alone_name,
+                                run_notebook(pages[alone_name], hub, alone_name, nb, args.deadline))
+                     for nb in notebooks}
+            print(f"alone: {json.dumps(alone)}", flush=True)
+            # the room signs in over the spread, and the rogue starts its mischief in its own lab
+            submitted = {}
+            for name in [*room, rogue]:
+                submitted[name] = drive.join(pages[name], hub, name)
+                time.sleep(args.spread / (args.attendees + 1))
+            ready = {}
+            for name in [*room, rogue]:
+                drive.wait_for_lab(pages[name], hub, name, SIGN_IN_WAIT_S)
+                ready[name] = round(time.monotonic() - submitted[name], 1)
+            rogue_entry = sandbox_user(rogue)
+            mischief = subprocess.Popen([*sandbox.enter_command(rogue_entry[0], rogue_entry[1],
+                                                                sandbox.private_root(hub["state"])),
+                                         os.path.join(hub["prefix"], "venv", "bin", "python"), "-c", MISCHIEF],
+                                        preexec_fn=lambda: sandbox.join_cgroups(rogue_entry[0]),
+                                        env={"PATH": "/usr/bin:/bin", "HOME": rogue_entry[2]},
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            rows = {name: {"sign_in_s": ready[name]} for name in room}
+            for name in room:
+                drive.lab_setting(pages[name], hub["url"], name, "@jupyterlab/notebook-extension:tracker",
+                                  {"windowingMode": "none"})
+            for nb in notebooks:  # everyone at once
+                runs = {name: run_notebook(pages[name], hub, name, nb, args.deadline) for name in room}
+                for name in room:
+                    rows[name][nb[:2]] = finish(pages[name], name, runs[name])
+            kills = {name: sandbox.oom_kills(sandbox_user(name)[0]) for name in [*room, rogue]}
+    finally:
+        if mischief is not None:
+            mischief.kill()
+        memory.stop.set()
+        shutil.rmtree(folder, ignore_errors=True)
+    return report(args, alone, rows, ready[rogue], kills, rogue, memory.peak_mib)
+
+
+def sandbox_user(name: str) -> tuple[int, int, str]:
+    """``(uid, gid, home)`` of attendee ``name``'s Unix user."""
+    entry = pwd.getpwnam(names.unix_name(name))
+    return entry.pw_uid, entry.pw_gid, entry.pw_dir
+
+
+def report(args, alone: dict, rows: dict, rogue_sign_in_s: float, kills: dict, rogue: str, peak_mib: float) -> int:
+    """Print the table and the JSON line; the exit status (module docstring)."""
+    print(f"{'attendee':>12} {'sign-in s':>9} {'00 s':>6} {'x alone':>7} {'02 s':>6} {'x alone':>7}  claims  OOM kills")
+    failures = []
+    for name, row in rows.items():
+        n00, n02 = row["00"], row["02"]
+        print(f"{name:>12} {row['sign_in_s']:>9} {n00['wall_s']:>6} {n00['wall_s'] / alone_s(alone, '00'):>7.1f} "
+              f"{n02['wall_s']:>6} {n02['wall_s'] / alone_s(alone, '02'):>7.1f}  "
+              f"{'both' if n00['claims'] and n02['claims'] else 'NO'}  {kills[name]}")
+        failures += [f"{name} {nb}: {row[nb]['error']}" for nb in ("00", "02") if row[nb]["error"]]
+        failures += [f"{name}: sign-in {row['sign_in_s']} s"] if row["sign_in_s"] > SIGN_IN_GOAL_S else []
+        failures += [f"{name}: {kills[name]} OOM kills"] if kills[name] else []
+    print(f"the misbehaving attendee: sign-in {rogue_sign_in_s} s, {kills[rogue]} OOM kills (its hog)")
+    print(f"machine: {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.1f} GiB; peak used "
+          f"{peak_mib / 1024:.1f} GiB; alone: 00 {alone_s(alone, '00')} s, 02 {alone_s(alone, '02')} s")
+    print(json.dumps({"attendees": args.attendees, "spread_s": args.spread, "alone": alone, "room": rows,
+                      "rogue_oom_kills": kills[rogue], "peak_used_mib": round(peak_mib)}))
+    for failure in failures:
+        print(f"FAILED: {failure}", file=sys.stderr)
+    return 1 if failures or any(v["error"] for v in alone.values()) else 0
+
+
+def alone_s(alone: dict, number: str) -> float:
+    """The baseline's Run All seconds of notebook ``number``."""
+    return next(v["wall_s"] for nb, v in alone.items() if nb.startswith(number))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
