@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,23 @@ def test_removing_an_attendee_removes_its_files_in_private_and_shared_writable_f
                                       "/run/lock/labkit-test-a"])
     assert Path("/run/lock/labkit-test-b").exists()  # B's is B's
     Path("/run/lock/labkit-test-b").unlink()
+
+
+def test_a_lab_s_veth_adds_no_address_to_the_machine(two_attendees, tmp_path):
+    """Making and removing a sandbox changes no address of the machine (``ip monitor address``): a browser on the
+    machine (another test's Chromium) takes an address change for a network change and fails its loads
+    (ERR_NETWORK_CHANGED, met in make test while the hub test made its labs)."""
+    uid = firewall.ATTENDEE_UIDS.stop - 3
+    monitor = subprocess.Popen(["ip", "-o", "monitor", "address"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # listening
+        sandbox.prepare(uid, uid, sandbox.Limits(memory_mib=512, tasks=256), two_attendees["tmp_root"])
+        subprocess.run(["ip", "link", "set", f"lkh{uid}", "down"], check=True, timeout=30)  # up and down again
+        subprocess.run(["ip", "link", "set", f"lkh{uid}", "up"], check=True, timeout=30)
+        time.sleep(2.0)  # an IPv6 link-local address would have come by now
+    finally:
+        sandbox.release(uid)
+        time.sleep(1.0)
+        monitor.terminate()
+    seen = [line for line in monitor.communicate(timeout=30)[0].splitlines() if f"lkh{uid}" in line]
+    assert not seen, seen

@@ -118,6 +118,18 @@ def _ip(*args: str) -> str:
     return done.stdout
 
 
+def _sysctl(*args: str) -> str:
+    """Run ``sysctl ARGS`` (procps) and return its stdout.
+
+    Raises:
+        LabkitError: it failed (its message quoted).
+    """
+    done = subprocess.run(["sysctl", "-q", *args], capture_output=True, text=True, timeout=IP_TIMEOUT_S)
+    if done.returncode != 0:
+        raise LabkitError(f"sysctl {' '.join(args)} failed: {done.stderr.strip()} (the hub needs root)")
+    return done.stdout
+
+
 def check() -> None:
     """Check that attendees can be kept apart here: ``ip`` (iproute2) and ``setpriv`` (util-linux) present, IP
     forwarding off, and cgroup v1's :data:`CONTROLLERS` mounted and writable.
@@ -125,11 +137,11 @@ def check() -> None:
     Raises:
         LabkitError: one is not (the message names the fix).
     """
-    for tool, package in (("ip", "iproute2"), ("setpriv", "util-linux")):
+    for tool, package in (("ip", "iproute2"), ("setpriv", "util-linux"), ("sysctl", "procps")):
         if not shutil.which(tool):
             raise LabkitError(f"The hub keeps each attendee's lab apart with `{tool}`, which is missing: "
                               f"apt-get install {package}.")
-    if Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() != "0":
+    if _sysctl("-n", "net.ipv4.ip_forward").strip() != "0":
         raise LabkitError("IP forwarding is on (net.ipv4.ip_forward=1), so one attendee's network could reach "
                           "another's: sysctl -w net.ipv4.ip_forward=0, or run the hub on a machine that does not "
                           "route.")
@@ -166,6 +178,9 @@ def prepare(uid: int, gid: int, limits: Limits, tmp_root: Path | str) -> str:
     name, host, inner = netns(uid), f"lkh{uid}", f"lkn{uid}"
     _ip("netns", "add", name)
     _ip("link", "add", host, "type", "veth", "peer", "name", inner, "netns", name)
+    # no IPv6 on the machine's end: no link-local address comes and goes with each lab, which a browser on this machine
+    # (a test's Chromium) takes for a network change and fails its loads with ERR_NETWORK_CHANGED
+    _sysctl(f"net.ipv6.conf.{host}.disable_ipv6=1")
     _ip("-n", name, "link", "set", "lo", "up")
     _ip("-n", name, "addr", "add", f"{lab}/32", "dev", inner)
     _ip("-n", name, "link", "set", inner, "up")
