@@ -195,17 +195,23 @@ def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: st
     return row
 
 
+def prepare_run(script: str) -> None:
+    """What a bench running a real hub needs before it starts: root and Debian's chromium (else exit naming the fix),
+    and SIGTERM turned into an exit, so that the hub and its attendees are still removed (``running_hub``'s cleanup)."""
+    if os.geteuid() != 0:
+        sys.exit(f"{script} makes Unix users and runs JupyterHub as root: run it with sudo")
+    if (why := missing()):
+        sys.exit(f"{script} signs in through a browser: it {why}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM): the hub and its attendees are removed"))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebooks", nargs="+", help="numbers, e.g. 00 02 (default: every notebook the hub runs)")
     parser.add_argument("--deadline", type=float, default=1200, help="seconds a notebook may run (default 1200)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        sys.exit("bench/hub.py makes a Unix user and runs JupyterHub as root: run it with sudo")
-    if (why := missing()):
-        sys.exit(f"bench/hub.py signs in through a browser: it {why}")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM): the hub and its attendee are removed"))
+    prepare_run("bench/hub.py")
     folder = Path(tempfile.mkdtemp(prefix="labkit-bench-hub-"))
     try:
         with drive.running_hub(folder, 1) as hub:

@@ -20,7 +20,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,9 +28,9 @@ import time
 from pathlib import Path
 
 import psutil
-from hub import CLAIMS_HOLD, notebook_file  # bench/hub.py: the same claims check
+from hub import CLAIMS_HOLD, notebook_file, prepare_run  # bench/hub.py: the same claims check and checks
 
-from labkit.browser import chromium, missing, new_page
+from labkit.browser import chromium, new_page
 from labkit.hub import drive, names, sandbox
 
 #: Seconds a sign-in may take to a ready lab (issue 49's goal) and that the bench waits at most.
@@ -92,11 +91,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--spread", type=float, default=60.0, help="seconds over which they sign in (default 60)")
     parser.add_argument("--deadline", type=float, default=1800, help="seconds a notebook may run (default 1800)")
     args = parser.parse_args(argv)
-    if os.geteuid() != 0:
-        sys.exit("bench/room.py makes Unix users and runs JupyterHub as root: run it with sudo")
-    if (why := missing()):
-        sys.exit(f"bench/room.py signs in through a browser: it {why}")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM): the hub and its attendees are removed"))
+    prepare_run("bench/room.py")
     notebooks = [notebook_file("00"), notebook_file("02")]
     folder = Path(tempfile.mkdtemp(prefix="labkit-bench-room-"))
     memory, mischief = MemorySampler(), None

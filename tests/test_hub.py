@@ -416,7 +416,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         entries = {name: pwd.getpwnam(names.unix_name(name)) for name in attendees}
         brokers = {}
         for name, entry in entries.items():
-            assert names.is_lab_user(entry) and entry.pw_uid in firewall.ATTENDEE_UIDS and sandbox.exists(entry.pw_uid)
+            assert names.is_lab_user(entry) and entry.pw_uid in sandbox.ATTENDEE_UIDS and sandbox.exists(entry.pw_uid)
             home = os.stat(entry.pw_dir)
             assert (stat.S_IMODE(home.st_mode), home.st_uid) == (0o700, entry.pw_uid)
             assert os.stat(os.path.join(entry.pw_dir, "labkit", "work", "00_tour.ipynb")).st_uid == entry.pw_uid

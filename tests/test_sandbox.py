@@ -29,10 +29,10 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def test_each_attendee_uid_has_an_address_of_its_own_and_no_other_uid_has_one():
-    addresses = [sandbox.address(uid) for uid in firewall.ATTENDEE_UIDS]
+    addresses = [sandbox.address(uid) for uid in sandbox.ATTENDEE_UIDS]
     assert len(set(addresses)) == len(addresses) and sandbox.GATEWAY not in addresses
-    assert sandbox.address(firewall.ATTENDEE_UIDS.start) == "10.127.1.2"
-    for uid in (0, 1000, firewall.ATTENDEE_UIDS.stop):
+    assert sandbox.address(sandbox.ATTENDEE_UIDS.start) == "10.127.1.2"
+    for uid in (0, 1000, sandbox.ATTENDEE_UIDS.stop):
         with pytest.raises(LabkitError, match="not an attendee's uid.*userdel"):
             sandbox.address(uid)
 
@@ -48,7 +48,7 @@ def two_attendees(tmp_path):
         sandbox.check()
     except LabkitError as exc:
         pytest.skip(f"attendees cannot be kept apart here: {exc}")
-    a, b = firewall.ATTENDEE_UIDS.stop - 1, firewall.ATTENDEE_UIDS.stop - 2
+    a, b = sandbox.ATTENDEE_UIDS.stop - 1, sandbox.ATTENDEE_UIDS.stop - 2
     tmp_root = tmp_path / "private"
     tables = [f"{firewall.TABLE_PREFIX}t{secrets.token_hex(4)}" for _ in range(2)]
     sandbox.ensure_gateway()
@@ -135,7 +135,7 @@ def test_a_lab_s_veth_adds_no_address_to_the_machine(two_attendees, tmp_path):
     """Making and removing a sandbox changes no address of the machine (``ip monitor address``): a browser on the
     machine (another test's Chromium) takes an address change for a network change and fails its loads
     (ERR_NETWORK_CHANGED, met in make test while the hub test made its labs)."""
-    uid = firewall.ATTENDEE_UIDS.stop - 3
+    uid = sandbox.ATTENDEE_UIDS.stop - 3
     monitor = subprocess.Popen(["ip", "-o", "monitor", "address"], stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)  # listening

@@ -96,7 +96,7 @@ def test_connector_jars_are_read_from_the_shared_cache_first(tmp_path):
 
 
 def _a_block() -> range:
-    """A block of 100 of the lab's ports, at random (as the hub's, :func:`labkit.hub.firewall.port_block`)."""
+    """A block of 100 of the lab's ports, at random (``LABKIT_PORT_RANGE``: labs sharing one machine's loopback)."""
     from labkit.broker.ports import PORT_RANGE, free_port
 
     start = min(free_port(), PORT_RANGE.stop - 100)
@@ -115,8 +115,8 @@ def test_block_ports_leave_room_for_spark_retries():
     assert all(block.start <= p < block.stop - session.PORT_RETRIES for p in ports)
 
 
-def test_a_driver_on_the_hub_listens_only_in_its_port_block():
-    """With ``LABKIT_PORT_RANGE`` set (as the hub sets it), a real local[2] driver with its UI, after a job, listens
+def test_a_driver_given_a_port_range_listens_only_in_it():
+    """With ``LABKIT_PORT_RANGE`` set, a real local[2] driver with its UI, after a job, listens
     (as the OS reports its JVM's sockets) only on ports of the block, but for pyspark's py4j gateway (a
     secret-guarded port pyspark picks); the UI's port is one of them."""
     block = _a_block()

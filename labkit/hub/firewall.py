@@ -18,10 +18,7 @@ The rules name interfaces and the range by pattern, not attendees nor one hub's 
 same (nftables drops a packet any table rejects: two hubs' tables must agree), made once, before any attendee signs
 in, and never changed while the hub runs: no two sign-ins race over it.
 
-The attendees' uids come from :data:`ATTENDEE_UIDS` (:func:`labkit.hub.users.create`), which also gives each its
-namespace's address (:func:`labkit.hub.sandbox.address`): 100 accounts of the lab on one machine, all hubs together
-(users the test or the instructor removed free their uid). The hub's own ports come from :data:`HUB_PORTS`, above the
-ports ``make lab`` picks for a lab run beside the hub.
+The hub's own ports come from :data:`HUB_PORTS`, above the ports ``make lab`` picks for a lab run beside the hub.
 
 Each hub has a table of its own (:func:`table_name`, from its state folder), made afresh by its first spawn
 (:func:`wall_once`) and removed when the hub process ends. A table left by a killed hub keeps walling the labs that
@@ -43,8 +40,6 @@ from pathlib import Path
 from labkit.broker.ports import PORT_RANGE
 from labkit.errors import LabkitError
 
-#: The uids of the lab's attendees (one network address each, :func:`labkit.hub.sandbox.address`).
-ATTENDEE_UIDS = range(50000, 50100)
 #: The hub's own ports (proxy, hub API, proxy API, live view) when not given: the top of :data:`PORT_RANGE`, above the
 #: ports a lab run beside the hub picks first.
 HUB_PORTS = range(30000, PORT_RANGE.stop)

@@ -7,7 +7,8 @@ Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
 
 Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.errors.LabkitError`):
-not root, a missing or short password (JupyterHub's ``SharedPasswordAuthenticator`` limits: 8 and 32 characters), the
+not root, a missing or short password (the workshop code 8 characters, as an attendee's own password
+(:mod:`labkit.hub.auth`), the instructor's 32), the
 port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by the hub's process
 for its whole life), no ``npm``, a machine where attendees cannot be kept apart (:func:`labkit.hub.sandbox.check`), a
 memory or task limit too small for a lab.
@@ -35,7 +36,8 @@ STATE = install.HUB_DIR / "state"
 #: The least memory (MiB) and tasks an instructor may give an attendee: JupyterLab, a kernel and the broker (256 MiB
 #: heap) run in about 600 MiB and 300 threads.
 MIN_MEMORY_MIB, MIN_TASKS = 768, 512
-#: SharedPasswordAuthenticator's minimum lengths (jupyterhub/authenticators/shared.py, JupyterHub 6.1.1).
+#: The least lengths of the workshop code (as of an attendee's own password, labkit.hub.auth.MIN_PASSWORD) and of the
+#: instructor's password.
 MIN_PASSWORD, MIN_ADMIN_PASSWORD = 8, 32
 CLEAR_TEXT_WARNING = ("WARNING: no --ssl-cert/--ssl-key: the hub serves plain HTTP, so passwords and notebooks travel "
                       "in clear over the network. Fine on 127.0.0.1; in a room, give a certificate and key.")

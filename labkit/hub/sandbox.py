@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitError
-from labkit.hub.firewall import ATTENDEE_UIDS
 
+#: The uids of the lab's attendees (:func:`labkit.hub.users.create` takes the lowest free one), one network address
+#: each (:func:`address`): 100 accounts of the lab on one machine, all hubs together (a removed attendee frees its uid).
+ATTENDEE_UIDS = range(50000, 50100)
 #: The machine's address in every attendee's network (on its loopback): the hub's API and the live view.
 GATEWAY = "10.127.0.1"
 #: The cgroup v1 controllers each attendee has a group of.
@@ -68,7 +70,7 @@ def address(uid: int) -> str:
     """The address of attendee ``uid``'s lab in their namespace (10.127.1.2 for the first uid, one each).
 
     Raises:
-        LabkitError: ``uid`` is not an attendee's (:data:`labkit.hub.firewall.ATTENDEE_UIDS`).
+        LabkitError: ``uid`` is not an attendee's (:data:`ATTENDEE_UIDS`).
     """
     if uid not in ATTENDEE_UIDS:
         raise LabkitError(f"uid {uid} is not an attendee's uid ({ATTENDEE_UIDS.start}-{ATTENDEE_UIDS.stop - 1}): "

@@ -5,7 +5,7 @@ Debian's ``useradd`` (package ``passwd``) makes the user, its own group (``USERG
 ``/etc/skel``, mode 0755 with the default ``UMASK 022`` (issue 38): :func:`create` sets 0700 at once, before the
 attendee's first process runs, so no attendee can list or read another's files. The user has no password (``useradd``
 leaves it locked): attendees reach the machine through the hub only. Its uid is the lowest free one of
-:data:`labkit.hub.firewall.ATTENDEE_UIDS`, which gives it its network address (:func:`labkit.hub.sandbox.address`).
+:data:`labkit.hub.sandbox.ATTENDEE_UIDS`, which gives it its network address (:func:`labkit.hub.sandbox.address`).
 
 Every process of an attendee's Unix user is their lab's, by construction (the hub starts them as that user, and
 nobody else runs as it), so :func:`end_processes` ends a lab by uid: JupyterLab, kernels, the broker, participants.
@@ -25,7 +25,7 @@ import psutil
 
 from labkit.errors import LabkitError
 from labkit.hub import sandbox
-from labkit.hub.firewall import ATTENDEE_UIDS
+from labkit.hub.sandbox import ATTENDEE_UIDS
 from labkit.hub.names import COMMENT, is_lab_user, unix_name, why_refused
 
 #: ``useradd`` locks ``/etc/passwd`` and fails rather than waits when another holds it: one at a time in the hub.
@@ -41,7 +41,7 @@ def create(name: str) -> pwd.struct_passwd:
 
     Raises:
         LabkitError: the name is refused (:func:`labkit.hub.names.why_refused`), every uid of
-            :data:`~labkit.hub.firewall.ATTENDEE_UIDS` is taken, or ``useradd`` failed (its message quoted).
+            :data:`~labkit.hub.sandbox.ATTENDEE_UIDS` is taken, or ``useradd`` failed (its message quoted).
     """
     if (why := why_refused(name)):
         raise LabkitError(why)
