@@ -13,13 +13,15 @@ nobody else runs as it), so :func:`end_processes` ends a lab by uid: JupyterLab,
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import signal
 import subprocess
-import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 
@@ -28,8 +30,10 @@ from labkit.hub import sandbox
 from labkit.hub.sandbox import ATTENDEE_UIDS
 from labkit.hub.names import COMMENT, is_lab_user, unix_name, why_refused
 
-#: ``useradd`` locks ``/etc/passwd`` and fails rather than waits when another holds it: one at a time in the hub.
-_USERADD = threading.Lock()
+#: ``useradd`` and ``userdel`` lock ``/etc/passwd`` and fail rather than wait when another holds it, and two hubs on one
+#: machine would each pick the same free uid: one at a time on the machine, by an exclusive ``flock`` of this file (the
+#: lab's own, in ``/run``: gone at a reboot, when no lock is held).
+ACCOUNTS_LOCK = Path("/run/labkit-accounts.lock")
 #: The shell an attendee's JupyterLab terminal opens (``useradd --shell``).
 SHELL = "/bin/bash"
 
@@ -46,7 +50,7 @@ def create(name: str) -> pwd.struct_passwd:
     if (why := why_refused(name)):
         raise LabkitError(why)
     user = unix_name(name)
-    with _USERADD:
+    with _accounts_locked():
         try:
             entry = pwd.getpwnam(user)
         except KeyError:
@@ -65,6 +69,15 @@ def create(name: str) -> pwd.struct_passwd:
         raise LabkitError(f"The Unix user {user} exists and was not made by the lab: choose another name.")
     os.chmod(entry.pw_dir, 0o700)
     return entry
+
+
+@contextmanager
+def _accounts_locked() -> Iterator[None]:
+    """Hold :data:`ACCOUNTS_LOCK` (blocking while another thread or process holds it: each holds it for one
+    ``useradd`` or ``userdel``, at most their 60 s deadline)."""
+    with open(ACCOUNTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def processes_of(uid: int) -> list[psutil.Process]:
@@ -136,7 +149,8 @@ def remove(name: str, tmp_root: Path | str, timeout_s: float = 10.0) -> list[str
     end_processes(entry.pw_uid, grace_s=1.0, kill_s=timeout_s)
     sandbox.release(entry.pw_uid)
     removed = sandbox.remove_files(entry.pw_uid, tmp_root)
-    done = subprocess.run(["userdel", "--remove", entry.pw_name], capture_output=True, text=True, timeout=60)
+    with _accounts_locked():
+        done = subprocess.run(["userdel", "--remove", entry.pw_name], capture_output=True, text=True, timeout=60)
     if done.returncode not in (0, 12):  # 12: the home could not be removed (gone already)
         raise LabkitError(f"userdel {entry.pw_name} failed: {done.stderr.strip()}")
     return removed
