@@ -40,8 +40,10 @@ from pathlib import Path
 
 import psutil
 
+from labkit import lab
 from labkit.browser import chromium, missing
-from labkit.hub import drive, names, users
+from labkit.errors import LabkitError
+from labkit.hub import drive, names, observed, users
 from labkit.waiting import wait_until
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -66,7 +68,7 @@ KINDS = {
     "jupyterlab node": ("yarn.js",),  # JupyterLab's build check at each page load (yarn config, in node)
 }
 GOAL_MIB, GOAL_04_MIB = 1024, 1536
-LAB_START_S = 420  # sign-in to the file browser, the attendee's broker started first, on a loaded 2-core machine
+LAB_START_S = 420  # sign-in to the file browser (JupyterLab beside the attendee's broker), on a loaded 2-core machine
 KERNEL_END_S = 120  # Shut Down All Kernels until the kernel's process has ended
 
 
@@ -242,9 +244,12 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
         # every cell drawn, so that drive.wait_for_run reads every prompt (a speed setting that changes no memory
         # of the attendee's processes: the browser is root's)
         drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"})
-        uid = pwd.getpwnam(names.unix_name(name)).pw_uid
+        entry = pwd.getpwnam(names.unix_name(name))
+        uid, home = entry.pw_uid, entry.pw_dir
         sampler = Sampler(uid)
         try:
+            if not wait_until(lambda: observed.ready_state(home, uid), lab.BROKER_READY_S + 30, 1.0):
+                raise LabkitError(f"{name}'s lab broker did not start (its log: {home}/labkit/lab/broker-daemon.log)")
             time.sleep(20)  # the lab settles (JupyterLab's first requests, the broker's start-up work)
             sampler.take()
             time.sleep(20)

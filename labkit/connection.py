@@ -20,7 +20,8 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
 
     1. ``LABKIT_BOOTSTRAP`` if set: an external cluster (``docker compose up -d``, or any Kafka >= 4.2);
        ``LABKIT_PROXIED="<listener port>:<proxy port>"`` names its PROXIED listener, if it has one;
-    2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``);
+    2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``), waited for
+       (at most :data:`labkit.lab.BROKER_READY_S` seconds, saying so) while it starts;
     3. else an :class:`~labkit.broker.EmbeddedBroker` of :func:`~labkit.kafka_version` started for this
        Python process (kernel), which stops when the process exits. Later calls return the same one.
 
@@ -38,7 +39,10 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
         spec = os.environ.get("LABKIT_PROXIED")
         _proxied = tuple(int(p) for p in spec.split(":")) if spec else None
     else:
-        state, origin = lab.running_broker_state(), "the lab broker, make lab"
+        waited = lab.starting_broker() is not None
+        if waited and not quiet:
+            print(f"The lab broker is starting: waiting for it (at most {lab.BROKER_READY_S:.0f} s)")
+        state, origin = lab.running_broker_state(wait_s=lab.BROKER_READY_S), "the lab broker, make lab"
         address, version = (state["bootstrap"], state.get("version")) if state else (None, None)
         if address:
             try:

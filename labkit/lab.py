@@ -21,6 +21,7 @@ import sys
 import threading
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -62,16 +63,28 @@ def _read(name: str) -> dict | None:
     return None if why_not_ours(state) else state
 
 
-def running_broker_state() -> dict | None:
-    """``{"pid", "bootstrap", "version", "proxied": [listener port, proxy port]}`` of the lab broker
-    started by ``make lab``, or ``None`` if none runs."""
-    return _read("broker")
-
-
-def running_broker() -> str | None:
-    """Bootstrap address of the lab broker started by ``make lab``, or ``None`` if none runs."""
+def running_broker_state(wait_s: float = 0.0) -> dict | None:
+    """``{"pid", "started", "bootstrap", "version", "proxied": [listener port, proxy port]}`` of the lab broker (started
+    by ``make lab``, or beside an attendee's JupyterLab on the workshop hub: :func:`spawn_broker`), or ``None`` if none
+    is ready. A broker still starting (:func:`starting_broker`) is waited for, at most ``wait_s`` seconds."""
+    if wait_s > 0 and starting_broker():
+        wait_until(lambda: not starting_broker(), wait_s, 0.2)
     state = _read("broker")
+    return state if state and "bootstrap" in state else None
+
+
+def running_broker(wait_s: float = 0.0) -> str | None:
+    """Bootstrap address ("host:port") of the lab broker, or ``None`` if none is ready (:func:`running_broker_state`,
+    waiting at most ``wait_s`` seconds for one that starts)."""
+    state = running_broker_state(wait_s)
     return state["bootstrap"] if state else None
+
+
+def starting_broker() -> dict | None:
+    """``{"pid", "started", "version"}`` of the lab broker's daemon while it starts (alive, and not yet ready: its
+    state file has no ``"bootstrap"``), else ``None``."""
+    state = _read("broker")
+    return state if state and "bootstrap" not in state else None
 
 
 #: Seconds the lab broker may take to be ready (``EmbeddedBroker``'s 60 s were overrun by most of twenty attendees'
@@ -79,17 +92,34 @@ def running_broker() -> str | None:
 BROKER_READY_S = 240.0
 
 
-def serve_broker() -> None:
-    """Run the lab broker in this process until SIGTERM or SIGINT, then stop it cleanly."""
+def serve_broker(before_start: Callable[[], object] = lambda: None,
+                 on_ready: Callable[[], None] = lambda: None) -> None:
+    """Run the lab broker in this process until SIGTERM or SIGINT, then stop it cleanly. Its state file
+    (``$LABKIT_HOME/lab/broker.json``) says it starts (no ``"bootstrap"``: :func:`starting_broker`) from the first
+    moment, so that a kernel waits for it (:func:`labkit.connect`) rather than start a broker of its own; then
+    ``before_start()`` runs, the broker starts, ``on_ready()`` runs, and the file says where the broker listens.
+
+    Raises:
+        What :meth:`~labkit.broker.EmbeddedBroker.start` raises (no Java, a start slower than
+        :data:`BROKER_READY_S`); the state file is removed first.
+    """
     from labkit.broker import EmbeddedBroker
 
     stop = stop_on_signal()
     version = kafka_version()
-    broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True,
-                            start_timeout_s=BROKER_READY_S).start()
-    serve_until(stop, broker, lab_dir() / "broker.json", {
-        "pid": os.getpid(), "started": start_time(os.getpid()), "bootstrap": broker.bootstrap_servers, "version": version,
-        "proxied": [broker.proxied_listener_port, broker.proxy_port]})
+    state_file = lab_dir() / "broker.json"
+    mine = {"pid": os.getpid(), "started": start_time(os.getpid()), "version": version}
+    _publish(state_file, mine)
+    try:
+        before_start()
+        broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True,
+                                start_timeout_s=BROKER_READY_S).start()
+    except BaseException:
+        state_file.unlink(missing_ok=True)
+        raise
+    on_ready()
+    serve_until(stop, broker, state_file, {**mine, "bootstrap": broker.bootstrap_servers,
+                                           "proxied": [broker.proxied_listener_port, broker.proxy_port]})
 
 
 def stop_on_signal() -> threading.Event:
@@ -103,14 +133,20 @@ def stop_on_signal() -> threading.Event:
 def serve_until(stop: threading.Event, service, state_file: Path, state: dict) -> None:
     """Publish ``state`` (JSON) in ``state_file`` while ``service`` (anything with ``is_running`` and ``stop()``:
     the lab broker, a Spark cluster) runs and ``stop`` is not set; then remove the file and stop the service."""
-    state_file.with_suffix(".partial").write_text(json.dumps(state))
-    state_file.with_suffix(".partial").rename(state_file)
+    _publish(state_file, state)
     try:
         while not stop.wait(1.0) and service.is_running:
             pass
     finally:
         state_file.unlink(missing_ok=True)
         service.stop()
+
+
+def _publish(state_file: Path, state: dict) -> None:
+    """Write ``state`` (JSON) to ``state_file`` whole or not at all (a reader sees the old file or the new one)."""
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    state_file.with_suffix(".partial").write_text(json.dumps(state))
+    state_file.with_suffix(".partial").rename(state_file)
 
 
 def _spawn(args: list[str], log_name: str) -> subprocess.Popen:
@@ -120,26 +156,38 @@ def _spawn(args: list[str], log_name: str) -> subprocess.Popen:
                                 start_new_session=True, cwd=REPO)
 
 
+def spawn_broker(command: list[str] | None = None, announce_s: float = 30.0) -> subprocess.Popen | None:
+    """Start the lab broker's daemon in a session of its own (it outlives the caller) without waiting for the broker:
+    ``command``, default ``python -m labkit serve-broker`` (:func:`serve_broker`), its output in
+    ``$LABKIT_HOME/lab/broker-daemon.log``. Returns once the daemon's state file says it starts (or the daemon ended,
+    or ``announce_s`` seconds passed), so that a kernel started afterwards waits for it; ``None`` if a lab broker
+    runs or starts already (nothing is started)."""
+    if _read("broker"):
+        return None
+    proc = _spawn(command or [sys.executable, "-m", "labkit", "serve-broker"], "broker-daemon.log")
+    wait_until(lambda: _read("broker") or proc.poll() is not None, announce_s, 0.1)
+    return proc
+
+
 def start_broker(timeout_s: float) -> str:
-    """Start the lab broker as a daemon in a session of its own (``python -m labkit serve-broker``: it outlives the
-    caller), or find the one running, and return its bootstrap address ("host:port"); ``make lab`` and each attendee's
-    server on the workshop hub (:mod:`labkit.hub.singleuser`) start it so. ``timeout_s``: seconds to wait for it.
+    """Start the lab broker (:func:`spawn_broker`), or find the one running or starting, and return its bootstrap
+    address ("host:port") once it is ready; ``make lab`` starts it so. ``timeout_s``: seconds to wait for it.
 
     Raises:
         LabkitError: a broker of another Kafka release runs, or it did not start within ``timeout_s`` (its log quoted).
     """
-    state = running_broker_state()
-    if state:
-        if state.get("version", kafka_version()) != kafka_version():
-            raise LabkitError(f"The lab broker already runs Kafka {state['version']}, not {kafka_version()}: "
-                              "`make stop` first, then start the lab again.")
-        return state["bootstrap"]
-    proc = _spawn([sys.executable, "-m", "labkit", "serve-broker"], "broker-daemon.log")
-    if not wait_until(lambda: running_broker() or proc.poll() is not None, timeout_s, 0.2) or not running_broker():
-        proc.kill()
+    state = _read("broker")
+    if state and state.get("version", kafka_version()) != kafka_version():
+        raise LabkitError(f"The lab broker already runs Kafka {state['version']}, not {kafka_version()}: "
+                          "`make stop` first, then start the lab again.")
+    proc = spawn_broker()
+    address = running_broker(timeout_s)
+    if address is None:
+        if proc is not None and proc.poll() is None:  # only the daemon this call started, with its broker
+            os.killpg(proc.pid, signal.SIGKILL)
         tail = (lab_dir() / "broker-daemon.log").read_text(errors="replace")[-3000:]
         raise LabkitError(f"The lab broker did not start; see {lab_dir() / 'broker-daemon.log'}:\n{tail}")
-    return running_broker()
+    return address
 
 
 def _start_jupyter(timeout_s: float) -> str:
@@ -229,7 +277,7 @@ def main(argv: list[str]) -> int:
     elif command == "status":
         for name, key in (("broker", "bootstrap"), ("jupyter", "url")):
             state = _state(name)
-            print(f"{name}: {(state and (why_not_ours(state) or state[key])) or 'not running'}")
+            print(f"{name}: {(state and (why_not_ours(state) or state.get(key, 'starting'))) or 'not running'}")
     else:
         print(f"unknown command {command!r}: use python -m labkit jars|up|down|status|reset|serve-broker|spark-cluster", file=sys.stderr)
         return 2

@@ -98,10 +98,10 @@ def reset(yes: bool = False, confirm: Callable[[str, list[str]], bool] = ask_on_
         be opened (e.g. no Java).
     """
     from labkit.broker import EmbeddedBroker
-    from labkit.lab import running_broker
+    from labkit.lab import BROKER_READY_S, running_broker
 
     home, done = labkit_home(), []
-    own = running_broker()
+    own = running_broker(wait_s=BROKER_READY_S)  # one starting is waited for: its data is not ours to open
     bootstrap = os.environ.get("LABKIT_BOOTSTRAP") or own
     if bootstrap:
         ask = None if yes or bootstrap == own else confirm

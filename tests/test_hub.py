@@ -24,6 +24,7 @@ import re
 import socket
 import stat
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -32,10 +33,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from labkit import lab
 from labkit.broker import runtime
 from labkit.broker.ports import PORT_RANGE
 from labkit.errors import LabkitError
-from labkit.hub import config, drive, firewall, install, names, observed, report, run, sandbox, users
+from labkit.hub import config, drive, firewall, install, leftovers, names, observed, report, run, sandbox, users
 from labkit.hub.config import MEMORY_MIB, TASKS
 from labkit.hub.config import HubSettings, configure
 from labkit.hub.drive import sign_in as _sign_in
@@ -43,7 +45,7 @@ from labkit.waiting import wait_until
 from tests.probes import CONNECT
 
 HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
-LAB_START_S = 420  # sign-in to the file browser, the attendee's broker started first: three at once on 2 cores
+LAB_START_S = 420  # sign-in to the file browser (JupyterLab beside the attendee's broker): three at once on 2 cores
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
 #: How many attendees sign in at once in the room test.
 ROOM = 20
@@ -242,20 +244,24 @@ def test_the_configuration_gives_each_attendee_the_cache_and_the_hubs_table(monk
     assert c.JupyterHub.hub_ip == sandbox.GATEWAY and c.Spawner.environment[report.URL_ENV].startswith(
         f"http://{sandbox.GATEWAY}:")
     assert liveview in firewall.HUB_PORTS and c.LabSpawner.private_tmp == "/s/tmp"
+    assert c.Spawner.environment[leftovers.STATE_ENV] == "/s"  # how the next hub on /s finds the labs this one left
     assert (c.LabSpawner.memory_mib, c.LabSpawner.tasks) == (MEMORY_MIB, TASKS)
 
 
-def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path, monkeypatch):
-    """The attendee still gets JupyterLab (singleuser goes on), with a note in their file browser saying why."""
+def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path):
+    """The attendee still gets JupyterLab (the broker's daemon runs beside it), with a note in their file browser
+    saying why; the daemon's state file goes, so a kernel waits for nothing and starts a broker of its own."""
     from labkit.hub import singleuser
 
-    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
-    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))  # the broker daemon fails: no Java there
-    monkeypatch.delenv("LABKIT_BOOTSTRAP", raising=False)
+    env = {**{k: v for k, v in os.environ.items() if k != "LABKIT_BOOTSTRAP"}, "LABKIT_HOME": str(tmp_path),
+           "JAVA_HOME": str(tmp_path / "no-java")}  # the broker daemon fails: no Java there
     singleuser.prepare(tmp_path)
-    assert singleuser.start_broker(tmp_path, timeout_s=120) is None
+    daemon = subprocess.run([sys.executable, "-m", "labkit.hub.singleuser", "serve-broker"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert daemon.returncode == 1 and "the lab broker did not start" in daemon.stderr, daemon.stderr
     note = (tmp_path / "work" / singleuser.FAILED_NOTE).read_text()
     assert "did not start" in note and "No Java found" in note and "Start My Server" in note, note
+    assert not (tmp_path / "lab" / "broker.json").exists()
 
 
 # --- a real hub, as root --------------------------------------------------------------------------------------------
@@ -291,6 +297,14 @@ def hub(tmp_path_factory):
 
 def _wait_for_lab(page, hub: dict, name: str) -> None:
     drive.wait_for_lab(page, hub, name, LAB_START_S)
+
+
+def _broker_state(entry: pwd.struct_passwd) -> dict:
+    """The attendee's lab broker's state once it names the broker's address (the broker starts beside JupyterLab,
+    labkit.hub.singleuser, so a ready lab may still be starting it)."""
+    assert wait_until(lambda: observed.ready_state(entry.pw_dir, entry.pw_uid), lab.BROKER_READY_S + 30, 1.0), \
+        f"{entry.pw_name}'s broker did not start"
+    return observed.ready_state(entry.pw_dir, entry.pw_uid)
 
 
 def _brokers(uid: int) -> list[psutil.Process]:
@@ -365,13 +379,16 @@ def _as(entry: pwd.struct_passwd, hub: dict, script: str, *args: str, check: boo
 
 
 def _ensure_lab(hub: dict, name: str) -> pwd.struct_passwd:
-    """Sign ``name`` in (a browser) and wait for their lab, unless it runs already; their Unix user's entry."""
+    """Sign ``name`` in (a browser) and wait for their lab and its broker, unless they run already; their Unix user's
+    entry."""
     from labkit.browser import chromium
 
     with chromium() as page:
         drive.join(page, hub, name)
         _wait_for_lab(page, hub, name)
-    return pwd.getpwnam(names.unix_name(name))
+    entry = pwd.getpwnam(names.unix_name(name))
+    _broker_state(entry)
+    return entry
 
 
 def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reach(hub):
@@ -385,7 +402,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         submitted = {name: drive.join(page, hub, name) for page, name in zip(pages, attendees)}
         for page, name in zip(pages, attendees):
             _wait_for_lab(page, hub, name)
-            print(f"{name}: sign-in to the file browser (broker started first) {time.monotonic() - submitted[name]:.1f} s")
+            print(f"{name}: sign-in to the file browser {time.monotonic() - submitted[name]:.1f} s")
         # the lab's JupyterLab settings reach the attendee's JupyterLab (no "Jupyter news" prompt)
         settings = pages[0].request.get(f"{hub['url']}user/{attendees[0]}/lab/api/settings/"
                                         "@jupyterlab/apputils-extension:notification").json()
@@ -649,9 +666,9 @@ def _room_signs_in(hub: dict, room: list[str]) -> None:
         assert len({e.pw_uid for e in entries}) == ROOM
         for entry in entries:
             assert sandbox.exists(entry.pw_uid) and all(g.is_dir() for g in sandbox.cgroups(entry.pw_uid))
+            state = _broker_state(entry)
             (broker,) = _brokers(entry.pw_uid)
             assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
-            state = json.loads(Path(entry.pw_dir, "labkit", "lab", "broker.json").read_text())
             assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
         # each one's neighbour cannot reach the address its JupyterLab listens on (every port it listens on there)
         for entry, neighbour in zip(entries, entries[1:] + entries[:1]):
@@ -662,6 +679,49 @@ def _room_signs_in(hub: dict, room: list[str]) -> None:
             assert ports, out
             tried = _as(neighbour, hub, PROBE, str(os.getpid()), ",".join(f"{address}:{p}" for p in ports))
             assert tried.stdout.split() == ["denied"] + ["unreachable"] * len(ports), tried.stdout
+
+
+def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_and_says_so(tmp_path):
+    """JupyterHub killed with SIGKILL leaves its proxy, its services and the attendee's lab running; the next hub on
+    the same state folder stops each of them before it starts and says so, and the attendee's next sign-in (their own
+    password, kept) gets a fresh lab in a sandbox of its own."""
+    import signal
+
+    from labkit.browser import chromium
+
+    _skip_unless_hub_can_run()
+    with drive.running_hub(tmp_path, 1, start_timeout_s=HUB_START_S) as hub:
+        name = hub["names"][0]
+        entry = _ensure_lab(hub, name)
+        old_lab, old_hub = users.processes_of(entry.pw_uid), leftovers.hub_processes(hub["state"])
+        assert sorted(leftovers.command_of(p) for p in old_hub) == sorted(c.removeprefix("bin/")
+                                                                         for c in leftovers.HUB_COMMANDS), old_hub
+        os.kill(hub["pid"], signal.SIGKILL)
+        assert wait_until(lambda: not psutil.pid_exists(hub["pid"]) or psutil.Process(hub["pid"]).status() == "zombie",
+                          30)
+        assert all(p.is_running() for p in old_lab) and len(leftovers.hub_processes(hub["state"])) == 3
+        said: list[str] = []
+        proc, settings = run.start(hub["password"], hub["admin_password"], Path(hub["state"]), hub["log"],
+                                   admin=hub["admin"], say=said.append)
+        try:
+            assert said[0].startswith(f"A hub on {hub['state']} ended without stopping"), said
+            assert f"  stopped {entry.pw_name}'s lab: {len(old_lab)} processes" in said, said
+            assert {line.split(" (pid")[0] for line in said[2:5]} == {
+                "  stopped the old hub's configurable-http-proxy", "  stopped the old hub's labkit.hub.liveview",
+                "  stopped the old hub's jupyterhub_idle_culler"}, said
+            assert not [p for p in old_lab + old_hub if p.pid != hub["pid"] and p.is_running()]  # the hub: a zombie
+            again = {**hub, "url": settings.url}
+            assert wait_until(lambda: drive.answers(f"{settings.url}hub/api"), HUB_START_S, 0.5)
+            with chromium() as page:
+                drive.join(page, again, name)
+                _wait_for_lab(page, again, name)
+            state = _broker_state(entry)
+            (broker,) = _brokers(entry.pw_uid)
+            assert broker.pid not in {p.pid for p in old_lab} and sandbox.exists(entry.pw_uid)
+            assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
+            assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
+        finally:
+            drive.stop(proc)
 
 
 def _form_says(page) -> str:

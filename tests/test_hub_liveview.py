@@ -305,7 +305,7 @@ def test_a_broker_is_up_only_when_the_attendee_s_state_names_a_port_that_answers
     good = json.dumps({"pid": 1, "bootstrap": f"127.0.0.1:{port}"})
     cases = {"none": (None, "file"), "up": (good, "file"), "link": (good, "link"), "fifo": (None, "fifo"),
              "stranger": (good, "file"), "closed": (json.dumps({"bootstrap": "127.0.0.1:1"}), "file"),
-             "garbled": ("{", "file")}
+             "garbled": ("{", "file"), "starting": (json.dumps({"pid": 1, "started": 1.0, "version": "4.4.0"}), "file")}
     seen = {}
     for name, (content, mode) in cases.items():
         home = tmp_path / name
@@ -314,7 +314,7 @@ def test_a_broker_is_up_only_when_the_attendee_s_state_names_a_port_that_answers
             _state(home, content, mode)
         seen[name] = observed.broker_status(home, uid if name != "stranger" else uid + 12345, None)
     assert seen == {"none": "none", "up": "up", "link": "none", "fifo": "none", "stranger": "none", "closed": "down",
-                    "garbled": "none"}, seen
+                    "garbled": "none", "starting": "none"}, seen
     assert not observed.answers_kafka(1)
 
 

@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from nbclient import NotebookClient
 
@@ -170,3 +172,34 @@ def test_up_refuses_a_running_jupyterlab_that_serves_the_repository(tmp_path, mo
     finally:
         old.kill()
         old.wait()
+
+
+def test_a_kernel_run_while_the_lab_broker_starts_waits_for_it_and_starts_no_broker_of_its_own(tmp_path, monkeypatch):
+    """The workshop hub starts an attendee's broker beside JupyterLab (labkit.hub.singleuser): a notebook's first
+    ``labkit.connect()`` during the broker's start says it waits, then uses that broker; its process started no JVM."""
+    from labkit import lab as lab_module
+
+    monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
+    monkeypatch.delenv("LABKIT_BOOTSTRAP", raising=False)
+    env = {**os.environ}
+    daemon = lab_module.spawn_broker()
+    try:
+        assert daemon is not None and lab_module.starting_broker()["pid"] == daemon.pid
+        assert lab("status", env).stdout.startswith("broker: starting")
+        assert lab_module.spawn_broker() is None  # one starts already: no second daemon
+        kernel = subprocess.Popen([sys.executable, "-c", "import labkit; print(labkit.connect())"], env=env,
+                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        jvms = set()
+        while kernel.poll() is None:  # the JVMs it starts, if any, as it runs
+            try:
+                jvms |= {c.pid for c in psutil.Process(kernel.pid).children(recursive=True) if "java" in c.name()}
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.2)
+        out, err = kernel.communicate(timeout=60)
+        assert kernel.returncode == 0, err
+        assert "The lab broker is starting: waiting for it" in out, out
+        assert f"at {lab_module.running_broker()} (the lab broker, make lab)" in out and not jvms, (out, jvms)
+    finally:
+        lab("down", env)
+    assert wait_until(lambda: daemon.poll() is not None, 60) and lab_module.starting_broker() is None

@@ -72,11 +72,11 @@ def stop(proc: subprocess.Popen, timeout_s: float = 90) -> None:
 def running_hub(folder: Path, count: int, *, cull_idle_s: int = CULL_IDLE_S, extra: dict | None = None,
                 start_timeout_s: float = 180.0) -> Iterator[dict]:
     """A hub started by :func:`labkit.hub.run.start` (its set-up first) with its state and log in ``folder`` (a new,
-    empty folder), answering on its URL. Yields ``{"url", "password", "admin", "admin_password", "names", "log",
-    "prefix", "table", "cache", "setup_s"}``: ``names`` are ``count`` attendee names unique to this run
-    (``t<random>a``, ``b``...), ``setup_s`` the seconds from the call to the hub's first answer. After: the hub stopped
-    (SIGTERM), its firewall table removed, and the Unix users of ``names`` that did not exist before removed, with
-    their homes and processes; nothing else.
+    empty folder), answering on its URL. Yields ``{"url", "password", "admin", "admin_password", "pid", "names",
+    "log", "prefix", "table", "state", "cache", "setup_s"}`` (``pid``: JupyterHub's): ``names`` are ``count`` attendee
+    names unique to this run (``t<random>a``, ``b``...), ``setup_s`` the seconds from the call to the hub's first
+    answer. After: the hub stopped (SIGTERM), its firewall table removed, and the Unix users of ``names`` that did not
+    exist before removed, with their homes and processes; nothing else.
 
     Raises:
         LabkitError: as :func:`labkit.hub.run.start`; the hub did not answer within ``start_timeout_s`` seconds (the
@@ -99,7 +99,8 @@ def running_hub(folder: Path, count: int, *, cull_idle_s: int = CULL_IDLE_S, ext
         if not answers(api):
             raise LabkitError(f"The hub did not answer within {start_timeout_s:g} s:\n{log.read_text()[-3000:]}")
         yield {"url": settings.url, "password": password, "admin": admin, "admin_password": admin_password,
-               "names": made, "log": log, "prefix": settings.prefix, "table": table, "state": settings.state,
+               "pid": proc.pid, "names": made, "log": log, "prefix": settings.prefix, "table": table,
+               "state": settings.state,
                "cache": install.cache_dir(Path(settings.prefix)), "setup_s": time.monotonic() - started}
     finally:
         stop(proc)
@@ -141,6 +142,10 @@ def join(page, hub: dict, name: str, next_path: str = "") -> float:
     return sign_in(page, hub["url"], name, own_password(hub, name), next_path, code=hub["password"])
 
 
+#: The attendee's lab is ready when their file browser lists notebook 00 (a CSS selector, Playwright's ``:has-text``).
+FILE_BROWSER = ".jp-DirListing-itemText:has-text('00_tour.ipynb')"
+
+
 def wait_for_lab(page, hub: dict, name: str, timeout_s: float) -> None:
     """Wait for ``name``'s JupyterLab file browser (listing ``00_tour.ipynb``) after :func:`sign_in`.
 
@@ -149,7 +154,7 @@ def wait_for_lab(page, hub: dict, name: str, timeout_s: float) -> None:
             log quoted).
     """
     try:
-        page.wait_for_selector(".jp-DirListing-itemText:has-text('00_tour.ipynb')", timeout=timeout_s * 1000)
+        page.wait_for_selector(FILE_BROWSER, timeout=timeout_s * 1000)
     except Exception:
         raise LabkitError(f"{name}'s JupyterLab did not show 00_tour.ipynb (at {page.url}):\n"
                           f"{page.inner_text('body')[:1000]}\n{hub['log'].read_text()[-3000:]}") from None

@@ -12,8 +12,9 @@ That file is the attendee's: it only says where to look. :func:`broker_status` s
    The request is sent from a thread that joined the namespace (pyroute2's ``netns.setns``: a namespace is a
    thread's, so the service's other threads stay in the machine's) and ends with it.
 
-Otherwise ``"down"`` (a state file, but no broker answering in their namespace, or no namespace: their server
-stopped) or ``"none"`` (no state file: no broker started yet). Stdlib, pyroute2 and labkit's wire client only (no
+Otherwise ``"down"`` (an address, but no broker answering there in their namespace, or no namespace: their server
+stopped) or ``"none"`` (no address: no state file, or one whose daemon is still starting the broker,
+:func:`labkit.lab.starting_broker`). Stdlib, pyroute2 and labkit's wire client only (no
 JupyterHub), so tests run it anywhere (without a namespace: the machine's loopback).
 """
 
@@ -59,6 +60,13 @@ def read_state(path: Path, uid: int) -> dict | None:
         os.close(fd)
 
 
+def ready_state(home: Path | str, uid: int) -> dict | None:
+    """The broker state file of the attendee of Unix home ``home`` and user id ``uid`` (read as :func:`read_state`
+    reads) once it names the broker's address (``"bootstrap"``: the broker was ready), else ``None``."""
+    state = read_state(state_file(home), uid)
+    return state if state and "bootstrap" in state else None
+
+
 def answers_kafka(port: int, timeout_s: float = 1.0, netns: str | None = None) -> bool:
     """Whether a Kafka broker on 127.0.0.1:``port`` answers an ApiVersions request within ``timeout_s`` seconds
     (:func:`labkit.kafka.api_versions.broker_api_versions`), in the network namespace named ``netns`` (``ip netns``;
@@ -91,7 +99,7 @@ def broker_status(home: Path | str, uid: int, netns: str | None, timeout_s: floa
     """``"up"``, ``"down"`` or ``"none"`` for the attendee of Unix home ``home``, user id ``uid`` and network namespace
     ``netns`` (None: this process's), as the module docstring says. Blocking (at most about ``timeout_s`` seconds):
     call it from a thread in the service."""
-    state = read_state(state_file(home), uid)
+    state = ready_state(home, uid)
     if state is None:
         return "none"
     try:

@@ -55,7 +55,7 @@ KINDS = {"exercise": ("E", {"unanswered": ("ask", "…", "not answered (the answ
          "claims": ("C", {"held": ("ok", "✓", "held"), "failed": ("no", "✗", "failed: an assertion did not hold"),
                           "error": ("err", "!", "error: the cell raised before its assertions ended")})}
 #: How each broker status is shown: (CSS class, word).
-BROKER_CSS = {"up": ("ok", "up"), "down": ("no", "down"), "none": ("wait", "not started")}
+BROKER_CSS = {"up": ("ok", "up"), "down": ("no", "down"), "none": ("wait", "not up yet")}
 
 
 def _mark_cell(marks: dict, notebook: str, has_claims: bool) -> str:

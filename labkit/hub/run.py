@@ -11,7 +11,8 @@ not root, a missing or short password (the workshop code 8 characters, as an att
 (:mod:`labkit.hub.auth`), the instructor's 32), the
 port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by the hub's process
 for its whole life), no ``npm``, a machine where attendees cannot be kept apart (:func:`labkit.hub.sandbox.check`), a
-memory or task limit too small for a lab.
+memory or task limit too small for a lab. What a hub on the same state folder left running when it was killed is
+stopped first, and said (:mod:`labkit.hub.leftovers`).
 """
 
 from __future__ import annotations
@@ -23,16 +24,22 @@ import signal
 import subprocess
 from pathlib import Path
 
+import psutil
+
 from labkit.broker.ports import ensure_free, free_port
 from labkit.errors import LabkitError, PortInUseError
-from labkit.hub import firewall, install, sandbox
+from labkit.hub import firewall, install, leftovers, sandbox
 from labkit.hub.config import (ADMIN_PASSWORD_ENV, CULL_IDLE_S, MEMORY_MIB, PASSWORD_ENV, TASKS, HubSettings,
                                write_config_file)
 from labkit.hub.names import why_refused
 from labkit.procs import spawn
+from labkit.waiting import wait_until
 
 #: Default state folder of the hub (database, cookie secret, generated config): in the project, git-ignored, 0700.
 STATE = install.HUB_DIR / "state"
+#: Seconds a new hub waits for the lock of one that has ended or is ending (its pid gone or a zombie: a hub killed
+#: with SIGKILL releases the lock once its last thread has exited).
+LOCK_WAIT_S = 10.0
 #: The least memory (MiB) and tasks an instructor may give an attendee: JupyterLab, a kernel and the broker (256 MiB
 #: heap) run in about 600 MiB and 300 threads.
 MIN_MEMORY_MIB, MIN_TASKS = 768, 512
@@ -93,15 +100,14 @@ def lock_state(state: Path) -> int:
     JupyterHub process that replaces this one holds it while it runs.
 
     Raises:
-        LabkitError: another hub holds it (its pid named, and how to stop it).
+        LabkitError: another hub holds it (its pid named, and how to stop it); one that has ended or is ending is
+            waited for, at most :data:`LOCK_WAIT_S` seconds.
     """
     state.mkdir(parents=True, exist_ok=True)
     state.chmod(0o700)
     fd = os.open(state / "hub.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    if not wait_until(lambda: _locked(fd), LOCK_WAIT_S if _exiting(pid) else 0.0, 0.1):
         os.close(fd)
         raise LabkitError(f"A hub already runs from {state} (pid {pid}): use it, stop it first (Ctrl-C in its "
                           f"terminal, or kill {pid}), or give this one another --state folder.") from None
@@ -109,6 +115,25 @@ def lock_state(state: Path) -> int:
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     os.set_inheritable(fd, True)
     return fd
+
+
+def _locked(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _exiting(pid: str) -> bool:
+    """Whether the hub that wrote ``pid`` in the lock file has ended or is ending (gone, or a zombie whose threads
+    may still hold the lock: a hub killed with SIGKILL)."""
+    try:
+        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+    except (ValueError, psutil.NoSuchProcess):
+        return True
+    except psutil.Error:
+        return False
 
 
 def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instructor",
@@ -170,6 +195,7 @@ def start(password: str, admin_password: str, state: Path, log_path: Path, **opt
     check_passwords(password, admin_password)
     fd = lock_state(state)
     try:
+        leftovers.stop_left_by(state, options.get("say", print))
         argv, settings = prepare(state=state, **options)
         with open(log_path, "ab") as log:
             proc = spawn(argv, env=hub_env(password, admin_password), cwd=settings.state, stdout=log,
@@ -208,6 +234,7 @@ def main(argv: list[str]) -> int:
     check_root()
     check_passwords(args.password, args.admin_password)
     fd = lock_state(args.state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
+    leftovers.stop_left_by(args.state)
     command, settings = prepare(args.ip, args.port, args.admin, args.prefix, args.state, int(args.timeout * 60),
                                 args.ssl_cert, args.ssl_key, memory_mib=args.memory, tasks=args.tasks)
     if on_cli:

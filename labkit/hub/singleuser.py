@@ -4,24 +4,27 @@ The hub's spawner (:class:`labkit.hub.spawner.LabSpawner`, JupyterHub's ``LocalP
 as the attendee's Unix user, in their home, with ``LABKIT_HOME`` set to ``~/labkit``. It makes or refreshes their
 working copies of the notebooks (:func:`labkit.workspace.make_copies`, in ``$LABKIT_HOME/work``) and the Jupyter
 server configuration ``make lab`` uses (:func:`labkit.workspace.write_server_config`: the copies as the root folder,
-idle kernels culled, widget views stripped before saves), starts the attendee's **lab broker** (:func:`start_broker`),
-then replaces itself with ``jupyterhub-singleuser`` of the same venv, given that configuration (``--config``) and the
-hub's arguments (``ARGS``, e.g. ``--port``).
+idle kernels culled, widget views stripped before saves), starts the attendee's **lab broker**'s daemon
+(:func:`labkit.lab.spawn_broker` running :func:`serve_broker`) without waiting for the broker, then replaces itself
+with ``jupyterhub-singleuser`` of the same venv, given that configuration (``--config``) and the hub's arguments
+(``ARGS``, e.g. ``--port``). The broker starts once JupyterLab listens (:func:`serve_broker`), so the attendee's file
+browser is shown without waiting for the broker (a room signing in at once would otherwise wait for every broker's
+start, CPU-bound on a shared machine); a kernel whose first cell runs while the broker still starts waits for it
+(:func:`labkit.connect` says so).
 
-The broker is started as ``labkit up`` (``make lab``) starts it, by :mod:`labkit.lab`'s own function: a daemon in a
+The broker is started as ``labkit up`` (``make lab``) starts it, by :mod:`labkit.lab`'s own functions: a daemon in a
 session of its own (it outlives this process's ``exec``), its state file in ``$LABKIT_HOME/lab/broker.json``, which
 is how :func:`labkit.connect` in every kernel of the attendee finds it, so no kernel starts a broker of its own. Its
-ports come from the attendee's block (``LABKIT_PORT_RANGE``) and its jars from the shared cache
-(``LABKIT_SHARED_CACHE``), both set by the spawner. It ends when the hub stops the server
+jars come from the shared cache (``LABKIT_SHARED_CACHE``, set by the spawner). It ends when the hub stops the server
 (:meth:`labkit.hub.spawner.LabSpawner.stop` ends every process of the attendee).
 
-If the broker does not start (no Java, a port block full, a start slower than :data:`BROKER_START_S`), the attendee
-still gets JupyterLab, with a clear message: the file :data:`FAILED_NOTE` at the top of their file browser says what
-failed and what to do, and the hub's log has the same lines. Chosen over failing the spawn because JupyterHub 6 reports
-a server that exits before answering only as "failed to start" after its ``http_timeout`` (the reason stays in the
-hub's log, which the attendee cannot read), while the lab itself still works without the lab broker:
-:func:`labkit.connect` then starts a broker per kernel (about 455 MiB each, so the instructor should look: the note
-asks the attendee to call them, and to stop and start their server, which tries again).
+If the broker does not start (no Java, a start slower than :data:`labkit.lab.BROKER_READY_S`), the attendee still has
+JupyterLab, with a clear message: the file :data:`FAILED_NOTE` at the top of their file browser says what failed and
+what to do, and the daemon's log (``$LABKIT_HOME/lab/broker-daemon.log``) has the same lines. Chosen over failing the
+spawn because JupyterHub 6 reports a server that exits before answering only as "failed to start" after its
+``http_timeout`` (the reason stays in the hub's log, which the attendee cannot read), while the lab itself still works
+without the lab broker: :func:`labkit.connect` then starts a broker per kernel (about 455 MiB each, so the instructor
+should look: the note asks the attendee to call them, and to stop and start their server, which tries again).
 
 Running as the attendee, never as root, is the point: a root process writing into a home the attendee controls could
 be pointed at any file of the machine through a symbolic link. JupyterLab's own settings (``overrides.json``) live in
@@ -31,17 +34,20 @@ the shared venv, written once by the set-up (:mod:`labkit.hub.install`).
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 from labkit import lab
 from labkit.broker.runtime import labkit_home
 from labkit.errors import LabkitError
+from labkit.waiting import wait_until
 from labkit.workspace import make_copies, work_dir, write_server_config
 
-#: Seconds to wait for the attendee's broker: its own readiness deadline (:data:`labkit.lab.BROKER_READY_S`: twenty
-#: first sign-ins at once on two cores overran 60 s for most) and the daemon's start.
-BROKER_START_S = lab.BROKER_READY_S + 30
+#: Seconds the broker waits for the attendee's JupyterLab to listen before it starts anyway: JupyterLab first, so that
+#: a sign-in waits for JupyterLab's start alone, not shared with the broker's JVM in the attendee's CPU group.
+JUPYTERLAB_FIRST_S = 60.0
 #: The note put in the attendee's file browser when their broker did not start (removed once one does).
 FAILED_NOTE = "00_LAB_BROKER_DID_NOT_START.txt"
 
@@ -60,30 +66,50 @@ def prepare(home: Path | None = None) -> Path:
     return write_server_config(home)
 
 
-def start_broker(home: Path | None = None, timeout_s: float = BROKER_START_S) -> str | None:
-    """Start the attendee's lab broker (or find the one running) as ``labkit up`` does (:mod:`labkit.lab`), and return
-    its bootstrap address; on failure write :data:`FAILED_NOTE` in their working folder, print the reason and return
-    ``None`` (the module docstring says why JupyterLab starts anyway)."""
+def jupyterlab_listens() -> bool:
+    """Whether the attendee's JupyterLab accepts connections at the address the hub gave it
+    (``JUPYTERHUB_SERVICE_URL``, JupyterHub's ``Spawner.get_env``); True when there is none to wait for."""
+    url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", ""))
+    if not (url.hostname and url.port):
+        return True
+    try:
+        socket.create_connection((url.hostname, url.port), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
+
+
+def serve_broker(home: Path | None = None) -> None:
+    """Run the attendee's lab broker (:func:`labkit.lab.serve_broker`, until SIGTERM), started once their JupyterLab
+    listens (:func:`jupyterlab_listens`, at most :data:`JUPYTERLAB_FIRST_S` s later); if it does not start, write
+    :data:`FAILED_NOTE` in their working folder and print the reason (the module docstring says why JupyterLab runs
+    anyway); the note is removed once one starts.
+
+    Raises:
+        SystemExit: the broker did not start (status 1).
+    """
     note = work_dir(home or labkit_home()) / FAILED_NOTE
     try:
-        address = lab.start_broker(timeout_s)  # labkit up's own start
+        lab.serve_broker(before_start=lambda: wait_until(jupyterlab_listens, JUPYTERLAB_FIRST_S, 0.5),
+                         on_ready=lambda: note.unlink(missing_ok=True))
     except (LabkitError, OSError) as exc:
         note.write_text(f"Your lab's Kafka broker did not start, so each notebook you run starts a broker of its "
                         "own (slower, and it uses more memory).\nTell the instructor; then File > Hub Control "
                         f"Panel > Stop My Server, and Start My Server to try again.\n\nWhat failed:\n{exc}\n")
         print(f"labkit: the lab broker did not start: {exc}", file=sys.stderr)
-        return None
-    note.unlink(missing_ok=True)
-    print(f"labkit: the lab broker runs at {address}", file=sys.stderr)
-    return address
+        raise SystemExit(1) from None
 
 
 def main(argv: list[str]) -> None:
-    """Prepare (:func:`prepare`), start the broker (:func:`start_broker`), then exec
+    """``serve-broker``: :func:`serve_broker`. Otherwise prepare (:func:`prepare`), start the broker's daemon
+    (:func:`labkit.lab.spawn_broker`, running this module's ``serve-broker``) without waiting for the broker, then exec
     ``jupyterhub-singleuser --config=<file> ARGS`` (``argv``)."""
     os.umask(0o077)  # the attendee's files are theirs alone
+    if argv == ["serve-broker"]:
+        serve_broker()
+        return
     config = prepare()
-    start_broker()
+    lab.spawn_broker([sys.executable, "-m", "labkit.hub.singleuser", "serve-broker"])
     command = str(Path(sys.executable).with_name("jupyterhub-singleuser"))
     os.execv(command, [command, f"--config={config}", *argv])
 
