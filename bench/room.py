@@ -8,7 +8,8 @@ whole, all at once, then 02 the same way. For each attendee it reports the sign-
 shown; goal: under 30 s), each notebook's Run All time against the baseline's, and whether its claims line was
 printed (the run failed otherwise: :func:`labkit.hub.drive.wait_for_run` and bench/hub.py's claims check); for the
 machine, the peak memory used (``psutil.virtual_memory``, every 2 s) and the OOM kills in each attendee's group (the
-hog's only, if the limits hold).
+hog's only, if the limits hold). The attendees' browser (one Chromium, root's, on this machine) takes CPU that a room's
+laptops would: each sign-in's server part (JupyterHub's log) is given beside it.
 
 Run as root, with Debian's chromium: ``sudo .venv/bin/python bench/room.py [--attendees 8] [--spread 60]``. Prints a
 table and one JSON line; exits 1 if any notebook run failed, a sign-in took over 30 s, or an OOM kill hit anyone but the
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -65,25 +67,41 @@ class MemorySampler(threading.Thread):
             self.peak_mib = max(self.peak_mib, psutil.virtual_memory().used / 2**20)
 
 
-def run_notebook(page, hub: dict, name: str, notebook: str, deadline_s: float) -> dict:
-    """Open ``notebook`` for ``name`` and press Run All (the run goes on: :func:`finish` waits for it)."""
-    drive.open_notebook(page, hub["url"], name, notebook, reset=True)
-    drive.run_all(page, name)
-    return {"started": time.monotonic(), "deadline_s": deadline_s}
+def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s: float) -> dict[str, dict]:
+    """Every attendee of ``room`` opens ``notebook``, then each presses Run All, one right after the other; each run's
+    end is seen when it happens (every page looked at every 2 s: no cell running or queued, the kernel idle), then
+    checked (:func:`finish`). Returns ``{name: {"wall_s", "error", "claims"}}``."""
+    for name in room:
+        drive.open_notebook(pages[name], hub["url"], name, notebook, reset=True)
+    started = {}
+    for name in room:
+        drive.run_all(pages[name], name)
+        started[name] = time.monotonic()
+    ended: dict[str, float] = {}
+    while len(ended) < len(room) and time.monotonic() < min(started.values()) + deadline_s:
+        for name in [n for n in room if n not in ended]:
+            page = pages[name]
+            prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+            if (page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
+                    and not any(drive.PENDING.search(t) for t in prompts)):
+                ended[name] = time.monotonic()
+        time.sleep(2.0)
+    return {name: finish(pages[name], name, ended.get(name, time.monotonic()) - started[name], deadline_s)
+            for name in room}
 
 
-def finish(page, name: str, run: dict) -> dict:
-    """Wait for ``run`` (:func:`run_notebook`) to end: ``{"wall_s", "error", "claims"}`` (error None only if every
-    cell ran, none raised and the claims line was printed)."""
+def finish(page, name: str, wall_s: float, deadline_s: float) -> dict:
+    """Check the run on ``page`` (:func:`labkit.hub.drive.wait_for_run`: it raised nowhere) and its claims line, then
+    shut its kernel down: ``{"wall_s", "error", "claims"}`` (error None only if every cell ran, none raised and the
+    claims line was printed)."""
     try:
-        error = drive.wait_for_run(page, name, run["deadline_s"])
+        error = drive.wait_for_run(page, name, deadline_s)
         claims = page.locator(".jp-OutputArea-output").filter(has_text=CLAIMS_HOLD).count() > 0
         error = error or (None if claims else "every cell ran, but no output says the claims hold")
     except Exception as exc:  # noqa: BLE001 (a failed run is reported as one, and the others are still read)
         error, claims = f"{type(exc).__name__}: {str(exc)[:300]}", False
-    wall_s = round(time.monotonic() - run["started"], 1)
     drive.shut_down_kernels(page)
-    return {"wall_s": wall_s, "error": error, "claims": claims}
+    return {"wall_s": round(wall_s, 1), "error": error, "claims": claims}
 
 
 def main(argv: list[str]) -> int:
@@ -107,9 +125,7 @@ def main(argv: list[str]) -> int:
             drive.wait_for_lab(pages[alone_name], hub, alone_name, SIGN_IN_WAIT_S)
             drive.lab_setting(pages[alone_name], hub["url"], alone_name, "@jupyterlab/notebook-extension:tracker",
                               {"windowingMode": "none"})
-            alone = {nb: finish(pages[alone_name], alone_name,
-                                run_notebook(pages[alone_name], hub, alone_name, nb, args.deadline))
-                     for nb in notebooks}
+            alone = {nb: run_room(pages, hub, [alone_name], nb, args.deadline)[alone_name] for nb in notebooks}
             print(f"alone: {json.dumps(alone)}", flush=True)
             # the room signs in over the spread, and the rogue starts its mischief in its own lab
             ready = sign_in_over(pages, hub, [*room, rogue], args.spread)
@@ -120,14 +136,14 @@ def main(argv: list[str]) -> int:
                                         preexec_fn=lambda: sandbox.join_cgroups(rogue_entry[0]),
                                         env={"PATH": "/usr/bin:/bin", "HOME": rogue_entry[2]},
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            rows = {name: {"sign_in_s": ready[name]} for name in room}
+            server_s = server_start_s(hub["log"])
+            rows = {name: {"sign_in_s": ready[name], "server_s": server_s.get(name)} for name in room}
             for name in room:
                 drive.lab_setting(pages[name], hub["url"], name, "@jupyterlab/notebook-extension:tracker",
                                   {"windowingMode": "none"})
             for nb in notebooks:  # everyone at once
-                runs = {name: run_notebook(pages[name], hub, name, nb, args.deadline) for name in room}
-                for name in room:
-                    rows[name][nb[:2]] = finish(pages[name], name, runs[name])
+                for name, row in run_room(pages, hub, room, nb, args.deadline).items():
+                    rows[name][nb[:2]] = row
             kills = {name: sandbox.oom_kills(sandbox_user(name)[0]) for name in [*room, rogue]}
     finally:
         if mischief is not None:
@@ -162,6 +178,13 @@ def sign_in_over(pages: dict, hub: dict, room: list[str], spread_s: float) -> di
     return ready
 
 
+def server_start_s(log: Path) -> dict[str, float]:
+    """``{name: seconds}`` from the hub's log: JupyterHub's "User <name> took <s> seconds to start" (the server's part
+    of a sign-in: user, sandbox, JupyterLab answering; the rest is the browser loading JupyterLab)."""
+    found = re.findall(r"User (\S+) took ([\d.]+) seconds to start", log.read_text(errors="replace"))
+    return {name: round(float(seconds), 1) for name, seconds in found}
+
+
 def sandbox_user(name: str) -> tuple[int, int, str]:
     """``(uid, gid, home)`` of attendee ``name``'s Unix user."""
     entry = pwd.getpwnam(names.unix_name(name))
@@ -170,11 +193,11 @@ def sandbox_user(name: str) -> tuple[int, int, str]:
 
 def report(args, alone: dict, rows: dict, rogue_sign_in_s: float, kills: dict, rogue: str, peak_mib: float) -> int:
     """Print the table and the JSON line; the exit status (module docstring)."""
-    print(f"{'attendee':>12} {'sign-in s':>9} {'00 s':>6} {'x alone':>7} {'02 s':>6} {'x alone':>7}  claims  OOM kills")
+    print(f"{'attendee':>12} {'sign-in s':>9} {'server s':>8} {'00 s':>6} {'x alone':>7} {'02 s':>6} {'x alone':>7}  claims  OOM kills")
     failures = []
     for name, row in rows.items():
         n00, n02 = row["00"], row["02"]
-        print(f"{name:>12} {row['sign_in_s']:>9} {n00['wall_s']:>6} {n00['wall_s'] / alone_s(alone, '00'):>7.1f} "
+        print(f"{name:>12} {row['sign_in_s']:>9} {row['server_s']!s:>8} {n00['wall_s']:>6} {n00['wall_s'] / alone_s(alone, '00'):>7.1f} "
               f"{n02['wall_s']:>6} {n02['wall_s'] / alone_s(alone, '02'):>7.1f}  "
               f"{'both' if n00['claims'] and n02['claims'] else 'NO'}  {kills[name]}")
         failures += [f"{name} {nb}: {row[nb]['error']}" for nb in ("00", "02") if row[nb]["error"]]

@@ -21,7 +21,8 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
     1. ``LABKIT_BOOTSTRAP`` if set: an external cluster (``docker compose up -d``, or any Kafka >= 4.2);
        ``LABKIT_PROXIED="<listener port>:<proxy port>"`` names its PROXIED listener, if it has one;
     2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``), waited for
-       (at most :data:`labkit.lab.BROKER_READY_S` seconds, saying so) while it starts;
+       (at most :data:`labkit.lab.BROKER_READY_S` seconds, saying so) while it starts, and asked for
+       (:func:`labkit.lab.want_broker`) if its daemon waits for a first request (the workshop hub's);
     3. else an :class:`~labkit.broker.EmbeddedBroker` of :func:`~labkit.kafka_version` started for this
        Python process (kernel), which stops when the process exits. Later calls return the same one.
 
@@ -40,8 +41,10 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
         _proxied = tuple(int(p) for p in spec.split(":")) if spec else None
     else:
         waited = lab.starting_broker() is not None
-        if waited and not quiet:
-            print(f"The lab broker is starting: waiting for it (at most {lab.BROKER_READY_S:.0f} s)")
+        if waited:
+            lab.want_broker()  # the workshop hub's daemon starts the broker on this first request
+            if not quiet:
+                print(f"The lab broker is starting: waiting for it (at most {lab.BROKER_READY_S:.0f} s)")
         state, origin = lab.running_broker_state(wait_s=lab.BROKER_READY_S), "the lab broker, make lab"
         address, version = (state["bootstrap"], state.get("version")) if state else (None, None)
         if address:

@@ -65,8 +65,8 @@ def _read(name: str) -> dict | None:
 
 def running_broker_state(wait_s: float = 0.0) -> dict | None:
     """``{"pid", "started", "bootstrap", "version", "proxied": [listener port, proxy port]}`` of the lab broker (started
-    by ``make lab``, or beside an attendee's JupyterLab on the workshop hub: :func:`spawn_broker`), or ``None`` if none
-    is ready. A broker still starting (:func:`starting_broker`) is waited for, at most ``wait_s`` seconds."""
+    by ``make lab``, or by an attendee's server on the workshop hub: :func:`spawn_broker`), or ``None`` if none is
+    ready. A broker still starting (:func:`starting_broker`) is waited for, at most ``wait_s`` seconds."""
     if wait_s > 0 and starting_broker():
         wait_until(lambda: not starting_broker(), wait_s, 0.2)
     state = _read("broker")
@@ -81,10 +81,21 @@ def running_broker(wait_s: float = 0.0) -> str | None:
 
 
 def starting_broker() -> dict | None:
-    """``{"pid", "started", "version"}`` of the lab broker's daemon while it starts (alive, and not yet ready: its
-    state file has no ``"bootstrap"``), else ``None``."""
+    """``{"pid", "started", "version"}`` of the lab broker's daemon while it starts or waits for a first request
+    (alive, and not yet ready: its state file has no ``"bootstrap"``), else ``None``."""
     state = _read("broker")
     return state if state and "bootstrap" not in state else None
+
+
+def wanted_file() -> Path:
+    """The file a kernel writes to ask for the lab broker (:func:`want_broker`)."""
+    return lab_dir() / "broker.wanted"
+
+
+def want_broker() -> None:
+    """Ask the lab broker's daemon to start the broker now, if it waits for a first request (the workshop hub's:
+    :func:`labkit.hub.singleuser.serve_broker`); nothing else changes."""
+    wanted_file().touch()
 
 
 #: Seconds the lab broker may take to be ready (``EmbeddedBroker``'s 60 s were overrun by most of twenty attendees'
@@ -92,12 +103,14 @@ def starting_broker() -> dict | None:
 BROKER_READY_S = 240.0
 
 
-def serve_broker(before_start: Callable[[], object] = lambda: None,
+def serve_broker(hold: Callable[[threading.Event], bool] = lambda stop: True,
                  on_ready: Callable[[], None] = lambda: None) -> None:
     """Run the lab broker in this process until SIGTERM or SIGINT, then stop it cleanly. Its state file
     (``$LABKIT_HOME/lab/broker.json``) says it starts (no ``"bootstrap"``: :func:`starting_broker`) from the first
     moment, so that a kernel waits for it (:func:`labkit.connect`) rather than start a broker of its own; then
-    ``before_start()`` runs, the broker starts, ``on_ready()`` runs, and the file says where the broker listens.
+    ``hold(stop)`` runs (the workshop hub's daemon waits there for a first request, :func:`want_broker`; it returns
+    False if ``stop`` was set meanwhile, and the daemon ends), the broker starts, ``on_ready()`` runs, and the file says
+    where the broker listens.
 
     Raises:
         What :meth:`~labkit.broker.EmbeddedBroker.start` raises (no Java, a start slower than
@@ -111,7 +124,9 @@ def serve_broker(before_start: Callable[[], object] = lambda: None,
     mine = {"pid": os.getpid(), "started": start_time(os.getpid()), "version": version}
     _publish(state_file, mine)
     try:
-        before_start()
+        if not hold(stop):
+            state_file.unlink(missing_ok=True)
+            return
         broker = EmbeddedBroker(lab_dir() / f"broker-data-{version}", version=version, proxy_listener=True,
                                 start_timeout_s=BROKER_READY_S).start()
     except BaseException:

@@ -45,7 +45,7 @@ from labkit.waiting import wait_until
 from tests.probes import CONNECT
 
 HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
-LAB_START_S = 420  # sign-in to the file browser (JupyterLab beside the attendee's broker): three at once on 2 cores
+LAB_START_S = 420  # sign-in to the file browser (JupyterLab; the broker starts with a notebook): 2 cores
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
 #: How many attendees sign in at once in the room test.
 ROOM = 20
@@ -248,17 +248,51 @@ def test_the_configuration_gives_each_attendee_the_cache_and_the_hubs_table(monk
     assert (c.LabSpawner.memory_mib, c.LabSpawner.tasks) == (MEMORY_MIB, TASKS)
 
 
-def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path):
-    """The attendee still gets JupyterLab (the broker's daemon runs beside it), with a note in their file browser
-    saying why; the daemon's state file goes, so a kernel waits for nothing and starts a broker of its own."""
+def _daemon(home: Path, **env: str) -> subprocess.Popen:
+    """The attendee's broker daemon as their server starts it (``labkit.hub.singleuser serve-broker``), for ``home``."""
     from labkit.hub import singleuser
 
-    env = {**{k: v for k, v in os.environ.items() if k != "LABKIT_BOOTSTRAP"}, "LABKIT_HOME": str(tmp_path),
-           "JAVA_HOME": str(tmp_path / "no-java")}  # the broker daemon fails: no Java there
-    singleuser.prepare(tmp_path)
-    daemon = subprocess.run([sys.executable, "-m", "labkit.hub.singleuser", "serve-broker"], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert daemon.returncode == 1 and "the lab broker did not start" in daemon.stderr, daemon.stderr
+    singleuser.prepare(home)
+    return subprocess.Popen([sys.executable, "-m", "labkit.hub.singleuser", "serve-broker"], stderr=subprocess.PIPE,
+                            text=True, env={**{k: v for k, v in os.environ.items() if k != "LABKIT_BOOTSTRAP"},
+                                            "LABKIT_HOME": str(home), **env})
+
+
+def _starting(home: Path) -> dict | None:
+    state = observed.read_state(home / "lab" / "broker.json", os.getuid())
+    return state if state and "bootstrap" not in state else None
+
+
+def test_the_attendee_s_broker_starts_when_their_first_kernel_asks_and_not_before(tmp_path):
+    """Their daemon says "starting" and starts no JVM until a kernel's labkit.connect asks; that kernel waits and gets
+    the lab broker (no broker of its own); SIGTERM stops it and removes its state."""
+    daemon = _daemon(tmp_path)
+    try:
+        assert wait_until(lambda: _starting(tmp_path) or daemon.poll() is not None, 60)
+        time.sleep(2.0)  # held: a JVM would have started by now (the old daemon's within a second of its state)
+        assert _starting(tmp_path)["pid"] == daemon.pid and not psutil.Process(daemon.pid).children(recursive=True)
+        kernel = subprocess.run([sys.executable, "-c", "import labkit; print(labkit.connect())"], capture_output=True,
+                                text=True, timeout=lab.BROKER_READY_S + 60,
+                                env={**os.environ, "LABKIT_HOME": str(tmp_path)})
+        state = json.loads((tmp_path / "lab" / "broker.json").read_text())
+        assert "The lab broker is starting: waiting for it" in kernel.stdout, kernel.stdout + kernel.stderr
+        assert f"at {state['bootstrap']} (the lab broker, make lab)" in kernel.stdout, kernel.stdout
+    finally:
+        daemon.terminate()
+        daemon.wait(60)
+    assert not (tmp_path / "lab" / "broker.json").exists()
+
+
+def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path):
+    """The attendee still has JupyterLab (the broker's daemon runs beside it), with a note in their file browser
+    saying why; the daemon's state file goes, so a kernel waits for nothing more and starts a broker of its own."""
+    from labkit.hub import singleuser
+
+    daemon = _daemon(tmp_path, JAVA_HOME=str(tmp_path / "no-java"))  # the broker fails to start: no Java there
+    assert wait_until(lambda: _starting(tmp_path) or daemon.poll() is not None, 60)
+    (tmp_path / "lab" / lab.wanted_file().name).touch()  # a kernel asks (labkit.lab.want_broker)
+    _, err = daemon.communicate(timeout=120)
+    assert daemon.returncode == 1 and "the lab broker did not start" in err, err
     note = (tmp_path / "work" / singleuser.FAILED_NOTE).read_text()
     assert "did not start" in note and "No Java found" in note and "Start My Server" in note, note
     assert not (tmp_path / "lab" / "broker.json").exists()
@@ -299,9 +333,13 @@ def _wait_for_lab(page, hub: dict, name: str) -> None:
     drive.wait_for_lab(page, hub, name, LAB_START_S)
 
 
+def _ask_for_broker(entry: pwd.struct_passwd, hub: dict) -> None:
+    """Ask for the attendee's lab broker as their first kernel does (labkit.lab.want_broker, as them, in their lab)."""
+    _as(entry, hub, "from labkit import lab; lab.want_broker()", env=_lab_env(entry, hub))
+
+
 def _broker_state(entry: pwd.struct_passwd) -> dict:
-    """The attendee's lab broker's state once it names the broker's address (the broker starts beside JupyterLab,
-    labkit.hub.singleuser, so a ready lab may still be starting it)."""
+    """The attendee's lab broker's state once it names the broker's address (:func:`_ask_for_broker` first)."""
     assert wait_until(lambda: observed.ready_state(entry.pw_dir, entry.pw_uid), lab.BROKER_READY_S + 30, 1.0), \
         f"{entry.pw_name}'s broker did not start"
     return observed.ready_state(entry.pw_dir, entry.pw_uid)
@@ -387,6 +425,7 @@ def _ensure_lab(hub: dict, name: str) -> pwd.struct_passwd:
         drive.join(page, hub, name)
         _wait_for_lab(page, hub, name)
     entry = pwd.getpwnam(names.unix_name(name))
+    _ask_for_broker(entry, hub)
     _broker_state(entry)
     return entry
 
@@ -451,7 +490,8 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
             cmdline = " ".join(broker.cmdline())
             assert f"{hub['cache']}/kafka-" in cmdline and f"-XX:SharedArchiveFile={hub['cache']}/cds/" in cmdline
             assert "-Xmx256m" in broker.cmdline() and "-XX:+UseSerialGC" in broker.cmdline()  # the hub's small heap
-            started_s = os.stat(Path(entry.pw_dir, "labkit", "lab", "broker.json")).st_mtime - state["started"]
+            lab_files = Path(entry.pw_dir, "labkit", "lab")  # from the notebook's request to the broker's address
+            started_s = os.stat(lab_files / "broker.json").st_mtime - os.stat(lab_files / "broker.wanted").st_mtime
             rss, pss = _memory_mib(entry.pw_uid)
             print(f"{name}: broker start {started_s:.1f} s; after notebook 00: RSS {rss:.0f} MiB, PSS {pss:.0f} MiB "
                   f"({len(users.processes_of(entry.pw_uid))} processes)")
@@ -664,6 +704,8 @@ def _room_signs_in(hub: dict, room: list[str]) -> None:
             page.close()
         entries = [pwd.getpwnam(names.unix_name(name)) for name in room]
         assert len({e.pw_uid for e in entries}) == ROOM
+        for entry in entries:  # each starts its broker as its first notebook would, all at once
+            _ask_for_broker(entry, hub)
         for entry in entries:
             assert sandbox.exists(entry.pw_uid) and all(g.is_dir() for g in sandbox.cgroups(entry.pw_uid))
             state = _broker_state(entry)
@@ -715,6 +757,7 @@ def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_an
             with chromium() as page:
                 drive.join(page, again, name)
                 _wait_for_lab(page, again, name)
+            _ask_for_broker(entry, again)
             state = _broker_state(entry)
             (broker,) = _brokers(entry.pw_uid)
             assert broker.pid not in {p.pid for p in old_lab} and sandbox.exists(entry.pw_uid)
@@ -809,6 +852,9 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
         _wait_for_lab(page, hub, name)
         print(f"{name}: sign-in to the file browser {time.monotonic() - submitted:.1f} s")
     entry = pwd.getpwnam(names.unix_name(name))
+    assert not _brokers(entry.pw_uid)  # no notebook asked for it yet
+    _ask_for_broker(entry, hub)
+    _broker_state(entry)
     assert len(_brokers(entry.pw_uid)) == 1, [p.cmdline()[-2:] for p in users.processes_of(entry.pw_uid)]
     rss, pss = _memory_mib(entry.pw_uid)
     kinds = sorted({p.name() for p in users.processes_of(entry.pw_uid)})
@@ -896,8 +942,12 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
 
         row = drive.live_row(instructor, a)
         entry = pwd.getpwnam(names.unix_name(a))
-        assert observed.state_file(entry.pw_dir).exists()  # the attendee's broker
-        assert row[1].startswith("yes") and row[2] == "up" and row[3] == "up", row  # signed in, server ready, broker
+        assert observed.state_file(entry.pw_dir).exists()  # the attendee's broker's daemon, waiting for a request
+        # signed in, server ready, broker not asked for (no cell called labkit.connect); once asked for, up
+        assert row[1].startswith("yes") and row[2] == "up" and row[3] == "not up yet", row
+        _ask_for_broker(entry, hub)
+        _broker_state(entry)
+        assert wait_until(lambda: drive.live_row(instructor, a)[3] == "up", 60, 1.0), drive.live_row(instructor, a)
 
         # an attendee opening the live view, or its table, is refused
         page_b = new_page(browser)

@@ -128,7 +128,7 @@ def configure(c, settings: dict) -> None:
     c.Spawner.environment["LABKIT_BROKER_HEAP_MB"] = "256"  # embedded.HEAP_ENV: each attendee's brokers, bench/hub.py
     c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
     c.Spawner.poll_interval = 10  # LabSpawner.poll refreshes the attendee's memory notice (30 s is JupyterHub's default)
-    c.Spawner.http_timeout = 420  # JupyterLab's first start beside the room's brokers' (labkit.hub.singleuser)
+    c.Spawner.http_timeout = 420  # JupyterLab's first start on a machine busy with a room (twenty at once)
     c.LabSpawner.shared_cache = str(Path(s.prefix) / "cache")  # labkit.hub.install.cache_dir: jars, compiled Java
     c.LabSpawner.firewall_table = table_name(s.state)  # labkit.hub.firewall: the wall around the namespaces
     c.LabSpawner.private_tmp = str(private_root(state))  # labkit.hub.sandbox: each attendee's /tmp in it

@@ -7,10 +7,11 @@ server configuration ``make lab`` uses (:func:`labkit.workspace.write_server_con
 idle kernels culled, widget views stripped before saves), starts the attendee's **lab broker**'s daemon
 (:func:`labkit.lab.spawn_broker` running :func:`serve_broker`) without waiting for the broker, then replaces itself
 with ``jupyterhub-singleuser`` of the same venv, given that configuration (``--config``) and the hub's arguments
-(``ARGS``, e.g. ``--port``). The broker starts once JupyterLab listens (:func:`serve_broker`), so the attendee's file
-browser is shown without waiting for the broker (a room signing in at once would otherwise wait for every broker's
-start, CPU-bound on a shared machine); a kernel whose first cell runs while the broker still starts waits for it
-(:func:`labkit.connect` says so).
+(``ARGS``, e.g. ``--port``). The daemon starts the broker when the attendee's first kernel asks for it
+(:func:`serve_broker`), so a sign-in waits for JupyterLab alone and an attendee who runs nothing costs no broker: a
+room signing in at once on a shared machine waited for every broker's start (bench/room.py: on two cores, with the
+broker started beside JupyterLab, the later half of nine sign-ins over a minute took 27-34 s before their JupyterLab
+answered); that kernel's first cell waits for the start, and says so (:func:`labkit.connect`).
 
 The broker is started as ``labkit up`` (``make lab``) starts it, by :mod:`labkit.lab`'s own functions: a daemon in a
 session of its own (it outlives this process's ``exec``), its state file in ``$LABKIT_HOME/lab/broker.json``, which
@@ -34,20 +35,14 @@ the shared venv, written once by the set-up (:mod:`labkit.hub.install`).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
 
 from labkit import lab
 from labkit.broker.runtime import labkit_home
 from labkit.errors import LabkitError
-from labkit.waiting import wait_until
 from labkit.workspace import make_copies, work_dir, write_server_config
 
-#: Seconds the broker waits for the attendee's JupyterLab to listen before it starts anyway: JupyterLab first, so that
-#: a sign-in waits for JupyterLab's start alone, not shared with the broker's JVM in the attendee's CPU group.
-JUPYTERLAB_FIRST_S = 60.0
 #: The note put in the attendee's file browser when their broker did not start (removed once one does).
 FAILED_NOTE = "00_LAB_BROKER_DID_NOT_START.txt"
 
@@ -66,22 +61,9 @@ def prepare(home: Path | None = None) -> Path:
     return write_server_config(home)
 
 
-def jupyterlab_listens() -> bool:
-    """Whether the attendee's JupyterLab accepts connections at the address the hub gave it
-    (``JUPYTERHUB_SERVICE_URL``, JupyterHub's ``Spawner.get_env``); True when there is none to wait for."""
-    url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", ""))
-    if not (url.hostname and url.port):
-        return True
-    try:
-        socket.create_connection((url.hostname, url.port), timeout=1.0).close()
-        return True
-    except OSError:
-        return False
-
-
 def serve_broker(home: Path | None = None) -> None:
-    """Run the attendee's lab broker (:func:`labkit.lab.serve_broker`, until SIGTERM), started once their JupyterLab
-    listens (:func:`jupyterlab_listens`, at most :data:`JUPYTERLAB_FIRST_S` s later); if it does not start, write
+    """Run the attendee's lab broker (:func:`labkit.lab.serve_broker`, until SIGTERM), started when their first kernel
+    asks for it (:func:`labkit.connect` calls :func:`labkit.lab.want_broker`); if it does not start, write
     :data:`FAILED_NOTE` in their working folder and print the reason (the module docstring says why JupyterLab runs
     anyway); the note is removed once one starts.
 
@@ -89,9 +71,16 @@ def serve_broker(home: Path | None = None) -> None:
         SystemExit: the broker did not start (status 1).
     """
     note = work_dir(home or labkit_home()) / FAILED_NOTE
+    lab.wanted_file().unlink(missing_ok=True)  # a request of an earlier server's kernel: this one waits for its own
+
+    def hold(stop) -> bool:
+        while not lab.wanted_file().exists():
+            if stop.wait(0.5):
+                return False
+        return True
+
     try:
-        lab.serve_broker(before_start=lambda: wait_until(jupyterlab_listens, JUPYTERLAB_FIRST_S, 0.5),
-                         on_ready=lambda: note.unlink(missing_ok=True))
+        lab.serve_broker(hold=hold, on_ready=lambda: note.unlink(missing_ok=True))
     except (LabkitError, OSError) as exc:
         note.write_text(f"Your lab's Kafka broker did not start, so each notebook you run starts a broker of its "
                         "own (slower, and it uses more memory).\nTell the instructor; then File > Hub Control "
