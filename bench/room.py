@@ -100,8 +100,13 @@ def finish(page, name: str, wall_s: float, deadline_s: float) -> dict:
         error = error or (None if claims else "every cell ran, but no output says the claims hold")
     except Exception as exc:  # noqa: BLE001 (a failed run is reported as one, and the others are still read)
         error, claims = f"{type(exc).__name__}: {str(exc)[:300]}", False
-    drive.shut_down_kernels(page)
-    return {"wall_s": round(wall_s, 1), "error": error, "claims": claims}
+    try:
+        drive.shut_down_kernels(page)
+    except Exception as exc:  # noqa: BLE001 (e.g. JupyterLab's "File Changed" dialog over the menu: a failed run)
+        error = error or f"the kernel could not be shut down: {type(exc).__name__}: {str(exc)[:300]}"
+    row = {"wall_s": round(wall_s, 1), "error": error, "claims": claims}
+    print(f"{name}: {json.dumps(row)}", flush=True)  # as it comes: a later failure of the bench loses nothing
+    return row
 
 
 def main(argv: list[str]) -> int:
@@ -138,6 +143,7 @@ def main(argv: list[str]) -> int:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             server_s = server_start_s(hub["log"])
             rows = {name: {"sign_in_s": ready[name], "server_s": server_s.get(name)} for name in room}
+            print(f"sign-ins: {json.dumps(rows)}", flush=True)
             for name in room:
                 drive.lab_setting(pages[name], hub["url"], name, "@jupyterlab/notebook-extension:tracker",
                                   {"windowingMode": "none"})
