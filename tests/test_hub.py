@@ -745,9 +745,10 @@ def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_an
                           30)
         assert all(p.is_running() for p in old_lab) and len(leftovers.hub_processes(hub["state"])) == 3
         said: list[str] = []
-        proc, settings = run.start(hub["password"], hub["admin_password"], Path(hub["state"]), hub["log"],
-                                   admin=hub["admin"], say=said.append)
+        proc = None
         try:
+            proc, settings = run.start(hub["password"], hub["admin_password"], Path(hub["state"]), hub["log"],
+                                       admin=hub["admin"], say=said.append)
             assert said[0].startswith(f"A hub on {hub['state']} ended without stopping"), said
             assert f"  stopped {entry.pw_name}'s lab: {len(old_lab)} processes" in said, said
             assert {line.split(" (pid")[0] for line in said[2:5]} == {
@@ -765,8 +766,10 @@ def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_an
             assert broker.pid not in {p.pid for p in old_lab} and sandbox.exists(entry.pw_uid)
             assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
             assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
-        finally:
-            drive.stop(proc)
+        finally:  # the new hub, then whatever the killed one left if the test failed before the restart stopped it
+            if proc is not None:
+                drive.stop(proc)
+            leftovers.stop_left_by(hub["state"], say=lambda line: None)
 
 
 def _form_says(page) -> str:
