@@ -117,6 +117,10 @@ def configure(c, settings: dict) -> None:
     c.Authenticator.allow_all = True
 
     c.JupyterHub.spawner_class = "labkit.hub.spawner.LabSpawner"
+    # an API stop (the admin page's Delete User, the culler) waits this long before answering "still stopping"; Delete
+    # User then fails with 400 "in the process of stopping" (JupyterHub's default 10 s). LabSpawner.stop ends JupyterLab
+    # (LocalProcessSpawner: SIGKILL after 10 + 5 s at most) then the broker cleanly (end_processes: SIGKILL after 10 s)
+    c.JupyterHub.tornado_settings = {"slow_stop_timeout": 60}
     c.Spawner.cmd = [str(venv_bin / "python"), "-m", "labkit.hub.singleuser"]
     c.Spawner.default_url = "/lab"
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
