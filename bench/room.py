@@ -80,10 +80,8 @@ def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s:
     ended: dict[str, float] = {}
     while len(ended) < len(room) and time.monotonic() < min(started.values()) + deadline_s:
         for name in [n for n in room if n not in ended]:
-            page = pages[name]
-            prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
-            if (page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
-                    and not any(drive.PENDING.search(t) for t in prompts)):
+            pending, idle, _ = drive.run_state(pages[name])
+            if idle and not pending:
                 ended[name] = time.monotonic()
         time.sleep(2.0)
     return {name: finish(pages[name], name, ended.get(name, time.monotonic()) - started[name], deadline_s)

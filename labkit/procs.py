@@ -170,3 +170,22 @@ def why_not_ours(state: dict) -> str:
     if abs(created - started) > 0.1:  # create_time is exact to a clock tick
         return f"not running (pid reused: pid {pid} is now another process, not signalled)"
     return ""
+
+
+def terminate(procs: Sequence[psutil.Process], grace_s: float, kill_s: float) -> list[psutil.Process]:
+    """SIGTERM each of ``procs`` (found with psutil by the caller), SIGKILL those alive ``grace_s`` seconds later, and
+    wait at most ``kill_s`` seconds more. psutil refuses to signal a pid reused since it read the process, so nothing
+    else is signalled; a process that ended meanwhile is skipped. Returns those still alive (none, unless one is stuck
+    in the kernel)."""
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return psutil.wait_procs(alive, timeout=kill_s)[1] if alive else []

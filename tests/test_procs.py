@@ -1,6 +1,7 @@
 """labkit.procs on real processes: a child lives as long as the lab, whatever thread started it, and dies with it,
 even by SIGKILL; what Popen raises reaches the caller; a start not made in time leaves no child; a forked lab spawns
-too; process states come from psutil."""
+too; process states come from psutil; terminate gives SIGTERM, then SIGKILL to those that ignore it, and signals
+nothing else."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.procs import process_state, spawn
+from labkit.procs import process_state, spawn, terminate
 from labkit.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -135,3 +136,24 @@ def test_process_state_is_the_linux_letter_of_psutils_status():
         child.kill()
         child.wait()
     assert process_state(child.pid) == ""
+
+
+def test_terminate_ends_a_polite_process_by_sigterm_a_stubborn_one_by_sigkill_and_no_other():
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                                 "signal.SIG_IGN); print('ignoring SIGTERM', flush=True); time.sleep(600)"],
+                                stdout=subprocess.PIPE, text=True)
+    polite, bystander = (subprocess.Popen(["sleep", "600"]) for _ in range(2))
+    gone = subprocess.Popen(["true"])
+    gone_proc = psutil.Process(gone.pid)
+    try:
+        assert stubborn.stdout.readline().strip() == "ignoring SIGTERM"
+        gone.wait()  # reaped: its pid names no process any more
+        found = [psutil.Process(stubborn.pid), psutil.Process(polite.pid), gone_proc]
+        assert terminate(found, 1.0, 60.0) == []
+        # psutil reaped our children while waiting: the exit statuses are its (negative: the signal that ended it)
+        assert (found[0].returncode, found[1].returncode) == (-signal.SIGKILL, -signal.SIGTERM)
+        assert bystander.poll() is None
+    finally:
+        for child in (stubborn, polite, bystander):
+            child.kill()
+            child.wait()

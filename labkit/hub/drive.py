@@ -264,6 +264,15 @@ def run_all(page, name: str, timeout_s: float = 60.0) -> None:
 LOST_S = 45
 
 
+def run_state(page) -> tuple[bool, bool, list[str]]:
+    """``(pending, idle, prompts)`` of the notebook open on ``page``: whether a code cell is running or queued (a
+    ``[*]`` prompt), whether its kernel says idle (JupyterLab's execution indicator), and every code cell's prompt
+    text."""
+    texts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
+    return any(PENDING.search(t) for t in texts), idle, texts
+
+
 def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> str | None:
     """After :func:`run_all`: wait until no code cell of ``name``'s open notebook is running or queued (no ``[*]``
     prompt) and the kernel is idle, twice in a row ``interval_s`` apart. Reads every cell's prompt, so the notebook
@@ -277,8 +286,6 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
             said idle for :data:`LOST_S` seconds, or a run that ended short with no error shown (the execute requests
             went to a kernel that is gone: a defect, never asked again).
     """
-    prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
-    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                           has_text=RAISED)
     deadline, quiet, stalled_since = Deadline(timeout_s), 0, None
@@ -286,8 +293,7 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
         if deadline.expired():
             raise LabkitError(f"{name}'s notebook still ran after {timeout_s:g} s")
         time.sleep(interval_s)
-        texts = prompts.all_inner_texts()
-        pending, is_idle = any(PENDING.search(t) for t in texts), bool(idle.count())
+        pending, is_idle, texts = run_state(page)
         quiet = quiet + 1 if is_idle and not pending else 0
         stalled_since = (stalled_since or time.monotonic()) if pending and is_idle else None
         if stalled_since is not None and time.monotonic() - stalled_since > LOST_S:

@@ -26,6 +26,7 @@ from typing import Callable
 
 import psutil
 
+from labkit import procs
 from labkit.hub import sandbox
 
 #: The environment variable naming the state folder of the hub that started a lab (every process of the lab has it).
@@ -81,33 +82,18 @@ def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[
     hub_lines = [f"  stopped the old hub's {command_of(p)} (pid {p.pid})" for p in hub]
     lines = [f"A hub on {state} ended without stopping what it ran (killed, or it crashed): stopping it now "
              "(attendees keep their files; their next sign-in starts a fresh lab)."]
-    for uid, procs in sorted(labs.items()):
-        _end(procs)
+    for uid, found in sorted(labs.items()):
+        procs.terminate(found, GRACE_S, GRACE_S)
         left = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
         if not left:
             sandbox.release(uid)
-        lines.append(f"  stopped {_user(uid)}'s lab: {len(procs)} processes"
+        lines.append(f"  stopped {_user(uid)}'s lab: {len(found)} processes"
                      + ("" if not left else f"; its sandbox kept: {len(left)} other processes of the uid run"))
-    _end(hub)
+    procs.terminate(hub, GRACE_S, GRACE_S)
     lines += hub_lines
     for line in lines:
         say(line)
     return lines
-
-
-def _end(procs: list[psutil.Process]) -> None:
-    for proc in procs:
-        try:
-            proc.terminate()  # psutil refuses a pid reused since it was found
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=GRACE_S)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=GRACE_S)
 
 
 def _user(uid: int) -> str:

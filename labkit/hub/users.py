@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import os
 import pwd
-import signal
 import subprocess
 import time
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from typing import Iterator
 
 import psutil
 
+from labkit import procs
 from labkit.errors import LabkitError
 from labkit.hub import sandbox
 from labkit.hub.sandbox import ATTENDEE_UIDS
@@ -114,18 +114,15 @@ def end_processes(uid: int, grace_s: float = 10.0, kill_s: float = 10.0) -> list
     """
     ended: dict[int, str] = {}
     deadline = time.monotonic() + grace_s + kill_s
-    sig = signal.SIGTERM
-    while (procs := processes_of(uid)):
-        for proc in procs:
+    while (found := processes_of(uid)):
+        if time.monotonic() > deadline:
+            raise LabkitError(f"processes of uid {uid} survived SIGKILL: {sorted(p.pid for p in found)}")
+        for proc in found:
             try:
                 ended.setdefault(proc.pid, f"{proc.name()} {proc.pid}")
-                proc.send_signal(sig)  # psutil refuses a pid reused since process_iter read it
             except psutil.NoSuchProcess:
                 pass
-        _, alive = psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 1.0)
-        if alive and time.monotonic() > deadline:
-            raise LabkitError(f"processes of uid {uid} survived SIGKILL: {sorted(p.pid for p in alive)}")
-        sig = signal.SIGKILL if alive or time.monotonic() > deadline - kill_s else signal.SIGTERM
+        procs.terminate(found, grace_s, kill_s=1.0)  # again for any started meanwhile (a kernel JupyterLab started)
     return list(ended.values())
 
 
