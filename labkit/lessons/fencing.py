@@ -128,7 +128,10 @@ def epochs_per_transaction(bootstrap: str, clients: tuple[str, ...] = CLIENTS, t
     """The producer epoch of one transactional producer after each of its ``transactions`` commits, on each of
     ``clients`` (at once, an experiment each). After each commit the producer is paused (SIGSTOP, in a 1.5 s hold at
     its ``after_commit`` step) while the lab asks the partition leader (DescribeProducers, KIP-664: the epoch of the
-    producer's last batch or marker on the partition) and the transaction coordinator (DescribeTransactions).
+    producer's last batch or marker on the partition) and the transaction coordinator (DescribeTransactions), once the
+    coordinator says CompleteCommit: a commit returns when the coordinator has logged PrepareCommit, and writes the
+    markers after that (``TransactionCoordinator``, ``TransactionMarkerChannelManager``), so until then the leader's
+    last batch is the transaction's data, with the epoch it began with (a loaded machine showed Java's 1, 1, 3, 4).
 
     With transaction version 2 (KIP-890, which Kafka 4.4 formats its storage with) a client that speaks it (Kafka's
     Java client 4.x) gets a new epoch at every commit and abort: the coordinator bumps it when it ends a transaction and
@@ -137,13 +140,14 @@ def epochs_per_transaction(bootstrap: str, clients: tuple[str, ...] = CLIENTS, t
     epoch. It changes at ``init_transactions``, when the coordinator fences a timed-out transaction, and at the abort
     after an abortable error that needs a bump (KIP-360: an unknown producer id, a timed-out batch;
     ``rdkafka_txnmgr.c``, ``txn_requires_epoch_bump``), as on the Java client (``TransactionManager``,
-    ``epochBumpRequired``).
+    ``clientSideEpochBumpRequired`` in 4.3 and 4.4).
 
     Returns:
         One row per client and transaction: client, txn (1 = the first), producer_id, producer_epoch
         (DescribeProducers), coordinator_epoch (DescribeTransactions).
     Raises:
-        TimeoutError: a transaction did not commit within 60 s (the producer is resumed first).
+        TimeoutError: a transaction did not commit, or its markers were not written, within 60 s (the producer is
+            resumed first).
         RuntimeError: the producer began its next transaction before the lab asked (the pause came too late).
     """
     def run(client: str) -> list[dict]:
@@ -158,7 +162,10 @@ def epochs_per_transaction(bootstrap: str, clients: tuple[str, ...] = CLIENTS, t
                                  for e in exp.history.events() if e.participant == p.name),
                      f"{client}: transaction {txn} never committed", 60)
             p.pause()
-            try:
+            try:  # the commit returned once the coordinator logged PrepareCommit; its markers come after that
+                wait_for(lambda: describe_transaction(bootstrap, tid)["state"] == "CompleteCommit",
+                         f"{client}: the coordinator never wrote transaction {txn}'s markers", 60, 0.5,
+                         hint="the broker's server.log")
                 leader = describe_producers(bootstrap, topic).iloc[0]
                 coordinator = describe_transaction(bootstrap, tid)
                 if any(e.kind == "txn_begin" and e.txn == txn + 1 for e in exp.history.events()):
