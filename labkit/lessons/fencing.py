@@ -27,6 +27,11 @@ from labkit.waiting import wait_for
 FENCING = ("none", "transactional.id", "group metadata")
 
 
+#: Seconds each step of :func:`zombie` may take before it is an error: a step takes about 15 s alone (a Java client's
+#: start, the group's 10 s session timeout) and 3.6 times as long with a room of 8 running notebook 02 at once on two
+#: cores (bench/room.py), where 90 s was once too short for instance 2's first output.
+STEP_S = 240.0
+
 #: The runs :func:`zombies` can make: name -> (client, the processors' extra options). "java, no rebalance listener"
 #: is Kafka's Java client subscribed without a ``ConsumerRebalanceListener`` (the processor's ``rebalance_listener``):
 #: its consumer, fenced while the process was paused, rejoins the group from its background thread at once, where
@@ -59,11 +64,13 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: 
         "transactional.id", else ``None``). Final reads are recorded.
     Raises:
         ValueError: unknown ``fencing`` (the message lists them).
+        TimeoutError: a step (a record taken, instance 2's output or commit, a participant's end) did not come within
+            :data:`STEP_S` seconds; the message names it.
     """
     if fencing not in FENCING:
         raise ValueError(f"unknown fencing {fencing!r}; choose one of {', '.join(FENCING)}")
     src, out = exp.topic("input"), exp.topic("output")
-    exp.participant("source", "producer", topic=src, iterations=2).start().wait(60)
+    exp.participant("source", "producer", topic=src, iterations=2).start().wait(STEP_S)
     tid = f"{exp.name}-{uuid.uuid4().hex[:6]}"
     common = dict(client=client, topic=src, output_topic=out, group_id=f"{tid}-group", batch=1, per_record_ms=per_record_ms,
                   idle_ms=per_record_ms + 8000, transactional=fencing != "none",
@@ -71,18 +78,18 @@ def zombie(exp: Experiment, fencing: str, *, per_record_ms: int = 3000, client: 
     tids = [tid] * 2 if fencing == "transactional.id" else [f"{tid}-1", f"{tid}-2"]
     one = exp.participant("instance-1", "processor", transactional_id=tids[0], sleep_at={"after_poll": 2000},
                           **common).start()
-    wait_for(lambda: exp.history.first("consume", "instance-1", "source-2"), "instance-1 never took record 2")
+    wait_for(lambda: exp.history.first("consume", "instance-1", "source-2"), "instance-1 never took record 2", STEP_S)
     one.pause()
     epochs = {"before": describe_transaction(exp.bootstrap, tid)["producer_epoch"]} if fencing == "transactional.id" else None
     two = exp.participant("instance-2", "processor", transactional_id=tids[1], **common).start()
-    wait_for(lambda: exp.history.first("ack", "instance-2"), "instance-2 never wrote its output", 90)
+    wait_for(lambda: exp.history.first("ack", "instance-2"), "instance-2 never wrote its output", STEP_S)
     wait_for(lambda: exp.history.first("txn_end" if fencing != "none" else "offsets_committed", "instance-2"),
-          "instance-2 never committed")
+             "instance-2 never committed", STEP_S)
     if epochs is not None:
         epochs["after"] = describe_transaction(exp.bootstrap, tid)["producer_epoch"]
     one.resume()
-    one.wait(60)
-    two.wait(60)
+    one.wait(STEP_S)
+    two.wait(STEP_S)
     exp.final_reads(src, out)
     return {"input": src, "output": out, "instance-1": one, "instance-2": two, "epochs": epochs}
 
