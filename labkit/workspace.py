@@ -64,10 +64,15 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: (before JupyterLab has asked for its kernel; the toolbar already says idle) starts a kernel of its own, JupyterLab
 #: then starts another and shuts the first down, and the cells the first took are lost with no error shown (JupyterLab
 #: 4.6's ``SessionContext.startKernel`` and cell executor; seen on a loaded hub, reproduced in tests/test_drive.py).
-#: A learner can still change each.
+#: Before each save JupyterLab compares the file's time on disk with the one it last saved, and asks "File Changed:
+#: overwrite or revert?" when they differ by more than ``lastModifiedCheckMargin`` (500 ms by default): a save whose
+#: PUT takes longer than that, as on a loaded server, brings the dialog with nobody else writing (jupyterlab issues
+#: 7743 and 8556; seen once over the Kernel menu in the room rehearsal, bench/room.py). 15 s: only the attendee writes
+#: their working copy, and a change made later than that is still flagged. A learner can still change each.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
                 "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True,
-                                                           "enableKernelInitNotification": True}}
+                                                           "enableKernelInitNotification": True},
+                "@jupyterlab/docmanager-extension:plugin": {"lastModifiedCheckMargin": 15000}}
 #: JupyterLab's page configuration the lab's JupyterLab starts with (``labconfig/page_config.json``, read by
 #: ``jupyterlab.labapp`` through ``get_static_page_config``): no build check. Each page load otherwise asks the server
 #: whether extensions need a rebuild, and the server runs ``node yarn.js config`` to answer (1-2 s of CPU, 40-67 MiB

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 from labkit.broker.settings import FEATURES_BY_VERSION, kafka_version
-from labkit.workspace import CULL_IDLE_TIMEOUT_S, WIDGET_VIEW
+from labkit.workspace import CULL_IDLE_TIMEOUT_S, LAB_SETTINGS, WIDGET_VIEW
 
 
 def lab(command, env):
@@ -96,10 +96,10 @@ def test_lab_up_runs_the_tour_and_down_stops_everything(tmp_path):
         assert wait_until(lambda: culling in (tmp_path / "lab" / "jupyter.log").read_text(), 30)
         assert "Culling kernels even with connected clients" in (tmp_path / "lab" / "jupyter.log").read_text()
         api(base, token, f"sessions/{session['id']}", method="DELETE")
-        plugin = "@jupyterlab/apputils-extension:notification"  # no "official Jupyter news?" prompt
-        with urllib.request.urlopen(f"{base}/lab/api/settings/{plugin}?token={token}", timeout=10) as r:
-            defaults = json.load(r)["schema"]["properties"]
-        assert defaults["fetchNews"]["default"] == "false" and defaults["checkForUpdates"]["default"] is False
+        for plugin, wanted in LAB_SETTINGS.items():  # e.g. no "official Jupyter news?" prompt, a 15 s save margin
+            with urllib.request.urlopen(f"{base}/lab/api/settings/{plugin}?token={token}", timeout=10) as r:
+                defaults = json.load(r)["schema"]["properties"]
+            assert {key: defaults[key]["default"] for key in wanted} == wanted, plugin
         again = lab("up", env)  # a second `up` finds both running and starts nothing new, and makes no copy again
         assert url in again.stdout and state["broker"]["bootstrap"] in again.stdout
         assert "made your copies" not in again.stdout and "newer version" not in again.stdout
