@@ -105,12 +105,16 @@ GLOSSARY_TERMS = ("high watermark", "WriteTxnMarkers", "producer epoch", "member
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_an_opening_question_answered_at_the_end_and_the_glossary_linked(nb):
-    """The learner answers one question before running anything; the summary answers it (issue 24)."""
+    """The learner answers one question before running anything (with a prediction widget, the notebook reveals it
+    beside the run: issue 50); the summary answers it (issue 24)."""
     cells = markdown(nb)
     opening = re.search(r"\*\*Before you run anything:\*\*(.+?)(\n\n|$)", cells[0], re.S)
     question = " ".join(opening.group(1).split()) if opening else ""
-    assert "?" in question and "Write your answer down" in question, \
+    assert "?" in question and ("Write your answer down" in question or "Lock in your answer below" in question), \
         f"{nb.name}: no opening question in its first cell"
+    if "Lock in your answer below" in question:  # a prediction widget, and the reveal that reads the run (issue 50)
+        code = "\n".join("".join(cell["source"]) for cell, _tree in code_cells(nb))
+        assert "labkit.predict(" in code and "labkit.reveal(" in code, f"{nb.name}: no prediction widget or reveal"
     assert "**The opening question, answered:**" in cells[-1], f"{nb.name}: the summary does not answer it"
     assert "](glossary.md)" in cells[0], f"{nb.name}: the first cell does not link the glossary"
 

@@ -1,6 +1,6 @@
-"""Notebook 00: where a transaction's state lives (``__transaction_state``, read when ``begin_transaction`` and
-the first send happen), and its exercise: predict what each isolation level returns of a partition, then check
-on the broker."""
+"""Notebook 00: its opening question (:data:`QUESTION`, answered by :func:`aborted_outcome` from the run), where a
+transaction's state lives (``__transaction_state``, read when ``begin_transaction`` and the first send happen), and its
+exercise: predict what each isolation level returns of a partition, then check on the broker."""
 
 from __future__ import annotations
 
@@ -10,13 +10,49 @@ import pandas as pd
 from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
+from labkit.errors import LabkitError
 from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions
 from labkit.kafka.logbatches import read_log
 from labkit.kafka.records import create_topic, produce, read_topic
 from labkit.kafka.txnlog import transaction_log
+from labkit.predictions import Question
 
 LEVELS = ("read_committed", "read_uncommitted")
+
+#: The notebook's opening question: where an aborted transaction's records are and who reads them (KIP-98).
+QUESTION = Question(
+    "00", "a producer writes three records in a transaction, then aborts it. Where are those records, and who reads "
+          "them?",
+    {"gone": "Not in the log: the abort removes them",
+     "nobody": "In the log, but no consumer returns them",
+     "uncommitted_only": "In the log; only a read_uncommitted consumer returns them",
+     "everyone": "In the log, and every consumer returns them"},
+    {"gone": "An abort deletes nothing: the log is append-only, so the records stay and the transaction coordinator "
+             "has an ABORT marker (a control record) written after them (KIP-98).",
+     "nobody": "The broker keeps and serves aborted records like any other; the consumer's isolation.level decides: "
+               "read_uncommitted returns them, read_committed skips them.",
+     "everyone": "A read_committed consumer skips them: with each fetch the partition leader lists the aborted "
+                 "transactions in what it returns (FetchResponse's AbortedTransactions, KIP-98), and the consumer "
+                 "drops their records."})
+
+
+def aborted_outcome(log: pd.DataFrame, reads: dict[str, pd.DataFrame], aborted: list[str]) -> str:
+    """Which choice of :data:`QUESTION` the run bore out, from what it read: ``log`` the partition's records
+    (:func:`labkit.kafka.logbatches.read_log`), ``reads`` ``{isolation level: read_topic's frame}`` of the same
+    partition, ``aborted`` the aborted transaction's values.
+
+    Raises:
+        LabkitError: the run shows none of the choices (e.g. read_committed returned an aborted record but
+            read_uncommitted did not): the lab's failure, named.
+    """
+    in_log = set(aborted) <= set(log.value[~log.control])
+    seen = {level: bool(set(aborted) & set(reads[level].value)) for level in LEVELS}
+    outcome = {(False, False, False): "gone", (True, False, False): "nobody", (True, False, True): "uncommitted_only",
+               (True, True, True): "everyone"}.get((in_log, seen["read_committed"], seen["read_uncommitted"]))
+    if outcome is None:
+        raise LabkitError(f"the run fits no choice: aborted records in the log {in_log}, returned by {seen}")
+    return outcome
 
 
 def begin_then_send(bootstrap: str, topic: str, transactional_id: str, wait_s: float = 1.0,

@@ -1,0 +1,176 @@
+"""Predict, then see: a notebook's opening question as one choice the learner locks in before the first experiment,
+and the reveal that sets it beside what the notebook's own run showed (issue 50). Students who predict a
+demonstration's outcome first understand it better than those who only watch it (Crouch, Fagen, Callan, Mazur, Am. J.
+Phys. 72, 835 (2004)).
+
+A locked-in prediction is kept in the learner's working folder (``<work>/.predictions/<notebook>.json``,
+:func:`labkit.workspace.work_dir`): it survives a kernel restart and a reopened notebook, and a later lock-in replaces
+it. A lesson states its :class:`Question` (the choices, and for each wrong one the usual reason behind it) and works
+out from its run which choice the broker bore out; :func:`reveal` compares. Nothing here knows a topic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import ipywidgets as widgets
+
+from labkit.workspace import work_dir
+
+#: The folder of the locked-in predictions, under the working folder.
+FOLDER = ".predictions"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A notebook's opening question as choices.
+
+    Attributes:
+        notebook: the notebook's number, e.g. "00" (the prediction's file name).
+        text: the question, one sentence.
+        choices: ``{key: label}``, in the order shown; a key is a short identifier, a label what the learner reads.
+        reasons: ``{key: sentence}``: for a choice the broker may not bear out, the usual reason behind choosing it
+            (the run-sheet's misconceptions); shown after a wrong prediction.
+
+    Raises (constructor):
+        ValueError: fewer than two choices, or a reason for a key that is not a choice.
+    """
+
+    notebook: str
+    text: str
+    choices: dict[str, str]
+    reasons: dict[str, str]
+
+    def __post_init__(self) -> None:
+        if len(self.choices) < 2:
+            raise ValueError(f"a question has at least two choices, not {list(self.choices)}")
+        if set(self.reasons) - set(self.choices):
+            raise ValueError(f"reasons for keys that are no choice: {sorted(set(self.reasons) - set(self.choices))}")
+
+
+def _file(question: Question, home: Path | None) -> Path:
+    return work_dir(home) / FOLDER / f"{question.notebook}.json"
+
+
+def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
+    """Keep ``choice`` (a key of ``question.choices``) as the learner's prediction, replacing an earlier one; what the
+    Lock in button does. ``home``: the lab's home (default ``$LABKIT_HOME``). Returns ``choice``.
+
+    Raises:
+        ValueError: ``choice`` is not one of the question's keys (the message lists them).
+        OSError: the working folder cannot be written.
+    """
+    if choice not in question.choices:
+        raise ValueError(f"{choice!r} is not a choice of notebook {question.notebook}'s question; choose one of "
+                         f"{', '.join(repr(k) for k in question.choices)}")
+    path = _file(question, home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps({"choice": choice, "locked_ms": int(time.time() * 1000)}) + "\n")
+    partial.replace(path)  # atomic: a reader sees the old prediction or the new one, never half of one
+    return choice
+
+
+def locked(question: Question, home: Path | None = None) -> str | None:
+    """The learner's locked-in prediction for ``question`` (a key of its choices), or None if there is none (or the
+    file holds no choice of this question: e.g. one the question no longer offers)."""
+    try:
+        choice = json.loads(_file(question, home).read_text()).get("choice")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return choice if choice in question.choices else None
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """What :func:`reveal` found: ``predicted`` (a key, or None: no prediction locked in), ``observed`` (the key the
+    run bore out) and ``message`` (Markdown, shown by the notebook)."""
+
+    predicted: str | None
+    observed: str
+    message: str
+
+    @property
+    def right(self) -> bool:
+        """Whether the learner predicted what the run showed."""
+        return self.predicted == self.observed
+
+    def _repr_markdown_(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return self.message
+
+
+def reveal(question: Question, observed: str, home: Path | None = None) -> Reveal:
+    """Set the learner's prediction beside ``observed``, the choice the notebook's run bore out (worked out by the
+    lesson from the run, never written in): "You predicted X; the broker did Y", with the reason behind X when it is
+    wrong. A learner who locked nothing in is told so, not scored.
+
+    Raises:
+        ValueError: ``observed`` is not one of the question's keys (the lesson's error, not the learner's).
+    """
+    if observed not in question.choices:
+        raise ValueError(f"the run's outcome {observed!r} is not a choice of notebook {question.notebook}'s question")
+    predicted, did = locked(question, home), question.choices[observed]
+    if predicted is None:
+        text = f"You did not lock in a prediction, so nothing is scored. What the broker did: **{did}**."
+    elif predicted == observed:
+        text = f"✅ You predicted **{did}**, and that is what the broker did."
+    else:
+        text = (f"You predicted **{question.choices[predicted]}**; the broker did **{did}**. "
+                + question.reasons.get(predicted, ""))
+    return Reveal(predicted, observed, text.strip())
+
+
+class PredictionWidget:
+    """The question's choices (radio buttons) and a Lock in button, showing the locked-in prediction if there is one.
+    :meth:`lock_in` is what the button does, for a cell to call headless.
+
+    Attributes:
+        question: the :class:`Question`. choices: ``widgets.RadioButtons`` (values are the keys). button: the Lock in
+            ``widgets.Button``. status: ``widgets.HTML``: what is locked in. widget: the whole, to display.
+    """
+
+    def __init__(self, question: Question, home: Path | None = None) -> None:
+        self.question, self._home = question, home
+        already = locked(question, home)
+        self.choices = widgets.RadioButtons(options=[(label, key) for key, label in question.choices.items()],
+                                            value=already, layout=widgets.Layout(width="auto"))
+        self.button = widgets.Button(description="Lock in", button_style="primary",
+                                     tooltip="Keep this choice as your prediction (lock_in())")
+        self.status = widgets.HTML()
+        self.button.on_click(lambda _button: self.lock_in(self.choices.value))
+        self.widget = widgets.VBox([widgets.HTML(f"<b>Your prediction:</b> {question.text}"), self.choices,
+                                    widgets.HBox([self.button, self.status])])
+        self._show(already)
+
+    def lock_in(self, choice: str | None) -> str | None:
+        """Lock ``choice`` in (:func:`lock_in`) and show it; None (nothing chosen yet) asks for a choice first.
+
+        Raises:
+            ValueError: ``choice`` is not one of the question's keys.
+        """
+        if choice is None:
+            self.status.value = "Choose one first."
+            return None
+        lock_in(self.question, choice, self._home)
+        self.choices.value = choice
+        self._show(choice)
+        return choice
+
+    def _show(self, choice: str | None) -> None:
+        self.status.value = ("Nothing locked in yet." if choice is None else
+                             f"Locked in: <b>{self.question.choices[choice]}</b>. The summary compares it with the run.")
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def predict(question: Question, home: Path | None = None) -> PredictionWidget:
+    """The widget for ``question`` (:class:`PredictionWidget`), to show before the notebook's first experiment."""
+    return PredictionWidget(question, home)
