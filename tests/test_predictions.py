@@ -1,7 +1,7 @@
 """labkit.predictions: a locked-in prediction survives the kernel (read back by another process), a later one replaces
 it, a wrong choice is refused and writes nothing; the reveal scores right, wrong (with its reason) and no prediction;
-the widget's Lock in button does what lock_in does. Notebook 00's outcome is read from the run: each of its choices
-from hand-written reads, and a run that fits none is the lab's error."""
+the widget's Lock in button does what lock_in does. Notebooks 00's and 01's outcomes are read from the run: each of
+their choices from hand-written reads or checker verdicts, and a run that fits none is the lab's error."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import sys
 import pandas as pd
 import pytest
 
+from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import LabkitError
-from labkit.lessons import tour
+from labkit.lessons import idempotence, tour
 from labkit.predictions import PredictionWidget, Question, lock_in, locked, reveal
 
 Q = Question("99", "how many copies?", {"one": "One copy", "two": "Two copies", "none": "None"},
@@ -89,3 +90,19 @@ def test_notebook_00_s_outcome_is_the_choice_its_reads_bear_out(in_log, committe
 def test_notebook_00_s_reads_that_fit_no_choice_are_the_lab_s_error():
     with pytest.raises(LabkitError, match="fits no choice"):
         tour.aborted_outcome(*_run(True, True, False), ["a1", "a2", "a3"])
+
+
+def _verdict(*names: str) -> CheckResult:
+    return CheckResult([Anomaly(name, f"producer-{i}", "hand-written") for i, name in enumerate(names)])
+
+
+@pytest.mark.parametrize("plain, idempotent, outcome", [
+    (("duplicate", "duplicate", "duplicate"), (), "two_one"), ((), (), "one_one"),
+    (("duplicate",), ("duplicate",), "two_two"), (("lost write",), (), "none_one")])
+def test_notebook_01_s_outcome_is_the_choice_its_checker_verdicts_bear_out(plain, idempotent, outcome):
+    assert idempotence.copies_outcome(_verdict(*plain), _verdict(*idempotent)) == outcome
+
+
+def test_notebook_01_s_verdicts_that_fit_no_choice_are_the_lab_s_error():
+    with pytest.raises(LabkitError, match="fits no choice: one_two"):
+        idempotence.copies_outcome(_verdict(), _verdict("duplicate"))

@@ -1,4 +1,5 @@
-"""Notebook 01, the idempotent producer: lost produce responses (a real proxy drops them) with and
+"""Notebook 01, the idempotent producer: its opening question (:data:`QUESTION`, answered by :func:`copies_outcome`
+from the run); lost produce responses (a real proxy drops them) with and
 without ``enable.idempotence`` (KIP-98: producer id and sequence numbers); ordering under retries with several
 requests in flight, on both clients (the proxy corrupts one request, the broker refuses it, later ones succeed);
 and a restarted producer.
@@ -13,13 +14,50 @@ import pandas as pd
 from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
+from labkit.crashlab.check import CheckResult
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.exercise import CheckError, Verdict, marked, unanswered
 from labkit.kafka.producers import describe_producers
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.proxy import FaultProxy
+from labkit.errors import LabkitError
+from labkit.predictions import Question
 from labkit.waiting import wait_for
+
+#: The notebook's opening question: how many copies of a record whose Produce response was lost, without and with
+#: ``enable.idempotence`` (KIP-98). A key is "<copies without>_<copies with>".
+QUESTION = Question(
+    "01", "the broker writes a record, its response is lost, and the producer sends it again. How many copies end "
+          "up in the log, with enable.idempotence=false and with enable.idempotence=true?",
+    {"two_one": "Two copies without idempotence, one with it",
+     "one_one": "One copy either way",
+     "two_two": "Two copies either way",
+     "none_one": "None without idempotence (the send failed), one with it"},
+    {"one_one": "Without idempotence nothing in the retry tells the broker it is one: it carries no producer id and "
+                "no sequence number, so the broker writes it again.",
+     "two_two": "An idempotent producer numbers its batches (producer id, sequence number); the partition leader "
+                "recognises the retry's number as one it wrote and acknowledges it without writing it again (KIP-98).",
+     "none_one": "A lost response is not a lost record: the broker had written it before its answer was lost, so "
+                 "the retry is a second copy."})
+
+
+def copies_outcome(plain: CheckResult, idempotent: CheckResult) -> str:
+    """Which choice of :data:`QUESTION` the run bore out, from the checker's verdicts on part 2's topic (``plain``,
+    ``enable.idempotence=false``) and part 3's (``idempotent``): two copies where the checker found duplicates, none
+    where it found a lost write, else one.
+
+    Raises:
+        LabkitError: the run shows none of the choices (e.g. duplicates with idempotence): the lab's failure, named.
+    """
+    def copies(check: CheckResult) -> str:
+        return "two" if check.count("duplicate") else "none" if check.count("lost write") else "one"
+
+    outcome = f"{copies(plain)}_{copies(idempotent)}"
+    if outcome not in QUESTION.choices:
+        raise LabkitError(f"the run fits no choice: {outcome} copies (without_with idempotence)")
+    return outcome
+
 
 #: Producer settings that make a lost response show within seconds: librdkafka times a Produce
 #: request out after ``socket.timeout.ms`` and retries it; one record per request.
