@@ -664,8 +664,7 @@ def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing
     removed = users.remove(a_name, sandbox.private_root(hub["state"]))
     assert "/run/lock/left-by-a" in removed, removed
     assert not drive.user_exists(a.pw_name) and not sandbox.exists(a.pw_uid) and not users.processes_of(a.pw_uid)
-    left = [str(path) for top in sandbox.SHARED_WRITABLE if Path(top).is_dir() for path in Path(top).iterdir()
-            if path.lstat().st_uid == a.pw_uid]
+    left = [str(path) for path in sandbox.owned_by(a.pw_uid)]
     assert not left and not sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid).exists(), left
 
 

@@ -149,3 +149,25 @@ def test_a_lab_s_veth_adds_no_address_to_the_machine(two_attendees, tmp_path):
         monitor.terminate()
     seen = [line for line in monitor.communicate(timeout=30)[0].splitlines() if f"lkh{uid}" in line]
     assert not seen, seen
+
+
+def test_a_file_that_goes_while_the_shared_folders_are_listed_is_skipped_not_an_error(monkeypatch):
+    """Another user's scratch folder (Spark's ``/tmp/blockmgr-*``, met in make test) can go between the listing of
+    ``/tmp`` and the stat of its entry: :func:`sandbox.owned_by` skips it and still finds the uid's own files."""
+    kept, gone = (Path("/tmp") / f"labkit-{name}-{secrets.token_hex(4)}" for name in ("kept", "gone"))
+    kept.write_text("x")
+    gone.write_text("x")
+    listing = Path.iterdir
+
+    def listed_then_one_goes(self):
+        entries = list(listing(self))
+        gone.unlink(missing_ok=True)  # after the listing, before each entry's stat
+        yield from entries
+
+    monkeypatch.setattr(Path, "iterdir", listed_then_one_goes)
+    try:
+        found = sandbox.owned_by(os.getuid())
+    finally:
+        kept.unlink()
+        gone.unlink(missing_ok=True)
+    assert kept in found and gone not in found

@@ -277,9 +277,26 @@ def release(uid: int) -> None:
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 
+def owned_by(uid: int) -> list[Path]:
+    """The files and folders of ``uid`` at the top of :data:`SHARED_WRITABLE`, links not followed. An entry that goes
+    while it is listed (another user's scratch folder, e.g. Spark's ``blockmgr-*`` in ``/tmp``) is skipped: what is
+    not there belongs to nobody."""
+    found = []
+    for top in map(Path, SHARED_WRITABLE):
+        if not top.is_dir():
+            continue
+        for entry in top.iterdir():
+            try:
+                if entry.lstat().st_uid == uid:
+                    found.append(entry)
+            except FileNotFoundError:
+                continue
+    return found
+
+
 def remove_files(uid: int, tmp_root: Path | str) -> list[str]:
     """Remove attendee ``uid``'s private temporary folders and every file or folder of ``uid`` in
-    :data:`SHARED_WRITABLE` (not following links), so a later attendee given the same uid inherits nothing. Returns
+    :data:`SHARED_WRITABLE` (:func:`owned_by`), so a later attendee given the same uid inherits nothing. Returns
     the paths removed.
 
     Raises:
@@ -290,15 +307,10 @@ def remove_files(uid: int, tmp_root: Path | str) -> list[str]:
     if private.exists():
         shutil.rmtree(private)
         removed.append(str(private))
-    for top in map(Path, SHARED_WRITABLE):
-        if not top.is_dir():
-            continue
-        for entry in top.iterdir():
-            if entry.lstat().st_uid != uid:
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-            removed.append(str(entry))
+    for entry in owned_by(uid):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(str(entry))
     return removed
