@@ -31,6 +31,7 @@ from labkit.waiting import wait_until
 from labkit.broker.runtime import labkit_home
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
+from labkit.jsonfile import write_json
 from labkit.procs import process_state, start_time, why_not_ours
 from labkit.workspace import make_copies, work_dir, write_lab_settings, write_server_config
 
@@ -159,9 +160,7 @@ def serve_until(stop: threading.Event, service, state_file: Path, state: dict) -
 
 def _publish(state_file: Path, state: dict) -> None:
     """Write ``state`` (JSON) to ``state_file`` whole or not at all (a reader sees the old file or the new one)."""
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    state_file.with_suffix(".partial").write_text(json.dumps(state))
-    state_file.with_suffix(".partial").rename(state_file)
+    write_json(state_file, state)
 
 
 def _spawn(args: list[str], log_name: str) -> subprocess.Popen:

@@ -12,13 +12,13 @@ out from its run which choice the broker bore out; :func:`reveal` compares. Noth
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import ipywidgets as widgets
 
+from labkit.jsonfile import write_json
 from labkit.workspace import work_dir
 
 #: The folder of the locked-in predictions, under the working folder.
@@ -67,11 +67,7 @@ def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
     if choice not in question.choices:
         raise ValueError(f"{choice!r} is not a choice of notebook {question.notebook}'s question; choose one of "
                          f"{', '.join(repr(k) for k in question.choices)}")
-    path = _file(question, home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps({"choice": choice, "locked_ms": int(time.time() * 1000)}) + "\n")
-    partial.replace(path)  # atomic: a reader sees the old prediction or the new one, never half of one
+    write_json(_file(question, home), {"choice": choice, "locked_ms": int(time.time() * 1000)})
     return choice
 
 

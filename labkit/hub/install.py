@@ -49,6 +49,7 @@ from pathlib import Path
 from labkit.broker.runtime import SHARED_CACHE_ENV
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
+from labkit.jsonfile import write_json
 from labkit.hub import firewall
 from labkit.waiting import wait_until
 from labkit.workspace import write_lab_settings
@@ -179,8 +180,7 @@ def _stamp(prefix: Path) -> dict:
 
 
 def _write_stamp(prefix: Path, stamp: dict) -> None:
-    (prefix / ".installed.json.partial").write_text(json.dumps(stamp, indent=1) + "\n")
-    (prefix / ".installed.json.partial").rename(prefix / ".installed.json")
+    write_json(prefix / ".installed.json", stamp, indent=1)
 
 
 @contextmanager

@@ -33,11 +33,11 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.jsonfile import write_json
 
 #: The uids of the lab's attendees (:func:`labkit.hub.users.create` takes the lowest free one), one network address
 #: each (:func:`address`): 100 accounts of the lab on one machine, all hubs together (a removed attendee frees its uid).
@@ -218,10 +218,7 @@ def write_info(uid: int, tmp_root: Path | str) -> None:
     folder = private_tmp(tmp_root, uid) / "info"
     if not limit.exists() or not folder.is_dir():
         return
-    with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".partial", delete=False) as partial:  # one per call
-        json.dump({"limit_mib": int(limit.read_text()) // 2**20, "oom_kills": oom_kills(uid)}, partial)
-    os.chmod(partial.name, 0o644)
-    os.replace(partial.name, folder / "memory.json")
+    write_json(folder / "memory.json", {"limit_mib": int(limit.read_text()) // 2**20, "oom_kills": oom_kills(uid)})
 
 
 def join_cgroups(uid: int) -> None:
