@@ -13,7 +13,8 @@ import pytest
 
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import LabkitError
-from labkit.lessons import idempotence, tour
+from labkit.history import Event
+from labkit.lessons import broker_crashes, idempotence, tour, unassigned
 from labkit.predictions import PredictionWidget, Question, lock_in, locked, reveal
 
 Q = Question("99", "how many copies?", {"one": "One copy", "two": "Two copies", "none": "None"},
@@ -106,3 +107,66 @@ def test_notebook_01_s_outcome_is_the_choice_its_checker_verdicts_bear_out(plain
 def test_notebook_01_s_verdicts_that_fit_no_choice_are_the_lab_s_error():
     with pytest.raises(LabkitError, match="fits no choice: one_two"):
         idempotence.copies_outcome(_verdict(), _verdict("duplicate"))
+
+
+def _paths(current: str, lower: str) -> dict:
+    """Part 2 of notebook 05 as :func:`unassigned.epoch_paths` returns it, with the broker's two answers for A's
+    partition (1) given; B (epoch 7) owns partition 0."""
+    return {"b_epoch": 7, "victim": 1, "rows": [
+        {"request": "B's epoch, A's partition", "epoch": 7, "partition": 1, "answer": current},
+        {"request": "B's epoch - 1, B's own partition", "epoch": 6, "partition": 0, "answer": "NONE"},
+        {"request": "B's epoch - 1, A's partition", "epoch": 6, "partition": 1, "answer": lower},
+        {"request": "B's epoch + 1, B's own partition", "epoch": 8, "partition": 0, "answer": "STALE_MEMBER_EPOCH"}]}
+
+
+@pytest.mark.parametrize("current, lower, outcome", [
+    ("NONE", "ILLEGAL_GENERATION", "current_only"), ("NONE", "NONE", "both"),
+    ("ILLEGAL_GENERATION", "NONE", "lower_only"), ("UNKNOWN_MEMBER_ID", "STALE_MEMBER_EPOCH", "neither")])
+def test_notebook_05_s_outcome_is_the_choice_the_broker_s_answers_bear_out(current, lower, outcome):
+    assert unassigned.epochs_outcome(_paths(current, lower)) == outcome
+
+
+def test_notebook_05_without_both_commits_for_a_s_partition_is_the_lab_s_error():
+    paths = _paths("NONE", "NONE")
+    del paths["rows"][2]
+    with pytest.raises(LabkitError, match="no commit for A's partition"):
+        unassigned.epochs_outcome(paths)
+
+
+class _Processor:
+    name = "processor-librdkafka"
+
+
+def _history(outputs_in_log: dict[str, list[str]]) -> list[Event]:
+    """A processor commits out-1, writes out-2 in its next transaction, the broker crashes and is back, the processor
+    writes out-3 and commits; then the output's log as read, ``{value_id: [outcome of each copy]}``."""
+    p, t = _Processor.name, iter(range(1, 100))
+    events = [Event("ack", p, next(t), value_id="out-1"), Event("txn_end", p, next(t), outcome="committed"),
+              Event("ack", p, next(t), value_id="out-2"), Event("crash", "broker", next(t)),
+              Event("start", "broker", next(t)), Event("ack", p, next(t), value_id="out-3"),
+              Event("txn_end", p, next(t), outcome="committed")]
+    events += [Event("final_read", "lab", next(t), topic="out", isolation_level="read_uncommitted", value_id=v,
+                     outcome=o) for v, copies in outputs_in_log.items() for o in copies]
+    return events + [Event("final_read", "lab", next(t), topic="out", isolation_level="read_uncommitted")]
+
+
+@pytest.mark.parametrize("out_2, outcome", [
+    (["committed"], "carried_on"), (["aborted", "committed"], "aborted"), ([], "lost")])
+def test_notebook_08_s_outcome_is_what_the_log_holds_of_the_transaction_open_at_the_crash(out_2, outcome):
+    in_log = {"out-1": ["committed"], "out-3": ["committed"]} | ({"out-2": out_2} if out_2 else {})
+    run = {"processor": _Processor(), "output": "out"}
+    assert broker_crashes.open_transaction_outcome(_history(in_log), run) == outcome
+
+
+def test_notebook_08_without_a_crash_an_open_transaction_or_a_read_log_is_the_lab_s_error():
+    run = {"processor": _Processor(), "output": "out"}
+    events = _history({"out-2": ["committed"]})
+    with pytest.raises(LabkitError, match="no crash of the broker"):
+        broker_crashes.open_transaction_outcome([e for e in events if e.kind != "crash"], run)
+    with pytest.raises(LabkitError, match="no transaction open"):
+        broker_crashes.open_transaction_outcome([e for e in events if e.value_id != "out-2"], run)
+    with pytest.raises(LabkitError, match="was not read"):
+        broker_crashes.open_transaction_outcome([e for e in events if e.kind != "final_read"], run)
+    with pytest.raises(LabkitError, match="fits no choice"):
+        broker_crashes.open_transaction_outcome(_history({"out-2": [None]}), run)
+

@@ -1,5 +1,6 @@
-"""Notebook 08, broker crashes: what a kill -9 of the broker (the transaction coordinator) does to a
-transactional processor, and what the application must do about it."""
+"""Notebook 08, broker crashes: its opening question (:data:`QUESTION`, answered by :func:`open_transaction_outcome`
+from the run); what a kill -9 of the broker (the transaction coordinator) does to a transactional processor, and what
+the application must do about it."""
 
 from __future__ import annotations
 
@@ -18,9 +19,62 @@ from labkit.kafka.producers import describe_transaction
 from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.crashlab.timeline import timeline_figure
+from labkit.errors import LabkitError
 from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
+from labkit.predictions import Question
 from labkit.waiting import Deadline, wait_for, wait_until
+
+#: The notebook's opening question: what a broker crash does to a transaction open on it (answered in part 1).
+QUESTION = Question(
+    "08", "a transaction is open (its records written, not yet committed) when the broker, which is also its "
+          "transaction coordinator, is killed with kill -9 and restarted a second later. What becomes of it?",
+    {"lost": "Lost: its records are gone from the log",
+     "aborted": "Aborted: its records stay in the log, marked aborted, and its input is processed again",
+     "carried_on": "Carried on: the producer goes on and commits it"},
+    {"lost": "A kill -9 ends the broker's process, not the machine: the records the leader had appended and "
+             "acknowledged are in its log files (the operating system's page cache survives the process), and the "
+             "restarted broker reads its log back.",
+     "aborted": "The coordinator keeps each transaction's state in __transaction_state and reloads it when it starts; "
+                "on reload it completes only transactions it had decided (PrepareCommit, PrepareAbort: "
+                "TransactionStateManager.loadTransactionsForTxnTopicPartition). An Ongoing one stays Ongoing, and is "
+                "aborted only if the producer lets transaction.timeout.ms pass (TransactionCoordinator."
+                "abortTimedOutTransactions) or is fenced."})
+
+
+def open_transaction_outcome(events: list, run: dict) -> str:
+    """Which choice of :data:`QUESTION` the run bore out, from its history (``events``: the experiment's, with the
+    final reads of ``run``'s output) and ``run`` (one client's entry of :func:`broker_restart_in_transaction`): the
+    outputs the processor had acknowledged in the transaction open when the broker crashed, looked up in the output
+    partition's log as read after the run. "lost" if none is in the log, "aborted" if a copy is in an aborted
+    transaction, "carried_on" if each is there in committed transactions only.
+
+    Raises:
+        LabkitError: no broker crash in the history, no transaction open at the crash, or the output's log was not
+            read (the lab's failure, named).
+    """
+    crash = next((e for e in events if e.kind == "crash" and e.participant == "broker"), None)
+    if crash is None:
+        raise LabkitError("the history holds no crash of the broker")
+    name, open_ids = run["processor"].name, []
+    for e in events:
+        if e.participant == name and e.mono_ns < crash.mono_ns and e.kind in ("ack", "txn_end"):
+            open_ids = [] if e.kind == "txn_end" else open_ids + [e.value_id]
+    if not open_ids:
+        raise LabkitError(f"{name} had no transaction open when the broker crashed")
+    log = [e for e in events if e.kind == "final_read" and e.isolation_level == "read_uncommitted"
+           and e.topic == run["output"]]
+    if not log:
+        raise LabkitError(f"the log of {run['output']} was not read (Experiment.final_reads)")
+    outcomes = {e.outcome for e in log if e.value_id in open_ids}
+    if not outcomes:
+        return "lost"
+    if "aborted" in outcomes:
+        return "aborted"
+    if outcomes == {"committed"}:
+        return "carried_on"
+    raise LabkitError(f"the run fits no choice: the open transaction's outputs are in the log as {sorted(map(str, outcomes))}")
+
 
 #: Seconds the processors of :func:`broker_restart_in_transaction` may take to all hold a transaction open (each starts
 #: a JVM or librdkafka, joins its group and begins a transaction): about 10 s here; 90 s was overrun on one busy core

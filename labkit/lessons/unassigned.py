@@ -1,4 +1,5 @@
-"""Notebook 05, the unassigned-partition bug (KAFKA-20191) on the real broker: a group member with its
+"""Notebook 05, the unassigned-partition bug (KAFKA-20191) on the real broker, and its opening question
+(:data:`QUESTION`, answered by :func:`epochs_outcome` from part 2's commits): a group member with its
 current member epoch commits, inside its transaction, an offset for a partition assigned to another
 member, and the broker (Kafka 4.3.1 and 4.4.0) accepts it. The other member, once it restarts, resumes
 from that offset. Which epochs the broker checks partition by partition (KIP-1251), shown with real
@@ -16,13 +17,49 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from labkit.broker.settings import kafka_version
 from labkit.crashlab.experiment import Experiment
+from labkit.errors import LabkitError
 from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka import protocol
 from labkit.kafka.group_member import GroupMember, classic_session, describe_assignments, hold
 from labkit.kafka.offset_guard import UnassignedPartitionError
 from labkit.kafka.records import committed_offsets
 from labkit.models import kip1287
+from labkit.predictions import Question
 from labkit.waiting import wait_for
+
+#: The notebook's opening question: which of member B's two transactional commits for member A's partition the
+#: group coordinator accepts (answered in part 2).
+QUESTION = Question(
+    "05", "member B commits, in a transaction, an offset for a partition the group assigned to member A, once with its "
+          "current member epoch and once with an epoch one lower. Which of the two does the broker accept?",
+    {"current_only": "The one with B's current epoch; the lower one is refused",
+     "lower_only": "The one with the lower epoch; the current one is refused",
+     "both": "Both",
+     "neither": "Neither: the partition is not B's"},
+    {"lower_only": "It is the other way round: the current epoch is trusted for every partition, and only an epoch "
+                   "behind the member's has its partitions checked (KIP-1251, ConsumerGroup.validateOffsetCommit).",
+     "both": "Since Kafka 4.3 (KIP-1251) an epoch behind the member's is checked partition by partition: accepted "
+             "only for partitions the member has held since that epoch, and A's partition was never B's.",
+     "neither": "With the member's current epoch the group coordinator checks no partition at all "
+                "(ConsumerGroup.validateOffsetCommit): that is the bug, KAFKA-20191. Only the lower epoch's commit "
+                "had its partition checked, and was refused."})
+
+
+def epochs_outcome(paths: dict) -> str:
+    """Which choice of :data:`QUESTION` the run bore out, from :func:`epoch_paths`' commits for A's partition with
+    B's current epoch and with one lower (its ``rows``: the broker's answers, "NONE" for accepted).
+
+    Raises:
+        LabkitError: ``paths`` lacks either commit (the lab's failure, named).
+    """
+    answers = {row["epoch"] - paths["b_epoch"]: row["answer"] for row in paths["rows"]
+               if row["partition"] == paths["victim"]}
+    if set(answers) != {0, -1}:
+        raise LabkitError(f"part 2 holds no commit for A's partition at B's epoch and one lower: {paths['rows']}")
+    accepted = (answers[0] == "NONE", answers[-1] == "NONE")
+    return {(True, False): "current_only", (False, True): "lower_only", (True, True): "both",
+            (False, False): "neither"}[accepted]
+
 
 # The proposed fix, MODELLED (KIP-1287): notebook 05 replays B's commits through the group coordinator's model
 # (Kafka 4.2's rule, the running release's, the draft's) and names the draft's two candidate errors.
