@@ -20,3 +20,15 @@ def test_open_transaction_must_stay_open_long_enough(bootstrap, tmp_path):
         open_transaction_blocks(Experiment("block", bootstrap, folder=tmp_path), open_s=0.2)
 
 
+
+
+def test_an_open_transaction_ends_with_a_commit_or_an_abort_only(bootstrap, tmp_path):
+    with pytest.raises(ValueError, match='end=\'rollback\': a transaction ends with a "commit" or an "abort"'):
+        open_transaction_blocks(Experiment("block", bootstrap, folder=tmp_path), end="rollback")
+
+
+def test_an_experiment_runs_the_open_transaction_once(bootstrap, tmp_path):
+    exp = Experiment("block", bootstrap, folder=tmp_path)
+    exp.history.append("txn_begin", "txn-producer", txn=1)  # as a first run leaves it
+    with pytest.raises(ValueError, match="has run this already: give each run an Experiment of its own"):
+        open_transaction_blocks(exp, end="abort")

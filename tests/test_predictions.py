@@ -14,7 +14,8 @@ import pytest
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import LabkitError
 from labkit.history import Event
-from labkit.lessons import broker_crashes, idempotence, tour, unassigned
+from labkit.lessons import broker_crashes, idempotence, isolation, spark_pipeline, tour, unassigned
+from labkit.spark.timeline import BatchRow
 from labkit.predictions import PredictionWidget, Question, lock_in, locked, reveal
 
 Q = Question("99", "how many copies?", {"one": "One copy", "two": "Two copies", "none": "None"},
@@ -170,3 +171,41 @@ def test_notebook_08_without_a_crash_an_open_transaction_or_a_read_log_is_the_la
     with pytest.raises(LabkitError, match="fits no choice"):
         broker_crashes.open_transaction_outcome(_history({"out-2": [None]}), run)
 
+
+
+def _blocked(end: str, seen_ns: int | None) -> dict:
+    """One of notebook 03's part 2 runs: plain-1 written at 10, the transaction's end asked for at 50."""
+    return {"end": end, "write_ns": 10, "end_start_ns": 50, "seen_ns": {"read_committed": seen_ns,
+                                                                        "read_uncommitted": 20}}
+
+
+@pytest.mark.parametrize("after_commit, after_abort, outcome", [
+    (60, 70, "when_ends"), (30, 40, "at_once"), (60, None, "if_commits")])
+def test_notebook_03_s_outcome_is_when_read_committed_got_the_plain_record_in_each_run(after_commit, after_abort,
+                                                                                       outcome):
+    committed, aborted = _blocked("commit", after_commit), _blocked("abort", after_abort)
+    assert isolation.plain_record_outcome(committed, aborted) == outcome
+
+
+def test_notebook_03_s_runs_that_fit_no_choice_or_end_alike_are_the_lab_s_error():
+    with pytest.raises(LabkitError, match="fit no choice: plain-1 read before the commit, after the abort"):
+        isolation.plain_record_outcome(_blocked("commit", 30), _blocked("abort", 60))
+    with pytest.raises(LabkitError, match="one run ended by a commit and one by an abort"):
+        isolation.plain_record_outcome(_blocked("commit", 60), _blocked("commit", 60))
+
+
+@pytest.mark.parametrize("a, b, outcome", [
+    (dict(once=200, extra=200), dict(once=200, extra=0), "two_one"),
+    (dict(once=200, extra=0), dict(once=200, extra=0), "one_one"),
+    (dict(once=200, extra=200), dict(once=200, extra=200), "two_two")])
+def test_notebook_04_s_outcome_is_the_copies_of_each_sink_s_crashed_batch(a, b, outcome):
+    assert spark_pipeline.replay_outcome(BatchRow(2, inputs=200, **a), BatchRow(2, inputs=200, **b)) == outcome
+
+
+@pytest.mark.parametrize("a, b", [
+    (dict(once=200, extra=120), dict(once=200, extra=0)),  # part of the batch twice: sink A's mid_produce crash
+    (dict(once=150, extra=0, missing=50), dict(once=200, extra=0)),  # outputs lost
+    (dict(once=200, extra=0), dict(once=200, extra=200))])  # one_two: no such choice
+def test_notebook_04_s_batches_that_fit_no_choice_are_the_lab_s_error(a, b):
+    with pytest.raises(LabkitError, match="fits no choice"):
+        spark_pipeline.replay_outcome(BatchRow(2, inputs=200, **a), BatchRow(2, inputs=200, **b))

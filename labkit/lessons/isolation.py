@@ -1,4 +1,5 @@
-"""Notebook 03, isolation levels on the real broker: client defaults, how an open transaction holds
+"""Notebook 03, isolation levels on the real broker: its opening question (:data:`QUESTION`, answered by
+:func:`plain_record_outcome` from part 2's two runs); client defaults, how an open transaction holds
 every read_committed consumer back (the LSO against the high watermark), how ``transaction.timeout.ms``
 lets the coordinator abort a transaction whose producer stopped, and what transactions cost per record
 as they grow (KIP-98)."""
@@ -15,10 +16,12 @@ from confluent_kafka import Producer
 from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
+from labkit.errors import LabkitError
 from labkit.kafka.producers import describe_transaction
 from labkit.kafka.offsets import OffsetSampler
 from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
+from labkit.predictions import Question
 from labkit.waiting import Deadline, wait_for
 
 
@@ -115,7 +118,46 @@ def _seen_ns(exp: Experiment, participant: str, kind: str, value_id: str | None 
     return event.mono_ns if event else None
 
 
-def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
+#: The notebook's opening question: when a read_committed consumer gets a plain record written after an open
+#: transaction (answered by part 2, run once with a commit and once with an abort).
+QUESTION = Question(
+    "03", "a transaction is open on a partition, and another producer, with no transaction, writes a record to the "
+          "same partition after it. When can a read_committed consumer read that record?",
+    {"at_once": "At once: the record is in no transaction",
+     "when_ends": "Once the transaction ends, whether it commits or aborts",
+     "if_commits": "Only if the transaction commits"},
+    {"at_once": "A read_committed consumer reads only below the last stable offset (LSO), and an open transaction "
+                "holds the LSO at its first offset: every record after it waits, in a transaction or not (KIP-98; "
+                "ProducerStateManager.firstUnstableOffset).",
+     "if_commits": "An abort ends the transaction too: the coordinator writes an ABORT marker, the LSO moves past "
+                   "the transaction, and the plain record is returned; only the aborted transaction's own records are "
+                   "skipped (KIP-98)."})
+
+
+def plain_record_outcome(committed: dict, aborted: dict) -> str:
+    """Which choice of :data:`QUESTION` the run bore out, from two :func:`open_transaction_blocks` runs, one ended by
+    a commit (``committed``) and one by an abort (``aborted``): when their read_committed consumer got ``plain-1``,
+    against when the transaction's end was asked for. "at_once" if before the end in both, "when_ends" if after it in
+    both, "if_commits" if after the commit and never after the abort.
+
+    Raises:
+        LabkitError: the runs fit no choice, or are not one commit and one abort (the lab's failure, named).
+    """
+    if (committed["end"], aborted["end"]) != ("commit", "abort"):
+        raise LabkitError(f"give one run ended by a commit and one by an abort, not {committed['end']}, {aborted['end']}")
+
+    def when(run: dict) -> str:
+        seen = run["seen_ns"]["read_committed"]
+        return "never" if seen is None else "before" if seen < run["end_start_ns"] else "after"
+
+    outcome = {("before", "before"): "at_once", ("after", "after"): "when_ends",
+               ("after", "never"): "if_commits"}.get((when(committed), when(aborted)))
+    if outcome is None:
+        raise LabkitError(f"the runs fit no choice: plain-1 read {when(committed)} the commit, {when(aborted)} the abort")
+    return outcome
+
+
+def open_transaction_blocks(exp: Experiment, open_s: float = 3.0, end: str = "commit") -> dict:
     """A transaction stays open ``open_s`` seconds, and at least until the read_uncommitted consumer (the control)
     has read ``plain-1``: half a second after the transaction opened, a non-transactional producer writes record
     ``plain-1`` to the same partition. A read_committed and a read_uncommitted consumer (participants) read the
@@ -125,17 +167,24 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
 
     Args:
         open_s: how long the transaction stays open at least, in seconds (at least 1).
+        end: how the transaction ends: "commit" (``commit_transaction``) or "abort" (``abort_transaction``); either
+            way the coordinator writes a marker, and the LSO moves past the transaction (KIP-98).
     Returns:
-        ``{"topic", "samples", "marks", "write_ns", "commit_start_ns", "commit_ns", "seen_ns": {level: ns}}``:
+        ``{"topic", "end", "samples", "marks", "write_ns", "end_start_ns", "end_ns", "seen_ns": {level: ns}}``:
         offset samples (high watermark, LSO), and (``time.monotonic_ns()``) when plain-1 was written,
-        when ``commit_transaction`` was called and returned, and when each consumer got plain-1.
-        Final reads are recorded.
+        when ``commit_transaction`` (``abort_transaction``) was called and returned, and when each consumer got
+        plain-1. Final reads are recorded.
     Raises:
-        ValueError: ``open_s`` below 1.
+        ValueError: ``open_s`` below 1, ``end`` neither "commit" nor "abort", or ``exp`` has run this already.
         TimeoutError: a consumer never read a record within 60 s (names which).
     """
     if open_s < 1:
         raise ValueError(f"open_s={open_s:g}: keep the transaction open at least 1 s, so plain-1 is written inside it")
+    if end not in ("commit", "abort"):
+        raise ValueError(f"end={end!r}: a transaction ends with a \"commit\" or an \"abort\"")
+    if any(e.participant == "txn-producer" for e in exp.history.events()):
+        raise ValueError(f"experiment {exp.name!r} has run this already: give each run an Experiment of its own (the "
+                         "participants' names are the same in every run, and the run reads its times by them)")
     topic = exp.topic("blocked")
     consumers = {level: exp.participant(f"consumer-{level}", "consumer", topic=topic, isolation_level=level,
                                         group_id=f"{topic}-{level}", idle_ms=int(open_s * 1000) + 8000).start()
@@ -157,9 +206,14 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
         control = consumers["read_uncommitted"]
         wait_for(lambda: _seen_ns(exp, control.name, "consume", "plain-1"), f"{control.name} never read plain-1")
         time.sleep(commit_at.remaining_s())
-        exp.history.append("txn_commit_start", "txn-producer", txn=1)
-        txn.commit_transaction(30)
-        exp.history.append("txn_end", "txn-producer", txn=1, outcome="committed", definite=True)
+        end_start_ns = time.monotonic_ns()
+        if end == "commit":
+            exp.history.append("txn_commit_start", "txn-producer", txn=1)
+            txn.commit_transaction(30)
+        else:
+            txn.abort_transaction(30)
+        exp.history.append("txn_end", "txn-producer", txn=1, outcome={"commit": "committed", "abort": "aborted"}[end],
+                           definite=True)
         for c in consumers.values():
             wait_for(lambda c=c: _seen_ns(exp, c.name, "consume", "plain-1"), f"{c.name} never read plain-1")
         time.sleep(0.3)
@@ -168,9 +222,9 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0) -> dict:
     exp.final_reads(topic)
     marks = {"transaction opens": _seen_ns(exp, "txn-producer", "txn_begin"),
              "plain-1 written": _seen_ns(exp, "plain-producer", "ack", "plain-1"),
-             "commit": _seen_ns(exp, "txn-producer", "txn_end")}
-    return {"topic": topic, "samples": sampler.samples, "marks": marks, "write_ns": marks["plain-1 written"],
-            "commit_start_ns": _seen_ns(exp, "txn-producer", "txn_commit_start"), "commit_ns": marks["commit"],
+             end: _seen_ns(exp, "txn-producer", "txn_end")}
+    return {"topic": topic, "end": end, "samples": sampler.samples, "marks": marks,
+            "write_ns": marks["plain-1 written"], "end_start_ns": end_start_ns, "end_ns": marks[end],
             "seen_ns": {level: _seen_ns(exp, c.name, "consume", "plain-1") for level, c in consumers.items()}}
 
 

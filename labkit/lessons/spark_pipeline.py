@@ -1,4 +1,5 @@
-"""Notebook 04, an exactly-once pipeline on Spark Structured Streaming: the same query with Spark's
+"""Notebook 04, an exactly-once pipeline on Spark Structured Streaming: its opening question (:data:`QUESTION`,
+answered by :func:`replay_outcome` from parts 2 and 4); the same query with Spark's
 at-least-once Kafka sink (A) and with a transactional ``foreachBatch`` sink (B), its driver crashed at
 chosen points of micro-batches and restarted from its checkpoint, on ``local[2]`` or a standalone cluster;
 and the query in Spark's real-time mode (SPARK-53736, :mod:`labkit.spark.roles.spark_realtime`), crashed at the
@@ -29,11 +30,50 @@ from labkit.crashlab.participant import Participant
 from labkit.spark.roles.spark_pipeline import SINKS, end_offsets
 from labkit.spark.timeline import BatchRow, batch_rows, spark_timeline_figure
 from labkit.crashlab.timeline import LiveTimeline
+from labkit.errors import LabkitError
 from labkit.exercise import CheckError, Verdict, marked, unanswered
 from labkit.kafka.records import produce
+from labkit.predictions import Question
 
 #: The lesson's names of the sinks: A, Spark's Kafka writer; B, one Kafka transaction per micro-batch.
 SINK_NAMES = {"A": "kafka", "B": "transactional"}
+
+
+#: The notebook's opening question: copies of a micro-batch's output after a crash between the sink and
+#: ``commits/N``, with each sink (answered by part 2's batch 2 and part 4's batch 2).
+QUESTION = Question(
+    "04", "the driver dies after a micro-batch's output is in the output topic, before Spark has recorded the batch "
+          "as done (commits/N). After the restart, how many copies of that output does a read_committed reader find, "
+          "with Spark's own Kafka sink and with a sink that writes each micro-batch in one Kafka transaction?",
+    {"two_one": "Two with Spark's Kafka sink, one with the transactional sink",
+     "one_one": "One with either: Spark's checkpoint makes it exactly-once",
+     "two_two": "Two with either: the replay writes the batch again"},
+    {"one_one": "Spark's checkpoint has offsets/N but no commits/N for the batch, so the restart replays it with the "
+                "same offsets (MicroBatchExecution); Spark's Kafka sink keeps no record of what it wrote and writes "
+                "it all again (its producer is idempotent only within one producer session).",
+     "two_two": "The transactional sink commits a marker of the batch in the same Kafka transaction as its outputs; "
+                "the replay finds the marker committed and skips the batch, writing nothing."})
+
+
+def replay_outcome(spark_sink: BatchRow, transactional_sink: BatchRow) -> str:
+    """Which choice of :data:`QUESTION` the run bore out, from the micro-batch whose driver died after its output was
+    in the topic, for each sink (:meth:`PipelineRun.batches`' rows: part 2's ``after_produce`` batch of sink A, part
+    4's ``after_commit`` batch of sink B): two copies of every output where its extra copies equal its inputs, one
+    where it has none; inputs with no output, or some outputs twice and some once, fit no choice.
+
+    Raises:
+        LabkitError: a row fits no choice (the lab's failure, named).
+    """
+    def copies(row: BatchRow) -> str:
+        if row.missing == 0 and row.once == row.inputs > 0:
+            return {0: "one", row.inputs: "two"}.get(row.extra, "some")
+        return "some"
+
+    outcome = f"{copies(spark_sink)}_{copies(transactional_sink)}"
+    if outcome not in QUESTION.choices:
+        raise LabkitError(f"the run fits no choice: {outcome} (Spark's sink_transactional sink), from batch "
+                          f"{spark_sink.batch_id} {spark_sink} and batch {transactional_sink.batch_id} {transactional_sink}")
+    return outcome
 
 
 @dataclass
