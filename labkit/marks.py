@@ -8,7 +8,9 @@ A mark is ``(kind, state)``, published where it is observed:
   lab failed), which says nothing of the answer;
 * ``"claims"``: a notebook's claims cell: ``"held"`` when its assertions ran to its last line
   (:func:`labkit.claims.claims_hold`); ``"failed"`` (an assertion did not hold) and ``"error"`` (the cell raised
-  anything else) are seen by whoever watches the cell end, as the workshop hub's kernels do.
+  anything else) are seen by whoever watches the cell end, as the workshop hub's kernels do;
+* ``"prediction"``: the choice a learner locked in for the notebook's opening question (:func:`labkit.predictions.lock_in`),
+  its key: a short identifier (:data:`CHOICE`), not a fixed state.
 
 Observers are called in the publishing thread, in the order they subscribed; none by default. The workshop hub's
 kernels subscribe one (:mod:`labkit.hub.report`), which only queues the mark and never raises. Stdlib only.
@@ -16,10 +18,24 @@ kernels subscribe one (:mod:`labkit.hub.report`), which only queues the mark and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 #: What each kind of mark may say.
 STATES = {"exercise": ("unanswered", "wrong", "right", "error"), "claims": ("held", "failed", "error")}
+#: The kind of mark whose state is a prediction's choice key, and what such a key looks like.
+PREDICTION, CHOICE = "prediction", re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: Every kind of mark.
+KINDS = (*STATES, PREDICTION)
+
+
+def valid(kind: str, state: object) -> bool:
+    """Whether ``(kind, state)`` is a mark: a state of :data:`STATES` for its kind, or a choice key (:data:`CHOICE`)
+    for a prediction."""
+    if kind == PREDICTION:
+        return isinstance(state, str) and CHOICE.fullmatch(state) is not None
+    return state in STATES.get(kind, ())
+
 
 #: An observer: called with ``(kind, state)`` for each mark published in this process.
 Observer = Callable[[str, str], None]
@@ -43,9 +59,10 @@ def publish(kind: str, state: str) -> None:
     """Tell every observer of the mark ``(kind, state)``.
 
     Raises:
-        ValueError: ``kind`` or ``state`` is not one of :data:`STATES` (checked before any observer is called).
+        ValueError: ``(kind, state)`` is no mark (:func:`valid`; checked before any observer is called).
     """
-    if state not in STATES.get(kind, ()):
-        raise ValueError(f"a mark is one of {STATES}, not ({kind!r}, {state!r})")
+    if not valid(kind, state):
+        raise ValueError(f"a mark is one of {STATES} or a prediction's choice key ({CHOICE.pattern}), "
+                         f"not ({kind!r}, {state!r})")
     for observer in list(_observers):
         observer(kind, state)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
+from labkit import marks
 from labkit.jsonfile import write_json
 from labkit.workspace import work_dir
 
@@ -37,7 +38,8 @@ class Question:
             (the run-sheet's misconceptions); shown after a wrong prediction.
 
     Raises (constructor):
-        ValueError: fewer than two choices, or a reason for a key that is not a choice.
+        ValueError: fewer than two choices, a key that is no short identifier (:data:`labkit.marks.CHOICE`: the live
+            view's reports carry it), or a reason for a key that is not a choice.
     """
 
     notebook: str
@@ -48,6 +50,8 @@ class Question:
     def __post_init__(self) -> None:
         if len(self.choices) < 2:
             raise ValueError(f"a question has at least two choices, not {list(self.choices)}")
+        if bad := [key for key in self.choices if not marks.CHOICE.fullmatch(key)]:
+            raise ValueError(f"a choice's key is a short identifier ({marks.CHOICE.pattern}), not {bad}")
         if set(self.reasons) - set(self.choices):
             raise ValueError(f"reasons for keys that are no choice: {sorted(set(self.reasons) - set(self.choices))}")
 
@@ -58,7 +62,9 @@ def _file(question: Question, home: Path | None) -> Path:
 
 def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
     """Keep ``choice`` (a key of ``question.choices``) as the learner's prediction, replacing an earlier one; what the
-    Lock in button does. ``home``: the lab's home (default ``$LABKIT_HOME``). Returns ``choice``.
+    Lock in button does. ``home``: the lab's home (default ``$LABKIT_HOME``). Returns ``choice``. Once kept, the
+    choice is published as a ``("prediction", choice)`` mark (:mod:`labkit.marks`): on the workshop hub the
+    instructor's live view counts it, names hidden.
 
     Raises:
         ValueError: ``choice`` is not one of the question's keys (the message lists them).
@@ -68,6 +74,7 @@ def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
         raise ValueError(f"{choice!r} is not a choice of notebook {question.notebook}'s question; choose one of "
                          f"{', '.join(repr(k) for k in question.choices)}")
     write_json(_file(question, home), {"choice": choice, "locked_ms": int(time.time() * 1000)})
+    marks.publish(marks.PREDICTION, choice)
     return choice
 
 

@@ -50,6 +50,14 @@ def test_a_report_names_a_notebook_a_kind_and_a_state_of_that_kind_only():
             verdicts.parse_report(body)
 
 
+def test_a_prediction_report_carries_a_choice_key_and_nothing_else():
+    assert verdicts.parse_report(b'{"notebook": "05", "kind": "prediction", "state": "current_only"}') == (
+        "05", "prediction", "current_only")
+    for state in ("Current Only", "", "x" * 33, "<b>", 3, None):
+        with pytest.raises(verdicts.BadReport, match="a prediction's state must be a choice key"):
+            verdicts.parse_report(json.dumps({"notebook": "05", "kind": "prediction", "state": state}).encode())
+
+
 def test_the_notebooks_a_report_may_name_are_the_lab_s():
     assert verdicts.NOTEBOOKS == tuple(sorted(p.name[:2] for p in SOURCES.glob("[0-9][0-9]_*.ipynb")))
 
@@ -113,6 +121,27 @@ def test_the_table_tells_unanswered_wrong_right_and_error_apart():
     assert re.findall(r'<span class="b (\w+)" title="[^"]*">([^<]*)</span>', first) == [
         ("sum", "E1"), ("err", "E!1"), ("sum", "C1"), ("err", "C!1")]
     assert "exercise, of the 4 attendees: 1 unanswered, 1 wrong, 1 right, 1 error" in first
+
+
+def test_the_room_s_predictions_are_counted_per_notebook_with_no_name():
+    """Three attendees predict notebook 00 differently and two of them notebook 05 alike, a fourth predicts nothing:
+    the panel counts each choice (most chosen first) and who locked one in, names no attendee, and shows no notebook
+    nobody predicted; their rows show no prediction either."""
+    chose = {"ann": {"00": "gone", "05": "both"}, "bea": {"00": "nobody", "05": "both"}, "cy": {"00": "gone"},
+             "dan": {}}
+    marks_ = {u: {(n, "prediction"): verdicts.Mark(c, 100.0, 1) for n, c in mine.items()} for u, mine in chose.items()}
+    users = [{"name": u, "servers": {}} for u in chose]
+    titles = {n: (f"title {n}", True) for n in verdicts.NOTEBOOKS}
+    fragment = page.table_html(users, {}, marks_, titles, now=200.0)
+    panel = fragment[fragment.index("<h2>Predictions</h2>"):]
+    rows = dict(re.findall(r'<tr data-notebook="(\d\d)">(.*?)</tr>', panel))
+    assert set(rows) == {"00", "05"}
+    assert re.findall(r'<td class="locked">([^<]*)</td>', rows["00"]) == ["3 of 4"]
+    assert re.findall(r'data-choice="(\w+)">[^<]*<b>(\d+)</b>', rows["00"]) == [("gone", "2"), ("nobody", "1")]
+    assert re.findall(r'data-choice="(\w+)">[^<]*<b>(\d+)</b>', rows["05"]) == [("both", "2")]
+    assert not any(name in panel for name in chose)
+    assert all(_badges(fragment, u, 0) == [("none", "E·"), ("none", "C·")] for u in chose)  # no choice in a row
+    assert "<h2>Predictions</h2>" not in page.table_html(users, {}, {}, titles, now=200.0)
 
 
 def test_the_page_finds_the_claims_cell_of_every_notebook_but_04():
@@ -243,6 +272,16 @@ def test_a_kernel_reports_each_check_s_state_and_claims_cells_with_its_token(she
         ("claims", "failed"), ("claims", "error"), ("claims", "held")]
     assert {body["notebook"] for _, _, body in recorder.got} == {"03"}
     assert reporter.sent == 7
+
+
+def test_a_kernel_reports_a_locked_in_prediction_as_its_choice_key(shell, tmp_path):
+    ipython, recorder, url = shell
+    report.install(ipython)
+    assert ipython.run_cell(f"from pathlib import Path\nfrom labkit.predictions import Question, lock_in\n"
+                            f"q = Question('03', 'when?', {{'at_once': 'At once', 'at_end': 'At the end'}}, {{}})\n"
+                            f"lock_in(q, 'at_end', Path({str(tmp_path)!r}))").success
+    assert _wait(lambda: recorder.got) and [body for _, _, body in recorder.got] == [
+        {"notebook": "03", "kind": "prediction", "state": "at_end"}]
 
 
 def test_outside_a_hub_kernel_nothing_reports(shell, monkeypatch):

@@ -11,6 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
+from labkit import marks
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import LabkitError
 from labkit.history import Event
@@ -41,6 +42,27 @@ def test_a_choice_the_question_does_not_offer_is_refused_naming_the_choices_and_
         Question("97", "q", {"only": "Only"}, {})
     with pytest.raises(ValueError, match="no choice"):
         Question("97", "q", {"a": "A", "b": "B"}, {"c": "why"})
+    with pytest.raises(ValueError, match=r"short identifier .* not \['Two Copies'\]"):  # a live view report's state
+        Question("97", "q", {"one": "One", "Two Copies": "Two"}, {})
+
+
+def test_a_lock_in_is_published_as_a_prediction_mark_once_kept_and_a_refused_one_is_not(tmp_path):
+    heard = []
+
+    def observer(kind, state):
+        heard.append((kind, state))
+
+    marks.subscribe(observer)
+    try:
+        lock_in(Q, "two", tmp_path)
+        with pytest.raises(ValueError):
+            lock_in(Q, "three", tmp_path)
+        PredictionWidget(Q, tmp_path).lock_in("none")  # the button's way
+    finally:
+        marks.unsubscribe(observer)
+    assert heard == [("prediction", "two"), ("prediction", "none")]
+    with pytest.raises(ValueError, match="a prediction's choice key"):  # what a report could not carry
+        marks.publish("prediction", "Two Copies")
 
 
 def test_the_reveal_scores_right_wrong_with_its_reason_and_no_prediction_as_unscored(tmp_path):

@@ -1,7 +1,8 @@
 """What the instructor's live view (:mod:`labkit.hub.liveview`) shows: its page and its table (HTML), one row per
 attendee, from the hub's user models, each attendee's broker status and their marks (:class:`labkit.hub.verdicts.Mark`):
 per notebook, the exercise check's state (unanswered, wrong, right, error) and the claims cell's (held, failed, error),
-each in a badge of its own. Stdlib only (no JupyterHub), so it is tested in the project's venv.
+each in a badge of its own; below, the room's predictions (:func:`predictions_html`: per notebook, how many locked one
+in and how many chose each choice, names hidden). Stdlib only (no JupyterHub), so it is tested in the project's venv.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from labkit.claims import CLAIMS_CALL
+from labkit.marks import PREDICTION
 from labkit.hub.verdicts import NOTEBOOKS
 from labkit.workspace import SOURCES
 
@@ -131,7 +133,30 @@ def table_html(users: list[dict], brokers: dict[str, str], marks: dict, titles: 
     return (f'<p class="sum"><b>{len(attendees)}</b> attendee(s) · <b>{servers_up}</b> server(s) up · '
             f'<b>{brokers_up}</b> broker(s) up · updated {_clock(now)} {time.strftime("%Z")}</p>'
             f'<table><thead><tr><th>Attendee</th><th>Signed in</th><th>Server</th><th>Broker</th>{head}'
-            f'<th>Last report</th></tr></thead><tbody>{rows}</tbody></table>')
+            f'<th>Last report</th></tr></thead><tbody>{rows}</tbody></table>'
+            + predictions_html(theirs, titles))
+
+
+def predictions_html(marks: list[dict], titles: dict) -> str:
+    """The room's predictions (an HTML fragment): for each notebook someone locked a prediction in for, how many of
+    the attendees (``marks``: each one's, as in :func:`table_html`) did and how many chose each choice (its key, most
+    chosen first), with no name: the instructor can show it to the room before the reveal. Empty when nobody did."""
+    rows = []
+    for notebook in NOTEBOOKS:
+        chosen = [m[(notebook, PREDICTION)].state for m in marks if (notebook, PREDICTION) in m]
+        if not chosen:
+            continue
+        counts = sorted({c: chosen.count(c) for c in chosen}.items(), key=lambda kv: (-kv[1], kv[0]))
+        choices = "".join(f'<span class="choice" data-choice="{html.escape(c)}">{html.escape(c.replace("_", " "))} '
+                          f'<b>{n}</b></span>' for c, n in counts)
+        rows.append(f'<tr data-notebook="{notebook}"><th>{notebook}<small>{html.escape(titles[notebook][0])}</small>'
+                    f'</th><td class="locked">{len(chosen)} of {len(marks)}</td><td>{choices}</td></tr>')
+    if not rows:
+        return ""
+    return ('<h2>Predictions</h2><p class="legend">Per notebook: how many attendees locked in a prediction of its '
+            'opening question, and how many chose each choice. No names: show it to the room before the reveal.</p>'
+            '<table id="predictions"><thead><tr><th>Notebook</th><th>Locked in</th><th>Choices</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>')
 
 
 PAGE = string.Template("""<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -155,6 +180,8 @@ tr.room th, tr.room td { background: #f6f8fa; border-bottom: none; } tr.room th 
 .b.ask { background: #f6f8fa; color: #57606a; border: 1px dashed #8c959f; }
 .b.err { background: #fff8c5; color: #9a6700; }
 .empty { color: #666; padding: 16px; }
+h2 { font-size: 17px; margin: 22px 0 2px; } #predictions td.locked { font-weight: 600; }
+.choice { display: inline-block; margin: 0 10px 0 0; padding: 1px 6px; border-radius: 4px; background: #ddf4ff; }
 </style></head><body>
 <h1>Live view · labkit workshop</h1>
 <p class="legend">Per notebook: <span class="b ok">E✓</span> exercise right, <span class="b no">E✗</span> wrong,

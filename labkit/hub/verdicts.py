@@ -5,7 +5,8 @@ A report (:func:`parse_report`) is a JSON object with exactly three fields: ``no
 number a notebook's file name starts with), ``kind`` and ``state``, a mark of :data:`labkit.marks.STATES`:
 ``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or ``"error"`` when the check raised)
 or ``"claims"`` (the claims cell: ``"held"``, ``"failed"``: an assertion did not hold, ``"error"``: it raised
-anything else). It names no user: the service files it under the hub user its API token belongs to
+anything else), or ``"prediction"`` (the choice the attendee locked in for the notebook's opening question: its key,
+:data:`labkit.marks.CHOICE`). It names no user: the service files it under the hub user its API token belongs to
 (:mod:`labkit.hub.liveview`), so no attendee can report for another. The store keeps, per (user, notebook, kind), the
 latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode
 0700, root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not)
@@ -25,12 +26,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.marks import STATES
+from labkit.marks import CHOICE, KINDS, PREDICTION, STATES, valid
 
 #: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...).
 NOTEBOOKS = tuple(f"{n:02d}" for n in range(9))
-#: What a report is about: an exercise check's outcome, or a claims cell's run.
-KINDS = tuple(STATES)
 #: The store's file name in the hub's state folder.
 FILE_NAME = "liveview.sqlite"
 #: Largest report body accepted, in bytes (a report is about 50).
@@ -71,8 +70,9 @@ def parse_report(body: bytes) -> tuple[str, str, str]:
         raise BadReport(f"notebook must be one of {', '.join(NOTEBOOKS)}")
     if report["kind"] not in KINDS:
         raise BadReport(f"kind must be one of {', '.join(KINDS)}")
-    if not isinstance(report["state"], str) or report["state"] not in STATES[report["kind"]]:
-        raise BadReport(f"a {report['kind']} report's state must be one of {', '.join(STATES[report['kind']])}")
+    if not valid(report["kind"], report["state"]):
+        raise BadReport(f"a prediction's state must be a choice key ({CHOICE.pattern})" if report["kind"] == PREDICTION
+                        else f"a {report['kind']} report's state must be one of {', '.join(STATES[report['kind']])}")
     return report["notebook"], report["kind"], report["state"]
 
 
