@@ -36,6 +36,8 @@ class Question:
         choices: ``{key: label}``, in the order shown; a key is a short identifier, a label what the learner reads.
         reasons: ``{key: sentence}``: for a choice the broker may not bear out, the usual reason behind choosing it
             (the run-sheet's misconceptions); shown after a wrong prediction.
+        answered_by: what ran the experiment, as the reveal names it: "the broker" (default), or e.g. "the model
+            (MODELLED)" where the behaviour is only proposed and a model ran it.
 
     Raises (constructor):
         ValueError: fewer than two choices, a key that is no short identifier (:data:`labkit.marks.CHOICE`: the live
@@ -46,6 +48,7 @@ class Question:
     text: str
     choices: dict[str, str]
     reasons: dict[str, str]
+    answered_by: str = "the broker"
 
     def __post_init__(self) -> None:
         if len(self.choices) < 2:
@@ -111,8 +114,8 @@ class Reveal:
 
 def reveal(question: Question, observed: str, home: Path | None = None) -> Reveal:
     """Set the learner's prediction beside ``observed``, the choice the notebook's run bore out (worked out by the
-    lesson from the run, never written in): "You predicted X; the broker did Y", with the reason behind X when it is
-    wrong. A learner who locked nothing in is told so, not scored.
+    lesson from the run, never written in): "You predicted X; the broker did Y" (the broker or what
+    ``question.answered_by`` names), with the reason behind X when it is wrong. A learner who locked nothing in is told so, not scored.
 
     Raises:
         ValueError: ``observed`` is not one of the question's keys (the lesson's error, not the learner's).
@@ -121,11 +124,11 @@ def reveal(question: Question, observed: str, home: Path | None = None) -> Revea
         raise ValueError(f"the run's outcome {observed!r} is not a choice of notebook {question.notebook}'s question")
     predicted, did = locked(question, home), question.choices[observed]
     if predicted is None:
-        text = f"You did not lock in a prediction, so nothing is scored. What the broker did: **{did}**."
+        text = f"You did not lock in a prediction, so nothing is scored. What {question.answered_by} did: **{did}**."
     elif predicted == observed:
-        text = f"✅ You predicted **{did}**, and that is what the broker did."
+        text = f"✅ You predicted **{did}**, and that is what {question.answered_by} did."
     else:
-        text = (f"You predicted **{question.choices[predicted]}**; the broker did **{did}**. "
+        text = (f"You predicted **{question.choices[predicted]}**; {question.answered_by} did **{did}**. "
                 + question.reasons.get(predicted, ""))
     return Reveal(predicted, observed, text.strip())
 

@@ -15,7 +15,7 @@ from labkit import marks
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import LabkitError
 from labkit.history import Event
-from labkit.lessons import broker_crashes, idempotence, isolation, spark_pipeline, tour, unassigned
+from labkit.lessons import broker_crashes, idempotence, isolation, share_transactions, spark_pipeline, tour, unassigned
 from labkit.spark.timeline import BatchRow
 from labkit.predictions import PredictionWidget, Question, lock_in, locked, reveal
 
@@ -231,3 +231,28 @@ def test_notebook_04_s_outcome_is_the_copies_of_each_sink_s_crashed_batch(a, b, 
 def test_notebook_04_s_batches_that_fit_no_choice_are_the_lab_s_error(a, b):
     with pytest.raises(LabkitError, match="fits no choice"):
         spark_pipeline.replay_outcome(BatchRow(2, inputs=200, **a), BatchRow(2, inputs=200, **b))
+
+
+def _replayed(ack_first_outputs: list[int], sink_first_outputs: list[int]) -> pd.DataFrame:
+    """Notebook 07's replay of notebook 06's two crash points, as scenario_table gives it, with the outputs committed
+    per record given; the share checker's counts follow them."""
+    def row(name: str, outputs: list[int]) -> dict:
+        return {"scenario": name, "outputs": outputs, "check": {"lost effect": outputs.count(0),
+                                                                 "duplicate effect": sum(n > 1 for n in outputs)}}
+    return pd.DataFrame([row("ack_first (06: lost)", ack_first_outputs), row("sink_first (06: duplicated)",
+                                                                              sink_first_outputs)])
+
+
+@pytest.mark.parametrize("ack_first, sink_first, outcome", [
+    ([1, 1], [1, 1], "both"), ([0, 1], [1, 1], "duplicated_only"), ([1, 1], [2, 1], "lost_only"),
+    ([0, 1], [2, 1], "neither")])
+def test_notebook_07_s_outcome_is_which_of_06_s_failures_the_model_left(ack_first, sink_first, outcome):
+    assert share_transactions.fixes_outcome(_replayed(ack_first, sink_first)) == outcome
+
+
+def test_notebook_07_without_06_s_two_scenarios_is_the_lab_s_error_and_its_reveal_names_the_model(tmp_path):
+    with pytest.raises(LabkitError, match="notebook 06's two scenarios"):
+        share_transactions.fixes_outcome(_replayed([1], [1]).iloc[:1])
+    lock_in(share_transactions.QUESTION, "lost_only", tmp_path)
+    shown = reveal(share_transactions.QUESTION, "both", tmp_path)
+    assert "the model (MODELLED: KIP-1289 is in no Kafka release) did **Both**" in shown.message, shown.message

@@ -1,4 +1,5 @@
-"""Notebook 07, transactional share acknowledgements (KIP-1289), MODELLED: the seed's corner cases as
+"""Notebook 07, transactional share acknowledgements (KIP-1289), MODELLED: its opening question (:data:`QUESTION`,
+answered by :func:`fixes_outcome` from notebook 06's two crash points replayed on the model); the seed's corner cases as
 scenarios on :mod:`labkit.models.kip1289`, notebook 06's two crash points replayed with the proposal (with
 the effect as a Kafka output: notebook 06's own effect, a SQLite write, is outside KIP-1289, which at "Voting" is
 scoped to a Kafka producer's output), one transaction across two share partitions (two ``__share_group_state``
@@ -19,8 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from labkit.history import Event
+from labkit.predictions import Question
 from labkit.share.check import check_share
 from labkit.share.timeline import share_timeline_figure
+from labkit.errors import LabkitError
 from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka import protocol
 from labkit.models.explore import Exploration, explore, replay
@@ -64,6 +67,41 @@ NOTEBOOK_06 = {"ack_first (06: acknowledged, then crashed before the sink: lost)
                    "crash after send_share_acks (critical case)"],
                "sink_first (06: written, then crashed before acknowledging: duplicated)": SCENARIOS[
                    "crash before send_share_acks"]}
+#: The notebook's opening question: which of notebook 06's failures a transactional acknowledgement removes
+#: (answered by :data:`NOTEBOOK_06`'s two scenarios on the model).
+QUESTION = Question(
+    "07", "if a share consumer's acknowledgement went into the same Kafka transaction as its output, which of notebook "
+          "06's failures would go away: the records lost when it acknowledged first, the records duplicated when it "
+          "wrote first, or both?",
+    {"lost_only": "Only the lost records", "duplicated_only": "Only the duplicated records", "both": "Both",
+     "neither": "Neither"},
+    {"lost_only": "The duplicate goes too: a crash before the commit discards the output written in the open "
+                  "transaction and returns the record to AVAILABLE, so its redelivery writes the only committed copy.",
+     "duplicated_only": "The loss goes too: an acknowledgement in an open transaction is only pending (TX_PENDING in "
+                        "the draft); a crash aborts it and the record is delivered again.",
+     "neither": "Output and acknowledgement commit together or not at all, so neither half can outlive the other "
+                "(for an output that is a Kafka record; notebook 06's SQLite write is outside a Kafka transaction)."},
+    answered_by="the model (MODELLED: KIP-1289 is in no Kafka release)")
+
+
+def fixes_outcome(replayed: pd.DataFrame) -> str:
+    """Which choice of :data:`QUESTION` the model bore out, from :func:`scenario_table` of :data:`NOTEBOOK_06`
+    (``replayed``): the loss is gone if the acknowledge-first crash left every record's output committed at least
+    once and the share checker found no lost effect; the duplicate is gone if the write-first crash left none
+    committed twice and no duplicate effect.
+
+    Raises:
+        LabkitError: ``replayed`` lacks either scenario (the lab's failure, named).
+    """
+    rows = {name.split(" ", 1)[0]: row for name, row in zip(replayed.scenario, replayed.to_dict("records"))}
+    if set(rows) != {"ack_first", "sink_first"}:
+        raise LabkitError(f"give notebook 06's two scenarios (NOTEBOOK_06), not {sorted(rows)}")
+    lost_gone = min(rows["ack_first"]["outputs"]) >= 1 and rows["ack_first"]["check"]["lost effect"] == 0
+    dup_gone = max(rows["sink_first"]["outputs"]) <= 1 and rows["sink_first"]["check"]["duplicate effect"] == 0
+    return {(True, True): "both", (True, False): "lost_only", (False, True): "duplicated_only",
+            (False, False): "neither"}[(lost_gone, dup_gone)]
+
+
 #: Two share partitions (``input-0``, ``input-1``, one record each), each with its state on its own
 #: ``__share_group_state`` partition: c1's one poll gets both records, one transaction acknowledges both.
 MULTI = dict(partitions=2, records=1)
