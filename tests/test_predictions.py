@@ -15,7 +15,8 @@ from labkit import marks
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import LabkitError
 from labkit.history import Event
-from labkit.lessons import broker_crashes, idempotence, isolation, share_transactions, spark_pipeline, tour, unassigned
+from labkit.lessons import (broker_crashes, fencing, idempotence, isolation, share_prediction, share_transactions,
+                            spark_pipeline, tour, unassigned)
 from labkit.spark.timeline import BatchRow
 from labkit.predictions import PredictionWidget, Question, lock_in, locked, reveal
 
@@ -256,3 +257,51 @@ def test_notebook_07_without_06_s_two_scenarios_is_the_lab_s_error_and_its_revea
     lock_in(share_transactions.QUESTION, "lost_only", tmp_path)
     shown = reveal(share_transactions.QUESTION, "both", tmp_path)
     assert "the model (MODELLED: KIP-1289 is in no Kafka release) did **Both**" in shown.message, shown.message
+
+
+@pytest.mark.parametrize("plain, fenced, outcome", [
+    ((("duplicate",), ("duplicate",)), ((), (), ()), "fencing"), (((), ()), ((), ()), "idempotence"),
+    ((("duplicate",),), (("duplicate",), ("duplicate",)), "nothing")])
+def test_notebook_02_s_outcome_is_where_the_zombie_s_duplicate_was(plain, fenced, outcome):
+    plain_checks = {f"client-{i}": _verdict(*names) for i, names in enumerate(plain)}
+    assert fencing.zombie_outcome(plain_checks, [_verdict(*names) for names in fenced]) == outcome
+
+
+def test_notebook_02_s_runs_that_fit_no_choice_are_the_lab_s_error():
+    with pytest.raises(LabkitError, match="fit no choice"):  # one fenced run let the duplicate through
+        fencing.zombie_outcome({"librdkafka": _verdict("duplicate")}, [_verdict(), _verdict("duplicate")])
+    with pytest.raises(LabkitError, match="fit no choice"):  # the plain runs disagree
+        fencing.zombie_outcome({"librdkafka": _verdict("duplicate"), "java": _verdict()}, [_verdict()])
+    with pytest.raises(LabkitError, match="give part 1's runs"):
+        fencing.zombie_outcome({}, [_verdict()])
+
+
+class _Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _share_runs(b_got: int, freed_after_crash_ns: int) -> tuple[list[Event], dict, dict]:
+    """Notebook 06's part 3 as its history holds it: the paused A got 4 records at 1000 and they were AVAILABLE at
+    6000 (the lock); the crashed A was killed at 20 000, its records AVAILABLE ``freed_after_crash_ns`` later, and B
+    got ``b_got`` of them."""
+    paused = {"topic": "lock-pause", "a": _Named("A-pause"), "records": 4}
+    crashed = {"topic": "lock-crash", "a": _Named("A-crash"), "b": _Named("B-crash"), "records": 4}
+    events = [Event("delivered", "A-pause", 1000, topic="lock-pause", offset=0),
+              Event("share_state", "observer", 6000, topic="lock-pause", state="AVAILABLE"),
+              Event("crash", "A-crash", 20_000),
+              Event("share_state", "observer", 20_000 + freed_after_crash_ns, topic="lock-crash", state="AVAILABLE")]
+    events += [Event("delivered", "B-crash", 30_000 + o, topic="lock-crash", offset=o) for o in range(b_got)]
+    return events, crashed, paused
+
+
+@pytest.mark.parametrize("b_got, freed_after_crash_ns, outcome", [
+    (4, 300, "other_at_once"), (4, 5000, "other_after_lock"), (0, 300, "nobody")])
+def test_notebook_06_s_outcome_is_who_got_the_crashed_consumer_s_records_and_how_soon(b_got, freed_after_crash_ns,
+                                                                                        outcome):
+    assert share_prediction.crash_outcome(*_share_runs(b_got, freed_after_crash_ns)) == outcome
+
+
+def test_notebook_06_where_the_other_consumer_got_only_some_is_the_lab_s_error():
+    with pytest.raises(LabkitError, match="B got 2 of the crashed A's 4 records"):
+        share_prediction.crash_outcome(*_share_runs(2, 300))

@@ -1,4 +1,5 @@
-"""Notebook 02, zombie fencing: seed 002's A, B, B zombie on real processes, with no fencing, with a
+"""Notebook 02, zombie fencing: its opening question (:data:`QUESTION`, answered by :func:`zombie_outcome` from parts
+1 to 3); seed 002's A, B, B zombie on real processes, with no fencing, with a
 shared ``transactional.id`` (KIP-98 epoch bump) and with group metadata (KIP-447), on each client (librdkafka and
 Kafka's Java client); the producer epoch per transaction on each client (KIP-890's bump at every commit, Java only);
 the exercise: write the offsets step of a read-process-write loop and run it through a crash."""
@@ -15,16 +16,57 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from labkit.crashlab.check import CheckResult
 from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.producers import describe_producers, describe_transaction
+from labkit.errors import LabkitError
 from labkit.exercise import Verdict, marked, unanswered
+from labkit.predictions import Question
 from labkit.waiting import wait_for
 
 #: How a zombie is fenced in :func:`zombie`.
 FENCING = ("none", "transactional.id", "group metadata")
+
+
+#: The notebook's opening question: what keeps a zombie's second output from reaching read_committed (answered by
+#: parts 1 to 3: without transactions, and with each kind of fencing).
+QUESTION = Question(
+    "02", "the zombie writes its output for a record the other instance has already processed. What can keep that "
+          "second output from ever reaching a read_committed consumer?",
+    {"nothing": "Nothing: once written, it counts",
+     "idempotence": "The idempotent producer: the broker drops it as a duplicate",
+     "fencing": "Fencing: the broker refuses the zombie's transaction, so its output is aborted or never written"},
+    {"nothing": "With transactions the zombie's output stays in an open transaction, and its end is refused: by the "
+                "producer epoch the new instance's init_transactions bumped (a shared transactional.id, KIP-98), or "
+                "by the group coordinator refusing its offsets (KIP-447), which aborts it; read_committed skips an "
+                "aborted transaction's records.",
+     "idempotence": "Idempotence drops a producer's own retries of one batch (producer id, epoch and sequence "
+                    "number); the zombie's B comes from another producer (another producer id) than instance 2's B, "
+                    "and without transactions it is written (part 1: A, B, B)."})
+
+
+def zombie_outcome(plain: dict[str, CheckResult], fenced: list[CheckResult]) -> str:
+    """Which choice of :data:`QUESTION` the runs bore out, from the checker's verdicts on part 1's runs without
+    transactions (``plain``, by client) and on the fenced runs (``fenced``: parts 2 and 3 with a rebalance listener
+    where the client needs one): "fencing" when the zombie's duplicate was in every plain run and in no fenced one,
+    "idempotence" when it was in none, "nothing" when it was in every run.
+
+    Raises:
+        LabkitError: no runs, or runs that fit no choice (the lab's failure, named).
+    """
+    if not plain or not fenced:
+        raise LabkitError("give part 1's runs and the fenced runs of parts 2 and 3")
+    plain_dup = tuple(sorted({check.count("duplicate") > 0 for check in plain.values()}))
+    fenced_dup = tuple(sorted({check.count("duplicate") > 0 for check in fenced}))
+    outcome = {((True,), (False,)): "fencing", ((False,), (False,)): "idempotence",
+               ((True,), (True,)): "nothing"}.get((plain_dup, fenced_dup))
+    if outcome is None:
+        raise LabkitError(f"the runs fit no choice: the zombie's duplicate without transactions {list(plain_dup)}, "
+                          f"with fencing {list(fenced_dup)}")
+    return outcome
 
 
 #: Seconds each step of :func:`zombie` may take before it is an error: a step takes about 15 s alone (a Java client's
