@@ -4,12 +4,15 @@ module, a notebook) runs whole in one worker (``--dist loadfile``), the slowest 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import psutil
 import pytest
 
-from labkit import testmode
+from labkit import predictions, testmode
 from labkit.broker import EmbeddedBroker
 
 #: The per-file CPU report printed after the slowest items (tests/cpu_report.py); the page of notebooks 02, 06 and 07
@@ -63,9 +66,14 @@ SLOWEST = (
 
 def pytest_configure(config: pytest.Config) -> None:
     """The test run says so (``LABKIT_CI=1``, :func:`labkit.under_test`): the kernels nbval starts inherit this
-    process's environment, and a notebook's CI-only cells (pressing a playground's buttons) act only then. A SIGTERM
+    process's environment, and a notebook's CI-only cells (pressing a playground's buttons, locking in a prediction)
+    act only then; the predictions go to a folder of this process's own. A SIGTERM
     (a time limit) stops the run with every fixture's teardown (:func:`labkit.testmode.stop_on_sigterm`)."""
     os.environ.setdefault(testmode.ENV, "1")
+    # each test process keeps the predictions its notebooks lock in apart: another worker runs the same notebook on
+    # another Kafka release at the same time (tests/test_older_releases.py)
+    os.environ[predictions.FOLDER_ENV] = tempfile.mkdtemp(prefix="labkit-predictions-")
+    atexit.register(shutil.rmtree, os.environ[predictions.FOLDER_ENV], ignore_errors=True)
     testmode.stop_on_sigterm(controller=not hasattr(config, "workerinput"))
 
 

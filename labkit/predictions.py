@@ -5,13 +5,16 @@ Phys. 72, 835 (2004)).
 
 A locked-in prediction is kept in the learner's working folder (``<work>/.predictions/<notebook>.json``,
 :func:`labkit.workspace.work_dir`): it survives a kernel restart and a reopened notebook, and a later lock-in replaces
-it. A lesson states its :class:`Question` (the choices, and for each wrong one the usual reason behind it) and works
+it. ``$LABKIT_PREDICTIONS`` (:data:`FOLDER_ENV`) names another folder: the test run gives each of its processes one,
+so that two runs of one notebook at once (on two Kafka releases) never read each other's prediction. A lesson states
+its :class:`Question` (the choices, and for each wrong one the usual reason behind it) and works
 out from its run which choice the broker bore out; :func:`reveal` compares. Nothing here knows a topic.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,8 @@ from labkit.workspace import work_dir
 
 #: The folder of the locked-in predictions, under the working folder.
 FOLDER = ".predictions"
+#: The environment variable naming another folder for them (unset: ``<work>/.predictions``).
+FOLDER_ENV = "LABKIT_PREDICTIONS"
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,10 @@ class Question:
 
 
 def _file(question: Question, home: Path | None) -> Path:
-    return work_dir(home) / FOLDER / f"{question.notebook}.json"
+    """Where ``question``'s prediction is kept: under ``home``'s working folder when ``home`` is given, else in
+    ``$LABKIT_PREDICTIONS`` when set, else under ``$LABKIT_HOME``'s working folder."""
+    folder = Path(os.environ[FOLDER_ENV]) if home is None and os.environ.get(FOLDER_ENV) else work_dir(home) / FOLDER
+    return folder / f"{question.notebook}.json"
 
 
 def lock_in(question: Question, choice: str, home: Path | None = None) -> str:

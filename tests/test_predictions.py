@@ -305,3 +305,11 @@ def test_notebook_06_s_outcome_is_who_got_the_crashed_consumer_s_records_and_how
 def test_notebook_06_where_the_other_consumer_got_only_some_is_the_lab_s_error():
     with pytest.raises(LabkitError, match="B got 2 of the crashed A's 4 records"):
         share_prediction.crash_outcome(*_share_runs(2, 300))
+
+
+def test_labkit_predictions_names_another_folder_unless_a_home_is_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_PREDICTIONS", str(tmp_path / "mine"))
+    lock_in(Q, "two")
+    assert (tmp_path / "mine" / "99.json").exists() and locked(Q) == "two"
+    lock_in(Q, "one", tmp_path / "home")
+    assert locked(Q, tmp_path / "home") == "one" and locked(Q) == "two"  # an explicit home is its own
