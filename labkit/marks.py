@@ -27,6 +27,17 @@ STATES = {"exercise": ("unanswered", "wrong", "right", "error"), "claims": ("hel
 PREDICTION, CHOICE = "prediction", re.compile(r"[a-z][a-z0-9_]{0,31}")
 #: Every kind of mark.
 KINDS = (*STATES, PREDICTION)
+#: The choice keys of each notebook's opening question (its lesson's ``QUESTION``: a test holds the two equal), so
+#: that the workshop hub's live view, which imports no lesson, takes no other words for a notebook's prediction.
+CHOICES = {"00": ("gone", "nobody", "uncommitted_only", "everyone"),
+           "01": ("two_one", "one_one", "two_two", "none_one"),
+           "02": ("nothing", "idempotence", "fencing"),
+           "03": ("at_once", "when_ends", "if_commits"),
+           "04": ("two_one", "one_one", "two_two"),
+           "05": ("current_only", "lower_only", "both", "neither"),
+           "06": ("other_at_once", "other_after_lock", "nobody"),
+           "07": ("lost_only", "duplicated_only", "both", "neither"),
+           "08": ("lost", "aborted", "carried_on")}
 
 
 def valid(kind: str, state: object) -> bool:

@@ -9,9 +9,11 @@ tests/test_hub.py, on that file's hub (one hub start for both).
 from __future__ import annotations
 
 import http.server
+import importlib
 import json
 import logging
 import os
+import pkgutil
 import re
 import secrets
 import socket
@@ -24,7 +26,7 @@ import time
 
 import pytest
 
-from labkit import claims, marks
+from labkit import claims, lessons, marks
 from labkit.hub import observed, page, report, verdicts
 from labkit.workspace import SOURCES
 
@@ -50,12 +52,21 @@ def test_a_report_names_a_notebook_a_kind_and_a_state_of_that_kind_only():
             verdicts.parse_report(body)
 
 
-def test_a_prediction_report_carries_a_choice_key_and_nothing_else():
+def test_a_prediction_report_carries_one_of_its_notebook_s_choice_keys_and_nothing_else():
     assert verdicts.parse_report(b'{"notebook": "05", "kind": "prediction", "state": "current_only"}') == (
         "05", "prediction", "current_only")
-    for state in ("Current Only", "", "x" * 33, "<b>", 3, None):
-        with pytest.raises(verdicts.BadReport, match="a prediction's state must be a choice key"):
+    # words of one's own, markup, another notebook's key (00's "gone"), a key's look-alike, no string at all
+    for state in ("Current Only", "", "x" * 33, "<b>", "gone", "current_onl", "hello_room", 3, None):
+        with pytest.raises(verdicts.BadReport, match="a prediction for notebook 05 is one of its question's choice "
+                                                     "keys: current_only, lower_only, both, neither"):
             verdicts.parse_report(json.dumps({"notebook": "05", "kind": "prediction", "state": state}).encode())
+
+
+def test_the_live_view_s_choice_keys_are_each_notebook_s_question_s():
+    questions = {q.notebook: tuple(q.choices) for q in (getattr(importlib.import_module(f"labkit.lessons.{m.name}"),
+                                                                "QUESTION", None)
+                                                        for m in pkgutil.iter_modules(lessons.__path__)) if q}
+    assert questions == marks.CHOICES and tuple(sorted(marks.CHOICES)) == verdicts.NOTEBOOKS
 
 
 def test_the_notebooks_a_report_may_name_are_the_lab_s():

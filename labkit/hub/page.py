@@ -49,9 +49,10 @@ def _badge(css: str, text: str, title: str) -> str:
     return f'<span class="b {css}" title="{html.escape(title)}">{text}</span>'
 
 
-#: What a notebook's cell shows per kind: its letter, and per state (:data:`labkit.marks.STATES`) the CSS class, the
-#: sign after the letter and the word in the mark's title.
-KINDS = {"exercise": ("E", {"unanswered": ("ask", "…", "not answered (the answer cell still holds ...)"),
+#: What a notebook's cell shows per kind of mark (predictions are counted below the table, not shown per attendee):
+#: its letter, and per state (:data:`labkit.marks.STATES`) the CSS class, the sign after the letter and the word in
+#: the mark's title.
+SHOWN = {"exercise": ("E", {"unanswered": ("ask", "…", "not answered (the answer cell still holds ...)"),
                             "wrong": ("no", "✗", "wrong"), "right": ("ok", "✓", "right"),
                             "error": ("err", "!", "error: the check raised (the lab's failure, not the answer)")}),
          "claims": ("C", {"held": ("ok", "✓", "held"), "failed": ("no", "✗", "failed: an assertion did not hold"),
@@ -62,7 +63,7 @@ BROKER_CSS = {"up": ("ok", "up"), "down": ("no", "down"), "none": ("wait", "not 
 
 def _mark_cell(marks: dict, notebook: str, has_claims: bool) -> str:
     parts = []
-    for kind, (letter, states) in KINDS.items():
+    for kind, (letter, states) in SHOWN.items():
         mark = marks.get((notebook, kind))
         if kind == "claims" and not has_claims:
             parts.append(_badge("na", "–", "this notebook has no claims cell"))
@@ -78,7 +79,7 @@ def _room_cell(marks: list[dict], notebook: str, has_claims: bool) -> str:
     """How many of the attendees (``marks``: each one's) got ``notebook``'s exercise right and its claims held, and
     how many met an error there (a badge of its own, only when some did)."""
     parts = []
-    for kind, (letter, states) in KINDS.items():
+    for kind, (letter, states) in SHOWN.items():
         if kind == "claims" and not has_claims:
             continue
         count = {state: sum(m[(notebook, kind)].state == state for m in marks if (notebook, kind) in m)

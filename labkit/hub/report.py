@@ -92,7 +92,8 @@ class Reporter:
         threading.Thread(target=self._run, name="labkit-liveview-report", daemon=True).start()
 
     def put(self, kind: str, state: str) -> None:
-        """Queue a report of the mark ``(kind, state)`` (:data:`labkit.marks.STATES`) for this kernel's notebook;
+        """Queue a report of the mark ``(kind, state)`` (:func:`labkit.marks.valid`: a state of
+        :data:`labkit.marks.STATES`, or a prediction's choice key) for this kernel's notebook;
         nothing if the kernel has none (:func:`notebook_of`) or the queue is full. Never blocks. The observer
         :func:`install` subscribes to :mod:`labkit.marks`."""
         notebook = notebook_of(os.environ.get(SESSION_ENV))

@@ -5,8 +5,8 @@ A report (:func:`parse_report`) is a JSON object with exactly three fields: ``no
 number a notebook's file name starts with), ``kind`` and ``state``, a mark of :data:`labkit.marks.STATES`:
 ``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or ``"error"`` when the check raised)
 or ``"claims"`` (the claims cell: ``"held"``, ``"failed"``: an assertion did not hold, ``"error"``: it raised
-anything else), or ``"prediction"`` (the choice the attendee locked in for the notebook's opening question: its key,
-:data:`labkit.marks.CHOICE`). It names no user: the service files it under the hub user its API token belongs to
+anything else), or ``"prediction"`` (the choice the attendee locked in for the notebook's opening question: one of
+that notebook's keys in :data:`labkit.marks.CHOICES`, no other words). It names no user: the service files it under the hub user its API token belongs to
 (:mod:`labkit.hub.liveview`), so no attendee can report for another. The store keeps, per (user, notebook, kind), the
 latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode
 0700, root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not)
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.marks import CHOICE, KINDS, PREDICTION, STATES, valid
+from labkit.marks import CHOICES, KINDS, PREDICTION, STATES, valid
 
 #: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...).
 NOTEBOOKS = tuple(f"{n:02d}" for n in range(9))
@@ -54,7 +54,8 @@ def parse_report(body: bytes) -> tuple[str, str, str]:
 
     Raises:
         BadReport: not JSON, too long (over :data:`MAX_BODY` bytes), a field missing, unknown (``user`` included: a
-            report is always its token owner's) or of the wrong value.
+            report is always its token owner's) or of the wrong value (a prediction that is not one of its notebook's
+            choice keys included).
     """
     if len(body) > MAX_BODY:
         raise BadReport(f"a report is at most {MAX_BODY} bytes")
@@ -70,15 +71,18 @@ def parse_report(body: bytes) -> tuple[str, str, str]:
         raise BadReport(f"notebook must be one of {', '.join(NOTEBOOKS)}")
     if report["kind"] not in KINDS:
         raise BadReport(f"kind must be one of {', '.join(KINDS)}")
+    if report["kind"] == PREDICTION and report["state"] not in CHOICES[report["notebook"]]:
+        raise BadReport(f"a prediction for notebook {report['notebook']} is one of its question's choice keys: "
+                        f"{', '.join(CHOICES[report['notebook']])}")
     if not valid(report["kind"], report["state"]):
-        raise BadReport(f"a prediction's state must be a choice key ({CHOICE.pattern})" if report["kind"] == PREDICTION
-                        else f"a {report['kind']} report's state must be one of {', '.join(STATES[report['kind']])}")
+        raise BadReport(f"a {report['kind']} report's state must be one of {', '.join(STATES[report['kind']])}")
     return report["notebook"], report["kind"], report["state"]
 
 
 @dataclass(frozen=True)
 class Mark:
-    """One attendee's latest mark for a (notebook, kind): ``state`` (one of :data:`labkit.marks.STATES` of the kind),
+    """One attendee's latest mark for a (notebook, kind): ``state`` (one of :data:`labkit.marks.STATES` of the kind,
+    or for a prediction one of the notebook's :data:`labkit.marks.CHOICES`),
     ``at`` (seconds since the epoch), ``reports`` (how many came: a learner's attempts)."""
 
     state: str
