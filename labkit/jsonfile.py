@@ -17,15 +17,17 @@ def write_json(path: Path | str, value, *, indent: int | None = None, mode: int 
 
     Raises:
         TypeError: ``value`` is not JSON-serialisable (``path`` is left as it was).
-        OSError: the folder cannot be written (``path`` is left as it was).
+        OSError: the folder cannot be written, or the disk is full (``path`` is left as it was, and no temporary
+            file).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(value, indent=indent) + "\n"  # before any file: a bad value leaves nothing behind
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".partial",
-                                     delete=False) as partial:
-        partial.write(text)
+    partial = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".partial",
+                                          delete=False)
     try:
+        with partial:
+            partial.write(text)  # a full disk fails here or at the close: the temporary file goes too
         os.chmod(partial.name, mode)
         os.replace(partial.name, path)
     except BaseException:

@@ -230,8 +230,8 @@ def _start_jupyter(timeout_s: float) -> str:
 
     if not wait_until(answers, timeout_s, 0.3) or proc.poll() is not None:
         raise LabkitError(f"JupyterLab did not start; see {lab_dir() / 'jupyter.log'}")
-    (lab_dir() / "jupyter.json").write_text(json.dumps({"pid": proc.pid, "started": start_time(proc.pid), "url": url,
-                                                            "root": str(work_dir())}))
+    write_json(lab_dir() / "jupyter.json", {"pid": proc.pid, "started": start_time(proc.pid), "url": url,
+                                            "root": str(work_dir())})
     return url
 
 

@@ -48,3 +48,24 @@ def test_the_file_gets_the_mode_asked_for_and_its_folder_is_made(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o644 and json.loads(path.read_text()) == [1, 2]
     write_json(path, [3], mode=0o600)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and json.loads(path.read_text()) == [3]
+
+
+FULL_DISK = """
+import resource, signal, sys
+from labkit.jsonfile import write_json
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_json(sys.argv[1], {"padding": "x" * 100_000})
+except OSError as e:
+    print(e.errno)
+"""
+
+
+def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "state.json"
+    write_json(path, {"kept": True})
+    failed = subprocess.run([sys.executable, "-c", FULL_DISK, str(path)], capture_output=True, text=True, check=True)
+    assert failed.stdout.strip() == "27", failed  # EFBIG: the file would outgrow the process's limit
+    assert json.loads(path.read_text()) == {"kept": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]

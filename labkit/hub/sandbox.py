@@ -277,7 +277,11 @@ SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 def owned_by(uid: int) -> list[Path]:
     """The files and folders of ``uid`` at the top of :data:`SHARED_WRITABLE`, links not followed. An entry that goes
     while it is listed (another user's scratch folder, e.g. Spark's ``blockmgr-*`` in ``/tmp``) is skipped: what is
-    not there belongs to nobody."""
+    not there belongs to nobody.
+
+    Raises:
+        PermissionError: a folder of :data:`SHARED_WRITABLE` cannot be listed (run as root, as the hub does).
+    """
     found = []
     for top in map(Path, SHARED_WRITABLE):
         if not top.is_dir():

@@ -90,7 +90,8 @@ def _answer(bootstrap: str, timeout_s: float) -> tuple[dict[int, tuple[int, int]
         features[name] = {"min": low, "max": high, "finalized": None}
 
     def finalized(r: Reader) -> None:
-        name, high, _low = r.compact_string(), r.int16(), r.int16()
+        name, high = r.compact_string(), r.int16()
+        r.int16()  # the finalized min version level: not kept
         r.tags()
         features.setdefault(name, {"min": None, "max": None})["finalized"] = high
 
