@@ -40,7 +40,7 @@ _PUBLIC = {
     "wait_for": "labkit.waiting", "wait_until": "labkit.waiting",
     "under_test": "labkit.testmode",
     "claims_hold": "labkit.claims",
-    "predict": "labkit.predictions", "reveal": "labkit.predictions",
+    "predict": "labkit.predictions", "reveal": "labkit.predictions", "check_reveal": "labkit.predictions",
 }
 #: Public module name -> the module.
 _MODULES = {"records": "labkit.kafka.records", "logview": "labkit.logview"}

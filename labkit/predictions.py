@@ -146,12 +146,13 @@ class PredictionWidget:
     :meth:`lock_in` is what the button does, for a cell to call headless.
 
     Attributes:
-        question: the :class:`Question`. choices: ``widgets.RadioButtons`` (values are the keys). button: the Lock in
+        question: the :class:`Question`. home: the lab's home its lock-ins go to (None: ``$LABKIT_HOME``).
+            choices: ``widgets.RadioButtons`` (values are the keys). button: the Lock in
             ``widgets.Button``. status: ``widgets.HTML``: what is locked in. widget: the whole, to display.
     """
 
     def __init__(self, question: Question, home: Path | None = None) -> None:
-        self.question, self._home = question, home
+        self.question, self.home = question, home
         already = locked(question, home)
         self.choices = widgets.RadioButtons(options=[(label, key) for key, label in question.choices.items()],
                                             value=already, layout=widgets.Layout(width="auto"))
@@ -172,7 +173,7 @@ class PredictionWidget:
         if choice is None:
             self.status.value = "Choose one first."
             return None
-        lock_in(self.question, choice, self._home)
+        lock_in(self.question, choice, self.home)
         self.choices.value = choice
         self._show(choice)
         return choice
@@ -188,3 +189,42 @@ class PredictionWidget:
 def predict(question: Question, home: Path | None = None) -> PredictionWidget:
     """The widget for ``question`` (:class:`PredictionWidget`), to show before the notebook's first experiment."""
     return PredictionWidget(question, home)
+
+
+def check_reveal(shown: Reveal, question: Question, widget: PredictionWidget | None = None) -> Reveal | None:
+    """Check that ``shown`` (:func:`reveal` of ``question``) says what a reveal must: the words of the choice the run
+    bore out and what answered (``question.answered_by``), and for the prediction it scored: that none was locked in,
+    that it was right, or the usual reason behind the wrong choice. A notebook's claims cell calls it.
+
+    With ``widget`` (the test run, whose CI-only cell locked a prediction in through it): ``shown`` scored the widget's
+    choice; then the other kind of prediction (the run's outcome if ``shown``'s was wrong, else the first wrong choice
+    that has a reason) is locked in through the widget, revealed again and checked the same way, so that every
+    notebook's run checks a right and a wrong reveal.
+
+    Returns:
+        The second :class:`Reveal` (with ``widget``), else None.
+    Raises:
+        AssertionError: a reveal's message lacks what it must say (named), or ``shown`` scored another prediction
+            than the widget's.
+    """
+    def check(r: Reveal) -> None:
+        did = question.choices[r.observed]
+        must = [did, question.answered_by] + (
+            ["did not lock in"] if r.predicted is None else [f"that is what {question.answered_by} did"] if r.right
+            else [question.choices[r.predicted], question.reasons.get(r.predicted, "")])
+        if missing := [words for words in must if words not in r.message]:
+            raise AssertionError(f"the reveal of notebook {question.notebook}'s prediction {r.predicted!r} (the run: "
+                                 f"{r.observed!r}) does not say {missing}: {r.message}")
+
+    check(shown)
+    if widget is None:
+        return None
+    if shown.predicted != widget.choices.value:
+        raise AssertionError(f"the reveal scored {shown.predicted!r}, not the widget's lock-in {widget.choices.value!r}")
+    other = shown.observed if not shown.right else next(k for k in question.reasons if k != shown.observed)
+    widget.lock_in(other)
+    again = reveal(question, shown.observed, widget.home)
+    if again.predicted != other:
+        raise AssertionError(f"the second reveal scored {again.predicted!r}, not the lock-in {other!r}")
+    check(again)
+    return again

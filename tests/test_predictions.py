@@ -5,8 +5,11 @@ their choices from hand-written reads or checker verdicts, and a run that fits n
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections import Counter
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -18,7 +21,8 @@ from labkit.history import Event
 from labkit.lessons import (broker_crashes, fencing, idempotence, isolation, share_prediction, share_transactions,
                             spark_pipeline, tour, unassigned)
 from labkit.spark.timeline import BatchRow
-from labkit.predictions import PredictionWidget, Question, lock_in, locked, reveal
+from labkit.predictions import PredictionWidget, Question, Reveal, check_reveal, lock_in, locked, reveal
+from tests.test_spark_timeline import transactional_history
 
 Q = Question("99", "how many copies?", {"one": "One copy", "two": "Two copies", "none": "None"},
              {"two": "A retry is written once when the producer is idempotent.", "none": "The first send succeeded."})
@@ -83,6 +87,41 @@ def test_the_reveal_scores_right_wrong_with_its_reason_and_no_prediction_as_unsc
         reveal(Q, "many", tmp_path)
 
 
+@pytest.mark.parametrize("predicted, other", [("two", "one"), ("one", "two"), (None, None)])
+def test_check_reveal_passes_a_true_reveal_and_with_the_widget_reveals_the_other_kind_too(tmp_path, predicted, other):
+    widget = PredictionWidget(Q, tmp_path)
+    if predicted:
+        widget.lock_in(predicted)
+    shown = reveal(Q, "one", tmp_path)
+    assert check_reveal(shown, Q) is None
+    if predicted:
+        again = check_reveal(shown, Q, widget)
+        assert (again.predicted, again.right) == (other, other == "one") and locked(Q, tmp_path) == other
+
+
+@pytest.mark.parametrize("bad, lacks", [
+    (Reveal("two", "one", "You predicted **Two copies**; the broker did **One copy**."),
+     "A retry is written once"),  # wrong, with no reason
+    (Reveal("two", "one", "You predicted **Two copies**. A retry is written once when the producer is idempotent."),
+     "One copy"),  # the run's outcome not said
+    (Reveal("one", "one", "✅ You predicted **One copy**."), "that is what the broker did"),  # right, unsaid
+    (Reveal(None, "one", "What the broker did: **One copy**."), "did not lock in"),  # no prediction, unsaid
+    (Reveal("two", "one", "✅ You predicted **One copy**, and that is what the broker did."),
+     "Two copies")])  # a wrong prediction told it was right
+def test_check_reveal_names_what_a_false_reveal_leaves_unsaid(bad, lacks):
+    with pytest.raises(AssertionError, match=re.escape(lacks)):
+        check_reveal(bad, Q)
+
+
+def test_check_reveal_refuses_a_reveal_of_another_prediction_than_the_widget_s(tmp_path):
+    widget = PredictionWidget(Q, tmp_path)
+    widget.lock_in("two")
+    stale = reveal(Q, "one", tmp_path)
+    widget.lock_in("none")  # a lock-in after the reveal was made
+    with pytest.raises(AssertionError, match="scored 'two', not the widget's lock-in 'none'"):
+        check_reveal(stale, Q, widget)
+
+
 def test_the_lock_in_button_keeps_the_chosen_answer_and_a_new_widget_shows_it(tmp_path):
     widget = PredictionWidget(Q, tmp_path)
     assert widget.choices.value is None and "Nothing locked in" in widget.status.value
@@ -133,14 +172,17 @@ def test_notebook_01_s_verdicts_that_fit_no_choice_are_the_lab_s_error():
         idempotence.copies_outcome(_verdict(), _verdict("duplicate"))
 
 
-def _paths(current: str, lower: str) -> dict:
+def _paths(current: str, lower: str, client_epoch: int = 7) -> dict:
     """Part 2 of notebook 05 as :func:`unassigned.epoch_paths` returns it, with the broker's two answers for A's
-    partition (1) given; B (epoch 7) owns partition 0."""
-    return {"b_epoch": 7, "victim": 1, "rows": [
-        {"request": "B's epoch, A's partition", "epoch": 7, "partition": 1, "answer": current},
-        {"request": "B's epoch - 1, B's own partition", "epoch": 6, "partition": 0, "answer": "NONE"},
-        {"request": "B's epoch - 1, A's partition", "epoch": 6, "partition": 1, "answer": lower},
-        {"request": "B's epoch + 1, B's own partition", "epoch": 8, "partition": 0, "answer": "STALE_MEMBER_EPOCH"}]}
+    partition (1) given; B (epoch 7 at the broker, ``client_epoch`` in its client) owns partition 0."""
+    def row(request: str, epoch: int, partition: int, answer: str) -> dict:
+        return {"request": request, "epoch": epoch, "partition": partition, "answer": answer,
+                "path": "current" if epoch == 7 else "lagging" if epoch < 7 else "newer"}
+    return {"b_epoch": client_epoch, "b_broker_epoch": 7, "victim": 1, "rows": [
+        row("B's epoch, A's partition", client_epoch, 1, current),
+        row("B's epoch - 1, B's own partition", client_epoch - 1, 0, "NONE"),
+        row("B's epoch - 1, A's partition", client_epoch - 1, 1, lower),
+        row("B's epoch + 1, B's own partition", client_epoch + 1, 0, "STALE_MEMBER_EPOCH")]}
 
 
 @pytest.mark.parametrize("current, lower, outcome", [
@@ -157,34 +199,46 @@ def test_notebook_05_without_both_commits_for_a_s_partition_is_the_lab_s_error()
         unassigned.epochs_outcome(paths)
 
 
+def test_notebook_05_where_b_s_client_was_behind_the_broker_s_epoch_is_the_lab_s_error():
+    """B's client sent 6 as its current epoch while the broker held 7: both commits took the lagging path, and
+    keyed on the client's epoch the lagging one would read as B's current epoch."""
+    with pytest.raises(LabkitError, match=r"epoch at the broker \(7; B's client sent 6\)"):
+        unassigned.epochs_outcome(_paths("NONE", "ILLEGAL_GENERATION", client_epoch=6))
+
+
 class _Processor:
     name = "processor-librdkafka"
 
 
-def _history(outputs_in_log: dict[str, list[str]]) -> list[Event]:
-    """A processor commits out-1, writes out-2 in its next transaction, the broker crashes and is back, the processor
-    writes out-3 and commits; then the output's log as read, ``{value_id: [outcome of each copy]}``."""
+def _history(log: list[tuple[int, str, str | None]]) -> list[Event]:
+    """A processor commits out-1 (acknowledged at offset 0; its commit marker at 1), writes out-2 (acknowledged at
+    offset 2) in its next transaction, the broker crashes and is back, the processor writes out-3 and commits; then
+    the output's log as read, ``[(offset, value_id, outcome)]``."""
     p, t = _Processor.name, iter(range(1, 100))
-    events = [Event("ack", p, next(t), value_id="out-1"), Event("txn_end", p, next(t), outcome="committed"),
-              Event("ack", p, next(t), value_id="out-2"), Event("crash", "broker", next(t)),
-              Event("start", "broker", next(t)), Event("ack", p, next(t), value_id="out-3"),
+    events = [Event("ack", p, next(t), value_id="out-1", partition=0, offset=0),
+              Event("txn_end", p, next(t), outcome="committed"),
+              Event("ack", p, next(t), value_id="out-2", partition=0, offset=2), Event("crash", "broker", next(t)),
+              Event("start", "broker", next(t)), Event("ack", p, next(t), value_id="out-3", partition=0, offset=6),
               Event("txn_end", p, next(t), outcome="committed")]
-    events += [Event("final_read", "lab", next(t), topic="out", isolation_level="read_uncommitted", value_id=v,
-                     outcome=o) for v, copies in outputs_in_log.items() for o in copies]
-    return events + [Event("final_read", "lab", next(t), topic="out", isolation_level="read_uncommitted")]
+    return events + [Event("final_read", "lab", next(t), topic="out", isolation_level="read_uncommitted", value_id=v,
+                           partition=0, offset=o, outcome=outcome) for o, v, outcome in log]
 
 
 @pytest.mark.parametrize("out_2, outcome", [
-    (["committed"], "carried_on"), (["aborted", "committed"], "aborted"), ([], "lost")])
-def test_notebook_08_s_outcome_is_what_the_log_holds_of_the_transaction_open_at_the_crash(out_2, outcome):
-    in_log = {"out-1": ["committed"], "out-3": ["committed"]} | ({"out-2": out_2} if out_2 else {})
+    ([(2, "out-2", "committed")], "carried_on"),
+    ([(2, "out-2", "aborted"), (4, "out-2", "committed")], "aborted"),
+    ([], "lost"),
+    ([(3, "out-2", "committed")], "lost"),  # lost, then its input reprocessed: a copy at another offset
+    ([(2, "out-3", "committed")], "lost")])  # the log truncated below out-2, another record written where it was
+def test_notebook_08_s_outcome_is_what_the_log_holds_at_the_open_transaction_s_offsets(out_2, outcome):
+    log = [(0, "out-1", "committed")] + out_2 + [(6, "out-3", "committed")]
     run = {"processor": _Processor(), "output": "out"}
-    assert broker_crashes.open_transaction_outcome(_history(in_log), run) == outcome
+    assert broker_crashes.open_transaction_outcome(_history(log), run) == outcome
 
 
 def test_notebook_08_without_a_crash_an_open_transaction_or_a_read_log_is_the_lab_s_error():
     run = {"processor": _Processor(), "output": "out"}
-    events = _history({"out-2": ["committed"]})
+    events = _history([(2, "out-2", "committed")])
     with pytest.raises(LabkitError, match="no crash of the broker"):
         broker_crashes.open_transaction_outcome([e for e in events if e.kind != "crash"], run)
     with pytest.raises(LabkitError, match="no transaction open"):
@@ -192,8 +246,7 @@ def test_notebook_08_without_a_crash_an_open_transaction_or_a_read_log_is_the_la
     with pytest.raises(LabkitError, match="was not read"):
         broker_crashes.open_transaction_outcome([e for e in events if e.kind != "final_read"], run)
     with pytest.raises(LabkitError, match="fits no choice"):
-        broker_crashes.open_transaction_outcome(_history({"out-2": [None]}), run)
-
+        broker_crashes.open_transaction_outcome(_history([(2, "out-2", None)]), run)
 
 
 def _blocked(end: str, seen_ns: int | None) -> dict:
@@ -218,20 +271,19 @@ def test_notebook_03_s_runs_that_fit_no_choice_or_end_alike_are_the_lab_s_error(
 
 
 @pytest.mark.parametrize("a, b, outcome", [
-    (dict(once=200, extra=200), dict(once=200, extra=0), "two_one"),
-    (dict(once=200, extra=0), dict(once=200, extra=0), "one_one"),
-    (dict(once=200, extra=200), dict(once=200, extra=200), "two_two")])
+    ({2: 200}, {1: 200}, "two_one"), ({1: 200}, {1: 200}, "one_one"), ({2: 200}, {2: 200}, "two_two")])
 def test_notebook_04_s_outcome_is_the_copies_of_each_sink_s_crashed_batch(a, b, outcome):
-    assert spark_pipeline.replay_outcome(BatchRow(2, inputs=200, **a), BatchRow(2, inputs=200, **b)) == outcome
+    assert spark_pipeline.replay_outcome(BatchRow(2, copies=Counter(a)), BatchRow(2, copies=Counter(b))) == outcome
 
 
 @pytest.mark.parametrize("a, b", [
-    (dict(once=200, extra=120), dict(once=200, extra=0)),  # part of the batch twice: sink A's mid_produce crash
-    (dict(once=150, extra=0, missing=50), dict(once=200, extra=0)),  # outputs lost
-    (dict(once=200, extra=0), dict(once=200, extra=200))])  # one_two: no such choice
+    ({2: 120, 1: 80}, {1: 200}),  # part of the batch twice: sink A's mid_produce crash
+    ({1: 150, 0: 50}, {1: 200}),  # outputs lost
+    ({3: 100, 1: 100}, {1: 200}),  # as many extra copies as inputs, but half of them three times and half once
+    ({1: 200}, {2: 200})])  # one_two: no such choice
 def test_notebook_04_s_batches_that_fit_no_choice_are_the_lab_s_error(a, b):
     with pytest.raises(LabkitError, match="fits no choice"):
-        spark_pipeline.replay_outcome(BatchRow(2, inputs=200, **a), BatchRow(2, inputs=200, **b))
+        spark_pipeline.replay_outcome(BatchRow(2, copies=Counter(a)), BatchRow(2, copies=Counter(b)))
 
 
 def _replayed(ack_first_outputs: list[int], sink_first_outputs: list[int]) -> pd.DataFrame:
@@ -282,29 +334,31 @@ class _Named:
 
 
 def _share_runs(b_got: int, freed_after_crash_ns: int) -> tuple[list[Event], dict, dict]:
-    """Notebook 06's part 3 as its history holds it: the paused A got 4 records at 1000 and they were AVAILABLE at
-    6000 (the lock); the crashed A was killed at 20 000, its records AVAILABLE ``freed_after_crash_ns`` later, and B
-    got ``b_got`` of them."""
+    """Notebook 06's part 3 as its history holds it: the paused A got 4 records at 1000, paused at 1500, and they were
+    AVAILABLE at 6000 (the lock: 5000 after the delivery); the crashed A got them at 19 000, was killed at 20 000, its
+    records AVAILABLE ``freed_after_crash_ns`` after the crash, and B got ``b_got`` of them."""
     paused = {"topic": "lock-pause", "a": _Named("A-pause"), "records": 4}
     crashed = {"topic": "lock-crash", "a": _Named("A-crash"), "b": _Named("B-crash"), "records": 4}
-    events = [Event("delivered", "A-pause", 1000, topic="lock-pause", offset=0),
+    events = [Event("delivered", "A-pause", 1000, topic="lock-pause", offset=0), Event("pause", "A-pause", 1500),
               Event("share_state", "observer", 6000, topic="lock-pause", state="AVAILABLE"),
-              Event("crash", "A-crash", 20_000),
+              Event("delivered", "A-crash", 19_000, topic="lock-crash", offset=0), Event("crash", "A-crash", 20_000),
               Event("share_state", "observer", 20_000 + freed_after_crash_ns, topic="lock-crash", state="AVAILABLE")]
     events += [Event("delivered", "B-crash", 30_000 + o, topic="lock-crash", offset=o) for o in range(b_got)]
     return events, crashed, paused
 
 
-@pytest.mark.parametrize("b_got, freed_after_crash_ns, outcome", [
-    (4, 300, "other_at_once"), (4, 5000, "other_after_lock"), (0, 300, "nobody")])
-def test_notebook_06_s_outcome_is_who_got_the_crashed_consumer_s_records_and_how_soon(b_got, freed_after_crash_ns,
-                                                                                        outcome):
-    assert share_prediction.crash_outcome(*_share_runs(b_got, freed_after_crash_ns)) == outcome
+@pytest.mark.parametrize("freed_after_crash_ns, outcome", [
+    (300, "other_at_once"),  # 1300 after A's delivery, against the lock's 5000
+    (4000, "other_after_lock"),  # the crash's own release as slow as the lock: 5000 against 5000
+    (3500, "other_after_lock")])  # 4500 after the delivery: sooner than the lock, but not by half
+def test_notebook_06_s_outcome_compares_both_runs_from_a_s_delivery(freed_after_crash_ns, outcome):
+    assert share_prediction.crash_outcome(*_share_runs(4, freed_after_crash_ns)) == outcome
 
 
-def test_notebook_06_where_the_other_consumer_got_only_some_is_the_lab_s_error():
-    with pytest.raises(LabkitError, match="B got 2 of the crashed A's 4 records"):
-        share_prediction.crash_outcome(*_share_runs(2, 300))
+@pytest.mark.parametrize("b_got", [0, 2])
+def test_notebook_06_where_the_other_consumer_did_not_get_them_all_is_the_lab_s_error(b_got):
+    with pytest.raises(LabkitError, match=f"B got {b_got} of the crashed A's 4 records"):
+        share_prediction.crash_outcome(*_share_runs(b_got, 300))
 
 
 def test_labkit_predictions_names_another_folder_unless_a_home_is_given(tmp_path, monkeypatch):
@@ -313,3 +367,17 @@ def test_labkit_predictions_names_another_folder_unless_a_home_is_given(tmp_path
     assert (tmp_path / "mine" / "99.json").exists() and locked(Q) == "two"
     lock_in(Q, "one", tmp_path / "home")
     assert locked(Q, tmp_path / "home") == "one" and locked(Q) == "two"  # an explicit home is its own
+
+
+def _pipeline(events: list[Event]) -> spark_pipeline.PipelineRun:
+    history = SimpleNamespace(events=lambda: events)
+    return spark_pipeline.PipelineRun(SimpleNamespace(history=history), None, "B", "in", "out", "marker", "ckpt", 2)
+
+
+def test_notebook_04_finds_the_batch_crashed_at_a_point_or_names_the_crashes_it_saw():
+    run = _pipeline(transactional_history())
+    assert run.crashed_batch("after_commit").batch_id == 1
+    assert run.crashed_batch("mid_produce").batch_id == 0
+    with pytest.raises(LabkitError, match=r"0 micro-batches were crashed at 'after_produce' alone.*"
+                                          r"\{0: \['mid_produce'\], 1: \['after_commit'\]\}"):
+        run.crashed_batch("after_produce")

@@ -45,35 +45,39 @@ QUESTION = Question(
 def open_transaction_outcome(events: list, run: dict) -> str:
     """Which choice of :data:`QUESTION` the run bore out, from its history (``events``: the experiment's, with the
     final reads of ``run``'s output) and ``run`` (one client's entry of :func:`broker_restart_in_transaction`): the
-    outputs the processor had acknowledged in the transaction open when the broker crashed, looked up in the output
-    partition's log as read after the run. "lost" if none is in the log, "aborted" if a copy is in an aborted
-    transaction, "carried_on" if each is there in committed transactions only.
+    outputs the processor had acknowledged in the transaction open when the broker crashed, each looked up at the
+    partition and offset its acknowledgement gave, in the output partition's log as read after the run (a copy of
+    the same output written later, by a transaction that reprocessed its input, is another record at another offset
+    and does not count). "lost" if none is at its offset, "aborted" if they are there in an aborted transaction,
+    "carried_on" if they are there, committed.
 
     Raises:
-        LabkitError: no broker crash in the history, no transaction open at the crash, or the output's log was not
-            read (the lab's failure, named).
+        LabkitError: no broker crash in the history, no transaction open at the crash, the output's log was not read,
+            or the log fits no choice (only some of the outputs at their offsets, or with no outcome): the lab's
+            failure, named.
     """
     crash = next((e for e in events if e.kind == "crash" and e.participant == "broker"), None)
     if crash is None:
         raise LabkitError("the history holds no crash of the broker")
-    name, open_ids = run["processor"].name, []
+    name, open_acks = run["processor"].name, []
     for e in events:
         if e.participant == name and e.mono_ns < crash.mono_ns and e.kind in ("ack", "txn_end"):
-            open_ids = [] if e.kind == "txn_end" else open_ids + [e.value_id]
-    if not open_ids:
+            open_acks = [] if e.kind == "txn_end" else open_acks + [e]
+    if not open_acks:
         raise LabkitError(f"{name} had no transaction open when the broker crashed")
-    log = [e for e in events if e.kind == "final_read" and e.isolation_level == "read_uncommitted"
-           and e.topic == run["output"]]
+    log = {(e.partition, e.offset): e for e in events if e.kind == "final_read"
+           and e.isolation_level == "read_uncommitted" and e.topic == run["output"]}
     if not log:
         raise LabkitError(f"the log of {run['output']} was not read (Experiment.final_reads)")
-    outcomes = {e.outcome for e in log if e.value_id in open_ids}
-    if not outcomes:
+    at_offsets = [log[a.partition, a.offset] for a in open_acks
+                  if (a.partition, a.offset) in log and log[a.partition, a.offset].value_id == a.value_id]
+    outcomes = {e.outcome for e in at_offsets}
+    if not at_offsets:
         return "lost"
-    if "aborted" in outcomes:
-        return "aborted"
-    if outcomes == {"committed"}:
-        return "carried_on"
-    raise LabkitError(f"the run fits no choice: the open transaction's outputs are in the log as {sorted(map(str, outcomes))}")
+    if len(at_offsets) == len(open_acks) and outcomes in ({"aborted"}, {"committed"}):
+        return "aborted" if outcomes == {"aborted"} else "carried_on"
+    raise LabkitError(f"the run fits no choice: {len(at_offsets)} of the open transaction's {len(open_acks)} outputs "
+                      f"are at their offsets in the log, as {sorted(map(str, outcomes))}")
 
 
 #: Seconds the processors of :func:`broker_restart_in_transaction` may take to all hold a transaction open (each starts

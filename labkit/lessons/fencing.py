@@ -41,8 +41,9 @@ QUESTION = Question(
      "fencing": "Fencing: the broker refuses the zombie's transaction, so its output is aborted or never written"},
     {"nothing": "With transactions the zombie's output stays in an open transaction, and its end is refused: by the "
                 "producer epoch the new instance's init_transactions bumped (a shared transactional.id, KIP-98), or "
-                "by the group coordinator refusing its offsets (KIP-447), which aborts it; read_committed skips an "
-                "aborted transaction's records.",
+                "by the group coordinator refusing its offsets (KIP-447: its sendOffsetsToTransaction fails, and the "
+                "zombie's application aborts the transaction); read_committed skips an aborted transaction's "
+                "records.",
      "idempotence": "Idempotence drops a producer's own retries of one batch (producer id, epoch and sequence "
                     "number); the zombie's B comes from another producer (another producer id) than instance 2's B, "
                     "and without transactions it is written (part 1: A, B, B)."})

@@ -9,11 +9,11 @@ from labkit.lessons.share_groups import first_ns
 from labkit.predictions import Question
 
 QUESTION = Question(
-    "06", "three consumers of one share group read a single partition, and one is killed (kill -9) while it holds "
+    "06", "consumers A and B of one share group read a single partition, and A is killed (kill -9) while it holds "
           "records it has not acknowledged. Who gets those records, and when?",
-    {"other_at_once": "Another consumer, within moments of the crash",
-     "other_after_lock": "Another consumer, once their acquisition locks expire",
-     "nobody": "Nobody: they wait for the crashed consumer to come back"},
+    {"other_at_once": "B, within moments of the crash",
+     "other_after_lock": "B, once their acquisition locks expire",
+     "nobody": "Nobody: they wait for A to come back"},
     {"other_after_lock": "A kill -9 ends the process, not the machine: its operating system closes the connection, "
                          "the broker ends the consumer's share session and releases its records at once "
                          "(ShareSessionCache's disconnect listener, SharePartition.releaseAcquiredRecords). The lock "
@@ -25,22 +25,20 @@ QUESTION = Question(
 def crash_outcome(events: list[Event], crashed: dict, paused: dict) -> str:
     """Which choice of :data:`QUESTION` the run bore out, from the history (``events``) and part 3's two
     :func:`labkit.lessons.share_groups.lock_expiry` runs: ``crashed`` (A SIGKILLed) and ``paused`` (A SIGSTOPped:
-    its records wait for the lock, the control). "nobody" if B got none of the crashed A's records; else
-    "other_at_once" if they were AVAILABLE again sooner after the crash than the paused A's were after it got them
-    (the lock's way), "other_after_lock" if not.
+    its records wait for the lock, the control). Each run's time is from A's first delivery to its records' first
+    AVAILABLE state (ns, the observer's read of ``__share_group_state``), so both include the moment between A's
+    delivery and its crash or pause. "other_at_once" if the crashed run's time is under half the control's, else
+    "other_after_lock". "nobody" is never the run's answer: B got them, or the run failed.
 
     Raises:
-        LabkitError: B got some of the records but not all (the lab's failure, named).
-        ValueError: the history lacks a run's delivery, crash or release (:func:`first_ns`).
+        LabkitError: B did not get every one of the crashed A's records (the lab's failure, named).
+        ValueError: the history lacks a run's delivery or release (:func:`first_ns`).
     """
     got = {e.offset for e in events if e.kind == "delivered" and e.topic == crashed["topic"]
            and e.participant == crashed["b"].name}
-    if not got:
-        return "nobody"
     if len(got) < crashed["records"]:
-        raise LabkitError(f"the run fits no choice: B got {len(got)} of the crashed A's {crashed['records']} records")
-    after_crash = (first_ns(events, "share_state", topic=crashed["topic"], state="AVAILABLE")
-                   - first_ns(events, "crash", crashed["a"].name))
-    after_lock = (first_ns(events, "share_state", topic=paused["topic"], state="AVAILABLE")
-                  - first_ns(events, "delivered", paused["a"].name))
-    return "other_at_once" if after_crash < after_lock else "other_after_lock"
+        raise LabkitError(f"the run fits no choice: B got {len(got)} of the crashed A's {crashed['records']} records "
+                          "(lock_expiry waits until it has them all)")
+    freed = {run["a"].name: first_ns(events, "share_state", topic=run["topic"], state="AVAILABLE")
+             - first_ns(events, "delivered", run["a"].name, topic=run["topic"]) for run in (crashed, paused)}
+    return "other_at_once" if freed[crashed["a"].name] < freed[paused["a"].name] / 2 else "other_after_lock"

@@ -44,7 +44,8 @@ SINK_NAMES = {"A": "kafka", "B": "transactional"}
 QUESTION = Question(
     "04", "the driver dies after a micro-batch's output is in the output topic, before Spark has recorded the batch "
           "as done (commits/N). After the restart, how many copies of that output does a read_committed reader find, "
-          "with Spark's own Kafka sink and with a sink that writes each micro-batch in one Kafka transaction?",
+          "with Spark's own Kafka sink and with a sink that writes each micro-batch, with a marker naming the batch, in "
+          "one Kafka transaction?",
     {"two_one": "Two with Spark's Kafka sink, one with the transactional sink",
      "one_one": "One with either: Spark's checkpoint makes it exactly-once",
      "two_two": "Two with either: the replay writes the batch again"},
@@ -58,21 +59,21 @@ QUESTION = Question(
 def replay_outcome(spark_sink: BatchRow, transactional_sink: BatchRow) -> str:
     """Which choice of :data:`QUESTION` the run bore out, from the micro-batch whose driver died after its output was
     in the topic, for each sink (:meth:`PipelineRun.batches`' rows: part 2's ``after_produce`` batch of sink A, part
-    4's ``after_commit`` batch of sink B): two copies of every output where its extra copies equal its inputs, one
-    where it has none; inputs with no output, or some outputs twice and some once, fit no choice.
+    4's ``after_commit`` batch of sink B): "two" for a sink where every input of the batch has two copies of its
+    output, "one" where every input has one; any other mix (an input with no output, some outputs twice and some
+    once or three times) fits no choice.
 
     Raises:
         LabkitError: a row fits no choice (the lab's failure, named).
     """
     def copies(row: BatchRow) -> str:
-        if row.missing == 0 and row.once == row.inputs > 0:
-            return {0: "one", row.inputs: "two"}.get(row.extra, "some")
-        return "some"
+        return {1: "one", 2: "two"}.get(next(iter(row.copies)), "some") if len(row.copies) == 1 else "some"
 
     outcome = f"{copies(spark_sink)}_{copies(transactional_sink)}"
     if outcome not in QUESTION.choices:
-        raise LabkitError(f"the run fits no choice: {outcome} (Spark's sink_transactional sink), from batch "
-                          f"{spark_sink.batch_id} {spark_sink} and batch {transactional_sink.batch_id} {transactional_sink}")
+        raise LabkitError(f"the run fits no choice: {outcome} (Spark's Kafka sink, then the transactional sink), "
+                          f"inputs by copies of their output: batch {spark_sink.batch_id} {dict(spark_sink.copies)}, "
+                          f"batch {transactional_sink.batch_id} {dict(transactional_sink.copies)}")
     return outcome
 
 
@@ -143,8 +144,24 @@ class PipelineRun:
         """The micro-batches as the history tells them (:func:`~labkit.spark.timeline.batch_rows`)."""
         return batch_rows(self.experiment.history.events(), self.input_topic, self.output_topic)
 
+    def crashed_batch(self, point: str) -> BatchRow:
+        """The micro-batch whose only driver crash was at crash point ``point`` (e.g. "after_produce").
+
+        Raises:
+            LabkitError: no batch, or more than one, was crashed at ``point`` alone (the crash points each batch
+                saw are named).
+        """
+        rows = self.batches()
+        found = [r for r in rows if [p for _, p in r.crashes] == [point]]
+        if len(found) != 1:
+            seen = {r.batch_id: [p for _, p in r.crashes] for r in rows if r.crashes}
+            raise LabkitError(f"{self.label}: {len(found)} micro-batches were crashed at {point!r} alone, not one; "
+                              f"the crashes by batch: {seen or 'none'}")
+        return found[0]
+
     def batch_table(self) -> pd.DataFrame:
-        """One row per micro-batch: sink runs and their outcomes, inputs, outputs read once, extra copies, missing."""
+        """One row per micro-batch: sink runs and their outcomes, inputs, inputs with an output (``once``: read once
+        or more), extra copies, inputs with none (``missing``)."""
         return pd.DataFrame([{"batch": r.batch_id, "sink runs": " → ".join(o for _, _, o in r.runs),
                               "inputs": r.inputs, "once": r.once, "extra copies": r.extra, "missing": r.missing}
                              for r in self.batches()])

@@ -46,19 +46,22 @@ QUESTION = Question(
 
 
 def epochs_outcome(paths: dict) -> str:
-    """Which choice of :data:`QUESTION` the run bore out, from :func:`epoch_paths`' commits for A's partition with
-    B's current epoch and with one lower (its ``rows``: the broker's answers, "NONE" for accepted).
+    """Which choice of :data:`QUESTION` the run bore out, from :func:`epoch_paths`' commits for A's partition (its
+    ``rows``: the broker's answers, "NONE" for accepted), each known by the path ``ConsumerGroup.validateOffsetCommit``
+    took for it against B's epoch at the broker (``path``: "current" for the commit with B's current epoch, "lagging"
+    for the one with an epoch behind it), not by the epoch B's client believed it had.
 
     Raises:
-        LabkitError: ``paths`` lacks either commit (the lab's failure, named).
+        LabkitError: ``paths`` lacks either commit, or B's client sent an epoch other than the broker's as its current
+            one, so that no commit took the current path (the lab's failure, named).
     """
-    answers = {row["epoch"] - paths["b_epoch"]: row["answer"] for row in paths["rows"]
-               if row["partition"] == paths["victim"]}
-    if set(answers) != {0, -1}:
-        raise LabkitError(f"part 2 holds no commit for A's partition at B's epoch and one lower: {paths['rows']}")
-    accepted = (answers[0] == "NONE", answers[-1] == "NONE")
+    rows = [row for row in paths["rows"] if row["partition"] == paths["victim"]]
+    if sorted(row["path"] for row in rows) != ["current", "lagging"]:
+        raise LabkitError(f"part 2 holds no commit for A's partition at B's epoch at the broker "
+                          f"({paths['b_broker_epoch']}; B's client sent {paths['b_epoch']}) and one behind it: {rows}")
+    answers = {row["path"]: row["answer"] == "NONE" for row in rows}
     return {(True, False): "current_only", (False, True): "lower_only", (True, True): "both",
-            (False, False): "neither"}[accepted]
+            (False, False): "neither"}[answers["current"], answers["lagging"]]
 
 
 # The proposed fix, MODELLED (KIP-1287): notebook 05 replays B's commits through the group coordinator's model

@@ -51,9 +51,10 @@ class BatchRow:
             crash from outside, e.g. the panel's button).
         kafka_commit_s: when the batch's Kafka transaction committed (sink B), else ``None``.
         commits_s: when ``commits/N`` was written, else ``None``.
-        inputs: input records of the batch in the read_committed final read of the input topic.
-        once, extra, missing: of those, outputs read once; extra copies in all (a record read 3 times
-            adds 2); inputs with no output.
+        copies: input records of the batch in the read_committed final read of the input topic, by the number of
+            copies of their output in the read_committed final read of the output topic (0: no output).
+        inputs, once, extra, missing (from ``copies``): the batch's input records; of those, the ones whose output
+            was read (once or more); the extra copies in all (an output read 3 times adds 2); the ones with no output.
     """
 
     batch_id: int
@@ -62,10 +63,23 @@ class BatchRow:
     crashes: list[tuple[float, str | None]] = field(default_factory=list)
     kafka_commit_s: float | None = None
     commits_s: float | None = None
-    inputs: int = 0
-    once: int = 0
-    extra: int = 0
-    missing: int = 0
+    copies: Counter = field(default_factory=Counter)
+
+    @property
+    def inputs(self) -> int:
+        return sum(self.copies.values())
+
+    @property
+    def once(self) -> int:
+        return sum(n for c, n in self.copies.items() if c >= 1)
+
+    @property
+    def extra(self) -> int:
+        return sum((c - 1) * n for c, n in self.copies.items() if c > 1)
+
+    @property
+    def missing(self) -> int:
+        return self.copies[0]
 
 
 def batch_rows(events: list[Event], input_topic: str, output_topic: str, stage: str = "out") -> list[BatchRow]:
@@ -128,11 +142,7 @@ def _count_outputs(events, rows, ranges, input_topic, output_topic, stage) -> No
                   if p == e.partition and first <= e.offset <= last), None)
         if n is None:
             continue
-        r, c = rows[n], copies[derived_id(e.value_id, stage)]
-        r.inputs += 1
-        r.once += c >= 1
-        r.extra += max(0, c - 1)
-        r.missing += c == 0
+        rows[n].copies[copies[derived_id(e.value_id, stage)]] += 1
 
 
 def spark_timeline_figure(events: list[Event], input_topic: str, output_topic: str, title: str = "",
