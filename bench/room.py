@@ -67,10 +67,12 @@ class MemorySampler(threading.Thread):
             self.peak_mib = max(self.peak_mib, psutil.virtual_memory().used / 2**20)
 
 
-def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s: float) -> dict[str, dict]:
+def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s: float,
+             evidence: Path) -> dict[str, dict]:
     """Every attendee of ``room`` opens ``notebook``, then each presses Run All, one right after the other; each run's
     end is seen when it happens (every page looked at every 2 s: no cell running or queued, the kernel idle), then
-    checked (:func:`finish`). Returns ``{name: {"wall_s", "error", "claims"}}``."""
+    checked (:func:`finish`; a failure's whole error and a screenshot go to ``evidence``). Returns
+    ``{name: {"wall_s", "error", "claims"}}``."""
     for name in room:
         drive.open_notebook(pages[name], hub["url"], name, notebook, reset=True)
     started = {}
@@ -84,27 +86,43 @@ def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s:
             if idle and not pending:
                 ended[name] = time.monotonic()
         time.sleep(2.0)
-    return {name: finish(pages[name], name, ended.get(name, time.monotonic()) - started[name], deadline_s)
+    return {name: finish(pages[name], name, Path(notebook).stem[:2],
+                         ended.get(name, time.monotonic()) - started[name], deadline_s, evidence)
             for name in room}
 
 
-def finish(page, name: str, wall_s: float, deadline_s: float) -> dict:
-    """Check the run on ``page`` (:func:`labkit.hub.drive.wait_for_run`: it raised nowhere) and its claims line, then
-    shut its kernel down: ``{"wall_s", "error", "claims"}`` (error None only if every cell ran, none raised and the
-    claims line was printed)."""
+def finish(page, name: str, notebook: str, wall_s: float, deadline_s: float, evidence: Path) -> dict:
+    """Check ``name``'s run of notebook ``notebook`` (its number) on ``page`` (:func:`labkit.hub.drive.wait_for_run`: it
+    raised nowhere) and its claims line, then shut its kernel down: ``{"wall_s", "error", "claims"}`` (error None only
+    if every cell ran, none raised and the claims line was printed). A check or shutdown that raised is kept whole
+    (:func:`keep_evidence`): the row's error begins with it and names the files."""
+    run = f"{name}-{notebook}"
     try:
         error = drive.wait_for_run(page, name, deadline_s)
         claims = page.locator(".jp-OutputArea-output").filter(has_text=CLAIMS_HOLD).count() > 0
         error = error or (None if claims else "every cell ran, but no output says the claims hold")
     except Exception as exc:  # noqa: BLE001 (a failed run is reported as one, and the others are still read)
-        error, claims = f"{type(exc).__name__}: {str(exc)[:300]}", False
+        error, claims = keep_evidence(page, f"{run}-check", exc, evidence), False
     try:
         drive.shut_down_kernels(page)
     except Exception as exc:  # noqa: BLE001 (e.g. JupyterLab's "File Changed" dialog over the menu: a failed run)
-        error = error or f"the kernel could not be shut down: {type(exc).__name__}: {str(exc)[:300]}"
+        error = error or "the kernel could not be shut down: " + keep_evidence(page, f"{run}-shutdown", exc, evidence)
     row = {"wall_s": round(wall_s, 1), "error": error, "claims": claims}
-    print(f"{name}: {json.dumps(row)}", flush=True)  # as it comes: a later failure of the bench loses nothing
+    print(f"{run}: {json.dumps(row)}", flush=True)  # as it comes: a later failure of the bench loses nothing
     return row
+
+
+def keep_evidence(page, what: str, exc: Exception, evidence: Path) -> str:
+    """Write ``exc`` whole (Playwright's call log included) to ``<evidence>/<what>.txt`` and the page as it is to
+    ``<what>.png``; returns the error's first 300 characters and the two files' paths."""
+    text = f"{type(exc).__name__}: {exc}"
+    (evidence / f"{what}.txt").write_text(text + "\n")
+    try:
+        page.screenshot(path=str(evidence / f"{what}.png"), full_page=True)
+        shot = str(evidence / f"{what}.png")
+    except Exception as shot_exc:  # noqa: BLE001 (a page that is gone: say so, keep the text)
+        shot = f"none ({type(shot_exc).__name__})"
+    return f"{text[:300]} (whole: {evidence / f'{what}.txt'}; screenshot: {shot})"
 
 
 def main(argv: list[str]) -> int:
@@ -116,6 +134,7 @@ def main(argv: list[str]) -> int:
     prepare_run("bench/room.py")
     notebooks = [notebook_file("00"), notebook_file("02")]
     folder = Path(tempfile.mkdtemp(prefix="labkit-bench-room-"))
+    evidence = Path(tempfile.mkdtemp(prefix="labkit-bench-room-failures-"))  # kept: what a failed run left
     memory, mischief = MemorySampler(), None
     try:
         with drive.running_hub(folder, args.attendees + 2) as hub, chromium() as first:
@@ -128,7 +147,8 @@ def main(argv: list[str]) -> int:
             drive.wait_for_lab(pages[alone_name], hub, alone_name, SIGN_IN_WAIT_S)
             drive.lab_setting(pages[alone_name], hub["url"], alone_name, "@jupyterlab/notebook-extension:tracker",
                               {"windowingMode": "none"})
-            alone = {nb: run_room(pages, hub, [alone_name], nb, args.deadline)[alone_name] for nb in notebooks}
+            alone = {nb: run_room(pages, hub, [alone_name], nb, args.deadline, evidence)[alone_name]
+                     for nb in notebooks}
             print(f"alone: {json.dumps(alone)}", flush=True)
             # the room signs in over the spread, and the rogue starts its mischief in its own lab
             ready = sign_in_over(pages, hub, [*room, rogue], args.spread)
@@ -146,7 +166,7 @@ def main(argv: list[str]) -> int:
                 drive.lab_setting(pages[name], hub["url"], name, "@jupyterlab/notebook-extension:tracker",
                                   {"windowingMode": "none"})
             for nb in notebooks:  # everyone at once
-                for name, row in run_room(pages, hub, room, nb, args.deadline).items():
+                for name, row in run_room(pages, hub, room, nb, args.deadline, evidence).items():
                     rows[name][nb[:2]] = row
             kills = {name: sandbox.oom_kills(sandbox_user(name)[0]) for name in [*room, rogue]}
     finally:
@@ -154,6 +174,8 @@ def main(argv: list[str]) -> int:
             mischief.kill()
         memory.stop.set()
         shutil.rmtree(folder, ignore_errors=True)
+        if not any(evidence.iterdir()):
+            evidence.rmdir()
     return report(args, alone, rows, ready[rogue], kills, rogue, memory.peak_mib)
 
 
