@@ -84,6 +84,10 @@ def open_transaction_outcome(events: list, run: dict) -> str:
 #: a JVM or librdkafka, joins its group and begins a transaction): about 10 s here; 90 s was overrun on one busy core
 #: (``make test SPEED=half``, the suite's other workers beside it). Only a failing run waits that long.
 HOLD_DEADLINE_S = 300
+#: The least time (ms) left of every processor's hold when the lab kills the broker: a processor counts as holding its
+#: transaction open only within ``hold_ms`` minus this of its output's acknowledgement, so that the kill, which
+#: follows the lab's last look at the history by a moment (longer on a busy machine), still lands inside every hold.
+HOLD_LEFT_MS = 1500
 
 
 def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, clients: tuple[str, ...] = ("librdkafka",),
@@ -109,7 +113,9 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
         clients: the processors' clients, run side by side.
         mitigation: whether the librdkafka processors keep labkit's ``metadata.recovery.strategy=none``.
         inputs: records in each input topic (one partition).
-        hold_ms: how long a processor waits after producing each output, transaction open (ms).
+        hold_ms: how long a processor waits after producing each output, transaction open (ms); more than
+            :data:`HOLD_LEFT_MS`. With several clients, the kill waits for a moment when every one holds with
+            :data:`HOLD_LEFT_MS` to spare: a hold of twice that or more leaves such a moment in every cycle.
         call_deadline_ms: the lab's deadline for each client call (ms), past which a processor is
             reported stalled.
         config: extra client configs for every processor (e.g. another mitigation to try).
@@ -123,9 +129,14 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
         ``recovery_s``: from the broker being ready to that commit (``None`` if stalled); ``check``: the
         checker's result on the output once the processor ended (``None`` if stalled).
     Raises:
+        ValueError: ``hold_ms`` is not more than :data:`HOLD_LEFT_MS`.
         TimeoutError: the processors never all held a transaction open at once (:data:`HOLD_DEADLINE_S`), or a
             processor neither committed nor was flagged stalled.
+        LabkitError: the broker was killed after a processor's hold had ended (the history shows it: the run then
+            did not test a transaction open at the crash, and says so rather than report it).
     """
+    if hold_ms <= HOLD_LEFT_MS:
+        raise ValueError(f"hold_ms must be more than {HOLD_LEFT_MS} ms (HOLD_LEFT_MS), not {hold_ms}")
     runs = {}
     for client in clients:
         src, out = exp.topic(f"input-{client}"), exp.topic(f"output-{client}")
@@ -141,9 +152,12 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
             idle_ms=12_000, call_deadline_ms=call_deadline_ms,
             config=(rebootstrap if client == "librdkafka" else {}) | (config or {})).start()
     names = [run["processor"].name for run in runs.values()]
-    wait_for(lambda: all(_holds_transaction(exp.history.events(), name) for name in names),
+    fresh_ns = (hold_ms - HOLD_LEFT_MS) * 1_000_000
+    wait_for(lambda: all(_holds_transaction(exp.history.events(), name, time.monotonic_ns() - fresh_ns)
+                         for name in names),
              "the processors never all held a transaction open at once", HOLD_DEADLINE_S, interval_s=0.05)
     ready_ns = exp.restart_broker(broker)
+    _check_killed_in_hold(exp.history.events(), names, hold_ms)
 
     def committed(name: str):
         return next((e for e in exp.history.events() if e.kind == "txn_end" and e.participant == name
@@ -169,10 +183,29 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
     return runs
 
 
-def _holds_transaction(events: list, name: str) -> bool:
-    """Whether processor ``name`` has committed a transaction and written an output in its next, still open."""
-    mine = [e.kind for e in events if e.participant == name and (e.kind == "ack" or e.kind == "txn_end")]
-    return "txn_end" in mine and mine[-1] == "ack"
+def _holds_transaction(events: list, name: str, since_ns: int = 0) -> bool:
+    """Whether processor ``name`` has committed a transaction and written an output in its next, still open, the
+    output acknowledged at ``since_ns`` (monotonic ns) or later: the processor then waits out its hold."""
+    mine = [e for e in events if e.participant == name and e.kind in ("ack", "offsets_sent", "txn_commit_start",
+                                                                      "txn_end")]
+    return any(e.kind == "txn_end" for e in mine) and mine[-1].kind == "ack" and mine[-1].mono_ns >= since_ns
+
+
+def _check_killed_in_hold(events: list, names: list[str], hold_ms: int) -> None:
+    """Raise :class:`LabkitError` unless each processor of ``names`` held its transaction open when the broker was
+    killed: its last step before the crash was an output's acknowledgement, less than ``hold_ms`` before it (the hold
+    begins after the acknowledgement, so it had not ended; a call begun after it logs its event only once it returns).
+    """
+    crash = next(e for e in reversed(events) if e.kind == "crash" and e.participant == "broker")
+    last = {name: [e for e in events if e.participant == name and e.mono_ns < crash.mono_ns
+                   and e.kind in ("ack", "offsets_sent", "txn_commit_start", "txn_end")][-1] for name in names}
+    ended = {name: e for name, e in last.items() if e.kind != "ack" or crash.mono_ns - e.mono_ns >= hold_ms * 1e6}
+    if ended:
+        raise LabkitError("the broker was killed after the hold of " + ", ".join(
+            f"{name} ended (its last {e.kind} came {(crash.mono_ns - e.mono_ns) / 1e9:.2f} s before the kill, the hold "
+            f"is {hold_ms / 1000:g} s)" for name, e in ended.items()) + ": this run did not test a transaction open at "
+            f"the crash; the machine was too busy for the lab's look at the history to reach the kill within "
+            f"HOLD_LEFT_MS ({HOLD_LEFT_MS} ms): run it again with a longer hold_ms")
 
 
 def client_timelines(exp: Experiment, runs: dict, titles: dict[str, str]) -> dict[str, go.Figure]:
