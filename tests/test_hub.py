@@ -28,6 +28,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import nullcontext
 from pathlib import Path
 
 import psutil
@@ -418,12 +419,13 @@ def _as(entry: pwd.struct_passwd, hub: dict, script: str, *args: str, check: boo
     return done
 
 
-def _ensure_lab(hub: dict, name: str) -> pwd.struct_passwd:
-    """Sign ``name`` in (a browser) and wait for their lab and its broker, unless they run already; their Unix user's
-    entry."""
+def _ensure_lab(hub: dict, name: str, page=None) -> pwd.struct_passwd:
+    """Sign ``name`` in (a browser; on ``page`` when given, left open on their lab: JupyterLab's polling through the
+    proxy is activity, so the hub's culler leaves the lab be while the page is open) and wait for their lab and its
+    broker, unless they run already; their Unix user's entry."""
     from labkit.browser import chromium
 
-    with chromium() as page:
+    with chromium() if page is None else nullcontext(page) as page:
         drive.join(page, hub, name)
         _wait_for_lab(page, hub, name)
     entry = pwd.getpwnam(names.unix_name(name))
@@ -613,71 +615,75 @@ def _lab_env(entry: pwd.struct_passwd, hub: dict) -> dict[str, str]:
 
 
 def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing_when_removed(hub):
-    from labkit.browser import chromium
+    from labkit.browser import chromium, new_page
 
     a_name, b_name = hub["names"][:2]
-    a, b = _ensure_lab(hub, a_name), _ensure_lab(hub, b_name)
+    with chromium() as a_page:  # each lab open in a browser all along, as an attendee's is: never culled as idle
+        a, b = _ensure_lab(hub, a_name, a_page), _ensure_lab(hub, b_name, new_page(a_page.context.browser))
 
-    # A binds every free port of the lab's range in its namespace while B restarts its broker: B's broker comes back
-    # on a port of that range, and B's producer reaches it, not A (no connection reached A's sockets)
-    squat = subprocess.Popen([*sandbox.enter_command(a.pw_uid, a.pw_gid, sandbox.private_root(hub["state"])),
-                              os.path.join(hub["prefix"], "venv", "bin", "python"), "-c", SQUAT, "60"],
-                             preexec_fn=lambda: sandbox.join_cgroups(a.pw_uid), stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin", "HOME": a.pw_dir})
-    held = int(squat.stdout.readline())
-    assert held > len(PORT_RANGE) - 100, held  # all but A's own lab's ports
-    (old_broker,) = _brokers(b.pw_uid)
-    old_broker.terminate()
-    old_broker.wait(60)
-    restarted = _as(b, hub, "from labkit import lab; print(lab.start_broker(120))", env=_lab_env(b, hub))
-    b_bootstrap = restarted.stdout.split()[-1]
-    assert int(b_bootstrap.rsplit(":", 1)[1]) in PORT_RANGE
-    assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
-    reached, _ = squat.communicate("stop\n", timeout=60)
-    assert squat.returncode == 0 and int(reached) == 0, (squat.returncode, reached)
+        # A binds every free port of the lab's range in its namespace while B restarts its broker: B's broker comes back
+        # on a port of that range, and B's producer reaches it, not A (no connection reached A's sockets)
+        squat = subprocess.Popen([*sandbox.enter_command(a.pw_uid, a.pw_gid, sandbox.private_root(hub["state"])),
+                                  os.path.join(hub["prefix"], "venv", "bin", "python"), "-c", SQUAT, "60"],
+                                 preexec_fn=lambda: sandbox.join_cgroups(a.pw_uid), stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin", "HOME": a.pw_dir})
+        held = int(squat.stdout.readline())
+        assert held > len(PORT_RANGE) - 100, held  # all but A's own lab's ports
+        (old_broker,) = _brokers(b.pw_uid)
+        old_broker.terminate()
+        old_broker.wait(60)
+        restarted = _as(b, hub, "from labkit import lab; print(lab.start_broker(120))", env=_lab_env(b, hub))
+        b_bootstrap = restarted.stdout.split()[-1]
+        assert int(b_bootstrap.rsplit(":", 1)[1]) in PORT_RANGE
+        assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+        reached, _ = squat.communicate("stop\n", timeout=60)
+        assert squat.returncode == 0 and int(reached) == 0, (squat.returncode, reached)
 
-    # A cannot reach B's kernel: its ports listen on 127.0.0.1 of B's namespace (B's own client connects), and from
-    # A's they are someone else's or nothing, and B's address is walled
-    b_kernel = json.loads(_as(b, hub, KERNEL).stdout)
-    iopub = [f"127.0.0.1:{b_kernel['iopub_port']}", f"{sandbox.address(b.pw_uid)}:{b_kernel['iopub_port']}"]
-    assert _as(b, hub, PROBE, str(os.getpid()), iopub[0]).stdout.split() == ["denied", "connected"]
-    if b_kernel["iopub_port"] not in _listening(a.pw_uid):
-        assert _as(a, hub, PROBE, str(os.getpid()), ",".join(iopub)).stdout.split() == ["denied", "refused",
-                                                                                         "unreachable"]
+        # A cannot reach B's kernel: its ports listen on 127.0.0.1 of B's namespace (B's own client connects), and from
+        # A's they are someone else's or nothing, and B's address is walled
+        b_kernel = json.loads(_as(b, hub, KERNEL).stdout)
+        iopub = [f"127.0.0.1:{b_kernel['iopub_port']}", f"{sandbox.address(b.pw_uid)}:{b_kernel['iopub_port']}"]
+        assert _as(b, hub, PROBE, str(os.getpid()), iopub[0]).stdout.split() == ["denied", "connected"]
+        if b_kernel["iopub_port"] not in _listening(a.pw_uid):
+            assert _as(a, hub, PROBE, str(os.getpid()), ",".join(iopub)).stdout.split() == ["denied", "refused",
+                                                                                             "unreachable"]
 
-    # A past its memory limit loses its own process (the OOM killer, inside A's group); A's broker, B's lab and the
-    # hub carry on
-    kills = sandbox.oom_kills(a.pw_uid)
-    hog = _as(a, hub, HOG, str(2 * MEMORY_LIMIT_MIB), check=False)
-    assert hog.returncode == -9 and "survived" not in hog.stdout, (hog.returncode, hog.stdout, hog.stderr[-500:])
-    assert sandbox.oom_kills(a.pw_uid) > kills
-    # ... and A's notebook hears of it (labkit.hub.memory_notice): the hub's next poll writes it where A's lab reads it
-    def seen_in_a_s_lab() -> dict:
-        return json.loads(_as(a, hub, "print(open('/run/labkit/memory.json').read())").stdout)
-    assert wait_until(lambda: seen_in_a_s_lab()["oom_kills"] > kills, 60, 2.0), seen_in_a_s_lab()
-    assert seen_in_a_s_lab()["limit_mib"] == MEMORY_LIMIT_MIB
-    assert len(_brokers(a.pw_uid)) == 1 and observed.answers_kafka(int(b_bootstrap.rsplit(":", 1)[1]), 5.0,
-                                                                     sandbox.netns(b.pw_uid))
-    assert drive.answers(f"{hub['url']}hub/api")
+        # A past its memory limit loses its own process (the OOM killer, inside A's group); A's broker, B's lab and the
+        # hub carry on
+        kills = sandbox.oom_kills(a.pw_uid)
+        hog = _as(a, hub, HOG, str(2 * MEMORY_LIMIT_MIB), check=False)
+        assert hog.returncode == -9 and "survived" not in hog.stdout, (hog.returncode, hog.stdout, hog.stderr[-500:])
+        assert sandbox.oom_kills(a.pw_uid) > kills
+        # ... and A's notebook hears of it (labkit.hub.memory_notice): the hub's next poll writes it where A's lab reads it
+        def seen_in_a_s_lab() -> dict:
+            return json.loads(_as(a, hub, "print(open('/run/labkit/memory.json').read())").stdout)
+        assert wait_until(lambda: seen_in_a_s_lab()["oom_kills"] > kills, 60, 2.0), seen_in_a_s_lab()
+        assert seen_in_a_s_lab()["limit_mib"] == MEMORY_LIMIT_MIB
+        assert len(_brokers(a.pw_uid)) == 1 and observed.answers_kafka(int(b_bootstrap.rsplit(":", 1)[1]), 5.0,
+                                                                         sandbox.netns(b.pw_uid))
+        assert drive.answers(f"{hub['url']}hub/api")
 
-    # A's fork bomb stops at A's task limit; B still starts processes (its producer)
-    started, errno = map(int, _as(a, hub, FORK_BOMB).stdout.split())
-    assert errno == 11 and started < TASK_LIMIT, (started, errno)  # EAGAIN: pids.max reached
-    assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
-    print(f"A held {held} ports while B's broker restarted; A's hog killed at {MEMORY_LIMIT_MIB} MiB; A's fork bomb "
-          f"stopped at {started} processes")
+        # A's fork bomb stops at A's task limit; B still starts processes (its producer)
+        started, errno = map(int, _as(a, hub, FORK_BOMB).stdout.split())
+        assert errno == 11 and started < TASK_LIMIT, (started, errno)  # EAGAIN: pids.max reached
+        assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+        print(f"A held {held} ports while B's broker restarted; A's hog killed at {MEMORY_LIMIT_MIB} MiB; A's fork bomb "
+              f"stopped at {started} processes")
 
-    # removing A leaves no file of A's uid: in its private folders nor the machine's shared writable ones
-    _as(a, hub, "open('/tmp/left', 'w').write('x'); open('/run/lock/left-by-a', 'w').write('x')")
-    assert Path(sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid), "tmp", "left").exists()
-    with chromium() as page:  # the instructor stops A's server (the admin page's call), then removes A
-        assert _admin_api(page, hub, "DELETE", f"users/{a_name}/server") in (202, 204)
-    assert wait_until(lambda: not users.processes_of(a.pw_uid) and not sandbox.exists(a.pw_uid), 120, 1.0)
-    removed = users.remove(a_name, sandbox.private_root(hub["state"]))
-    assert "/run/lock/left-by-a" in removed, removed
-    assert not drive.user_exists(a.pw_name) and not sandbox.exists(a.pw_uid) and not users.processes_of(a.pw_uid)
-    left = [str(path) for path in sandbox.owned_by(a.pw_uid)]
-    assert not left and not sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid).exists(), left
+        # removing A leaves no file of A's uid: in its private folders nor the machine's shared writable ones
+        _as(a, hub, "open('/tmp/left', 'w').write('x'); open('/run/lock/left-by-a', 'w').write('x')")
+        assert Path(sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid), "tmp", "left").exists()
+        # A closes their page; the instructor (a page of their own) stops A's server (the admin page's call), then
+        # removes A
+        browser = a_page.context.browser
+        a_page.close()
+        assert _admin_api(new_page(browser), hub, "DELETE", f"users/{a_name}/server") in (202, 204)
+        assert wait_until(lambda: not users.processes_of(a.pw_uid) and not sandbox.exists(a.pw_uid), 120, 1.0)
+        removed = users.remove(a_name, sandbox.private_root(hub["state"]))
+        assert "/run/lock/left-by-a" in removed, removed
+        assert not drive.user_exists(a.pw_name) and not sandbox.exists(a.pw_uid) and not users.processes_of(a.pw_uid)
+        left = [str(path) for path in sandbox.owned_by(a.pw_uid)]
+        assert not left and not sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid).exists(), left
 
 
 def _admin_api(page, hub: dict, method: str, path: str) -> int:
