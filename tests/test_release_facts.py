@@ -58,7 +58,7 @@ STATED = {
         ("notebooks/07_share_transactions.ipynb", "accepted, its producer methods not public in Kafka 4.4.0"),
         ("notebooks/07_share_transactions.ipynb", "KIP-939 (\"Support Participation in 2PC\", accepted) gives the producer `prepareTransaction` and"),
         ("notebooks/07_share_transactions.ipynb", "match. Kafka 4.4.0's `KafkaProducer` does not expose those methods yet"),
-        ("notebooks/07_share_transactions.ipynb", "4.4.0: the config `transaction.two.phase.commit.enable` and the admin's"),
+        ("notebooks/07_share_transactions.ipynb", "4.4.0: the config `transaction.two.phase.commit.enable`, the admin's `Admin.forceTerminateTransaction` and the"),
     ],
     "wire_numbers": [
         ("notebooks/05_unassigned_partition.ipynb", "error code 134 and TxnOffsetCommit version 6 (seed 001)"),

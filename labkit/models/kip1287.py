@@ -19,7 +19,7 @@ recorded on the real broker through each of them:
     than assignment epoch"). ``OffsetMetadataManager`` throws it out of the partition loop, so one such
     partition fails the whole request, every partition with the same error.
 
-  On TxnOffsetCommit, ``OffsetMetadataManager.validateTransactionalOffsetCommit`` sends STALE_MEMBER_EPOCH as
+  On TxnOffsetCommit, ``OffsetMetadataManager.commitTransactionalOffset`` sends STALE_MEMBER_EPOCH as
   ILLEGAL_GENERATION below version 6 (``TxnOffsetCommitRequest.supportsStaleMemberEpochError``); version 6
   exists in 4.4.0 only (KIP-1319, topic ids), 4.3.1 goes up to 5. The two rules differ in nothing else.
 * ``"kip1287"`` (proposed, seed 001): from TxnOffsetCommit version 6, every partition on every path must
