@@ -269,7 +269,7 @@ def test_share_isolation_level_default():
     assert default == SHARE_ISOLATION_DEFAULT[version], (
         f"Kafka {version}'s share.isolation.level now defaults to {default!r} (GroupConfig.SHARE_ISOLATION_LEVEL_DEFAULT "
         f"in kafka-group-coordinator-{version}.jar), not {SHARE_ISOLATION_DEFAULT[version]!r}: update notebook 06's "
-        "section 'A transactional topic: the group's share.isolation.level' and its claims part 10 "
+        "section 'A transactional topic: the group's share.isolation.level' and its claims part 2 "
         "(labkit/lessons/share_isolation.py), notebook 07's sentence on KIP-1289's loop, and check that parts 2-6 of "
         "notebook 06 (share consumers that leave it unset) still get every record they count.")
 
