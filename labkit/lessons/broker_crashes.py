@@ -183,11 +183,20 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
     return runs
 
 
+#: A processor's steps through a transaction, as its history records them: an output acknowledged, the offsets sent,
+#: the commit asked for, the transaction ended.
+_TXN_STEPS = ("ack", "offsets_sent", "txn_commit_start", "txn_end")
+
+
+def _steps(events: list, name: str, before_ns: float = float("inf")) -> list:
+    """Processor ``name``'s :data:`_TXN_STEPS` events before ``before_ns`` (monotonic ns), in order."""
+    return [e for e in events if e.participant == name and e.kind in _TXN_STEPS and e.mono_ns < before_ns]
+
+
 def _holds_transaction(events: list, name: str, since_ns: int = 0) -> bool:
     """Whether processor ``name`` has committed a transaction and written an output in its next, still open, the
     output acknowledged at ``since_ns`` (monotonic ns) or later: the processor then waits out its hold."""
-    mine = [e for e in events if e.participant == name and e.kind in ("ack", "offsets_sent", "txn_commit_start",
-                                                                      "txn_end")]
+    mine = _steps(events, name)
     return any(e.kind == "txn_end" for e in mine) and mine[-1].kind == "ack" and mine[-1].mono_ns >= since_ns
 
 
@@ -197,8 +206,7 @@ def _check_killed_in_hold(events: list, names: list[str], hold_ms: int) -> None:
     begins after the acknowledgement, so it had not ended; a call begun after it logs its event only once it returns).
     """
     crash = next(e for e in reversed(events) if e.kind == "crash" and e.participant == "broker")
-    last = {name: [e for e in events if e.participant == name and e.mono_ns < crash.mono_ns
-                   and e.kind in ("ack", "offsets_sent", "txn_commit_start", "txn_end")][-1] for name in names}
+    last = {name: _steps(events, name, crash.mono_ns)[-1] for name in names}
     ended = {name: e for name, e in last.items() if e.kind != "ack" or crash.mono_ns - e.mono_ns >= hold_ms * 1e6}
     if ended:
         raise LabkitError("the broker was killed after the hold of " + ", ".join(
