@@ -76,6 +76,33 @@ def test_cli_up_status_down(tmp_path):
     assert "not running" in cli("status").stdout
 
 
+def test_a_web_ui_that_hangs_up_is_waited_for_then_named_with_its_last_error(tmp_path):
+    """The master's log says it leads before its UI's server answers (a fresh clone's run read ``/json`` at once and
+    got ``RemoteDisconnected``): start() waits for ``/json`` to list every worker ALIVE. A socket that accepts and
+    hangs up stands in for a UI still starting; the wait ends at its deadline with the URL and the last error."""
+    import threading
+
+    from labkit.waiting import Deadline
+
+    server = socket.create_server(("127.0.0.1", 0))
+    def hang_up() -> None:
+        while True:
+            try:
+                server.accept()[0].close()
+            except OSError:
+                return
+    threading.Thread(target=hang_up, daemon=True).start()
+    cluster = StandaloneCluster(folder=tmp_path, ui=True)
+    cluster.ui_port = server.getsockname()[1]
+    cluster._procs = [("master", None, tmp_path / "master.log")]
+    try:
+        with pytest.raises(SparkClusterError, match=r"/json did not show 1 ALIVE worker.*(RemoteDisconnected|ConnectionReset)"):
+            cluster._await_ui(Deadline(1.0))
+    finally:
+        cluster._procs = []
+        server.close()
+
+
 def test_not_ready_within_timeout_stops_the_cluster(tmp_path):
     cluster = StandaloneCluster(folder=tmp_path)
     with pytest.raises(SparkClusterError, match="master was not ready within 1 s") as caught:

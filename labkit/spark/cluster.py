@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import weakref
 from collections import deque
 from pathlib import Path
@@ -120,7 +121,8 @@ class StandaloneCluster:
 
     def start(self, timeout_s: float = 90.0) -> "StandaloneCluster":
         """Start the master, wait until it is elected leader, then the workers, and wait until each has
-        registered with it. Returns ``self``. About 12 to 15 s for a master and one worker on a busy 2-core
+        registered with it; with ``ui=True``, also until the master's web UI answers ``/json`` with every worker
+        ALIVE (its log's leader line comes before the UI's server accepts). Returns ``self``. About 12 to 15 s for a master and one worker on a busy 2-core
         machine (each daemon first runs Spark's launcher, a JVM of its own).
 
         Args:
@@ -163,6 +165,8 @@ class StandaloneCluster:
                             "--work-dir", str(self.folder / "work"))
             for daemon in self._procs[1:]:
                 self._await(*daemon, deadline)
+            if self.ui:
+                self._await_ui(deadline)
         except BaseException:
             self.stop()
             raise
@@ -203,6 +207,24 @@ class StandaloneCluster:
             proc = spawn(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                          cwd=self.folder, start_new_session=True)
         self._procs.append((name, proc, Path(out.name)))
+
+    def _await_ui(self, deadline: Deadline) -> None:
+        last: object = "no answer"
+
+        def answers() -> bool:
+            nonlocal last
+            try:
+                with urllib.request.urlopen(f"{self.ui_url}/json", timeout=max(0.5, min(5.0, deadline.remaining_s()))) as r:
+                    last = [w.get("state") for w in json.load(r).get("workers", [])]
+            except (OSError, ValueError) as e:  # refused, reset, half-written: the UI is still starting
+                last = repr(e)
+                return False
+            return last == ["ALIVE"] * self.workers
+
+        if not wait_until(answers, deadline.remaining_s(), interval_s=0.2):
+            raise SparkClusterError(f"The Spark master's web UI at {self.ui_url}/json did not show {self.workers} ALIVE "
+                                    f"worker(s) within {deadline.timeout_s:g} s (last: {last}); raise timeout_s on a "
+                                    f"slow machine. The cluster was stopped; see {self._procs[0][2]}.")
 
     @staticmethod
     def _await(name: str, proc: subprocess.Popen, log: Path, deadline: Deadline) -> None:
