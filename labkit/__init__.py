@@ -25,6 +25,7 @@ if os.environ.get("LABKIT_LIVEVIEW_URL"):  # a kernel on the workshop hub: repor
 #: Public name -> the module that defines it.
 _PUBLIC = {
     "EmbeddedBroker": "labkit.broker", "kafka_version": "labkit.broker", "kafka_at_least": "labkit.broker",
+    "EmbeddedCluster": "labkit.broker.multinode",
     "connect": "labkit.connection", "fault_proxy": "labkit.connection",
     "Experiment": "labkit.crashlab.experiment", "Participant": "labkit.crashlab.participant",
     "ControlPanel": "labkit.crashlab.panel", "Supervisor": "labkit.crashlab.supervisor",

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from labkit.broker.multinode import EmbeddedCluster, replicated
-from labkit.broker.probe import admin
+from labkit.broker.probe import READY_TOPIC, admin, lists_broker
 from labkit.kafka.producers import describe_producers
 from labkit.errors import BrokerStateError
 from labkit.kafka.records import create_topic, produce, read_topic
@@ -19,7 +19,7 @@ def test_replication_settings_and_bad_input():
         EmbeddedCluster(0)
 
 
-def test_transactions_survive_killing_their_coordinator(tmp_path):
+def test_transactions_survive_killing_their_coordinator_and_a_broker_restarts_while_another_is_down(tmp_path):
     with EmbeddedCluster(3, tmp_path / "c") as cluster:
         bs = cluster.bootstrap_servers
         assert len(bs.split(",")) == 3 and all(n.is_running for n in cluster.nodes.values())
@@ -41,6 +41,15 @@ def test_transactions_survive_killing_their_coordinator(tmp_path):
 
         cluster.restart(coordinator)
         assert cluster.nodes[coordinator].is_running
+        # A cluster's broker is ready once unfenced and serving, whatever another broker's state: no broker needs the
+        # single-node probe topic (one replica, which led on one broker: a restart while that one was down never
+        # came ready), and a broker restarts while another is down.
+        assert READY_TOPIC not in client.list_topics(timeout=10).topics
+        down, other = list(cluster.brokers)[:2]
+        cluster.kill(down)
+        cluster.restart(other)
+        assert lists_broker(bs, other) and not cluster.nodes[down].is_running
+        cluster.restart(down)
         with pytest.raises(BrokerStateError, match="no node 9"):
             cluster.kill(9)
     assert not any(n.is_running for n in cluster.nodes.values())

@@ -124,6 +124,25 @@ def test_an_unacknowledged_write_the_log_holds_keeps_its_transactions_state():
         assert [state for row, state, *_ in segments(h.events) if row == "s-2>out by z"] == ["uncommitted", "aborted"]
 
 
+def test_a_committed_write_a_truncated_log_lost_is_drawn_lost_from_the_log_read_and_agrees_with_the_broker():
+    """Notebook 09, part 3: p-2 committed at offset 2, then an unclean leader election truncated the log to offset 2
+    and a later write took offset 2: the log read holds p-1 and q-1 only. p-2's row ends "— lost", committed up to the
+    run's last event and "not in the log" after it; without the log read it stays committed (the history alone
+    cannot tell)."""
+    def run():
+        h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "committed")
+        return h.add("txn_begin", "p", txn=2).write("p", "p-2", 2, txn=2).txn("p", 2, "committed").write("q", "q-1", 2)
+    read = run().finals([(0, "p-1"), (2, "q-1")])
+    drawn = {row: [state for r, state, *_ in segments(read.events) if r == row] for row, *_ in segments(read.events)}
+    assert drawn["p-2 by p @2 — lost"] == ["uncommitted", "committed", "not in the log"]
+    assert drawn["p-1 by p @0"] == ["uncommitted", "committed"] and drawn["q-1 by q @2"] == ["written"]
+    last = max(e.mono_ns for e in read.events if e.kind != "final_read")
+    lost_from = next(a for r, state, a, _ in segments(read.events) if state == "not in the log")
+    assert lost_from == (last - read.events[0].mono_ns) / 1e9
+    assert contradictions(timeline_figure(read.events), read.events, OUT) == []
+    assert [state for r, state, *_ in segments(run().events) if r.startswith("p-2")] == ["uncommitted", "committed"]
+
+
 def test_figure_truth_catches_each_contradiction_and_passes_a_true_figure():
     h = H().add("txn_begin", "p", txn=1).write("p", "p-1", 0, txn=1).txn("p", 1, "committed")
     h.add("txn_begin", "p", txn=2).write("p", "p-2", 2, txn=2).txn("p", 2, "aborted")
@@ -131,13 +150,15 @@ def test_figure_truth_catches_each_contradiction_and_passes_a_true_figure():
     assert contradictions(timeline_figure(h.events), h.events, OUT) == []
     no_commit = [e for e in h.events if not (e.kind == "txn_end" and e.txn == 1)]  # p-1 would be drawn uncommitted
     assert contradictions(timeline_figure(no_commit), h.events, OUT) == [
-        "'p-1 by p @0' drawn uncommitted, but read_committed returns offset 0"]
+        "'p-1 by p @0' drawn uncommitted, but read_committed returns p-1 at offset 0"]
     lying = H().finals([(0, "p-1"), (2, "p-2")]).events  # the broker returns offset 2, drawn aborted
     assert contradictions(timeline_figure(h.events), h.events + lying, OUT) == [
-        "'p-2 by p @2' drawn aborted, but read_committed returns offset 2"]
+        "'p-2 by p @2' drawn aborted, but read_committed returns p-2 at offset 2"]
+    other_topic = H().write("s", "s-1", 7, topic="in").events  # a processor's input: not the output's to answer for
+    assert contradictions(timeline_figure(h.events + other_topic), h.events + other_topic, OUT) == []
     unseen = H().finals([(0, "p-1"), (5, "x")]).events
     assert contradictions(timeline_figure(h.events), h.events + unseen, OUT) == [
-        "offset 5 is returned by read_committed but drawn nowhere"]
+        "x at offset 5 is returned by read_committed but drawn nowhere"]
 
 
 def test_one_participants_actions_close_in_time_share_a_label_and_others_take_rows_of_their_own():

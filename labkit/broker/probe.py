@@ -45,6 +45,15 @@ def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
         ) from exc
 
 
+def lists_broker(bootstrap: str, node_id: int, timeout_s: float = 2.0) -> bool:
+    """Whether the broker at ``bootstrap`` answers a metadata request listing broker ``node_id`` (KRaft lists only
+    unfenced brokers: ``KRaftMetadataCache``). ``False`` if there is no answer within ``timeout_s`` seconds."""
+    try:
+        return node_id in admin(bootstrap, timeout_s).list_topics(timeout=timeout_s).brokers
+    except KafkaException:
+        return False
+
+
 def is_ready(bootstrap: str, timeout_s: float = 2.0) -> bool:
     """One readiness probe: a metadata request is answered, topic :data:`READY_TOPIC` exists or can
     be created, and its partition has a leader. ``False`` if any step fails within ``timeout_s``."""

@@ -34,10 +34,13 @@ class Experiment:
         self.history = History(folder / f"{name}-{self.run_id}.jsonl")
         self.participants: dict[str, Participant] = {}
 
-    def topic(self, label: str, partitions: int = 1, prefix: str = "", config: dict[str, str] | None = None) -> str:
-        """Create a fresh topic ``<prefix><experiment>-<label>-<8 hex>`` (``config``: topic configs)
-        and return its name."""
-        return create_topic(self.bootstrap, f"{prefix}{self.name}-{label}", partitions=partitions, config=config)
+    def topic(self, label: str, partitions: int = 1, prefix: str = "", config: dict[str, str] | None = None,
+              replicas: list[int] | None = None) -> str:
+        """Create a fresh topic ``<prefix><experiment>-<label>-<8 hex>`` (``config``: topic configs; ``replicas``:
+        the brokers (node ids, preferred leader first) of every partition, see
+        :func:`~labkit.kafka.records.create_topic`) and return its name."""
+        return create_topic(self.bootstrap, f"{prefix}{self.name}-{label}", partitions=partitions, config=config,
+                            replicas=replicas)
 
     def participant(self, name: str, role: str, **options: object) -> Participant:
         """Make (not start) a :class:`Participant` writing to this experiment's history.

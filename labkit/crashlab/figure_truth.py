@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from labkit.crashlab.timeline import STATE_COLOURS
+from labkit.crashlab.timeline import STATE_COLOURS, writes
 
 SURVIVING = ("committed", "written")
 
@@ -28,17 +28,22 @@ def last_drawn_states(fig) -> dict[str, str]:
 
 def contradictions(fig, events, topic: str) -> list[str]:
     """What the plotly figure ``fig`` (drawn from the history ``events``) shows of the writes to ``topic`` that
-    read_committed contradicts: a write drawn committed or written whose offset read_committed does not return, one
-    drawn otherwise whose offset it does, and an offset it returns with no row. One message per contradiction."""
-    visible = {e.offset for e in events if e.kind == "final_read" and e.topic == topic and e.offset is not None
-               and e.isolation_level == "read_committed"}
+    read_committed contradicts: a write drawn committed or written whose record (value id at its offset)
+    read_committed does not return, one drawn otherwise whose record it does, and a record it returns with no row.
+    Rows of writes to other topics (a processor's input) are left out. One message per contradiction."""
+    base = lambda row: row.split(" — ")[0]  # noqa: E731  (a row's label without its duplicate / lost mark)
+    of_topic = {base(w["row"]) for w in writes(events) if w["topic"] == topic}
+    visible = {(e.offset, e.value_id) for e in events if e.kind == "final_read" and e.topic == topic
+               and e.offset is not None and e.isolation_level == "read_committed"}
     wrong, drawn = [], set()
     for row, state in last_drawn_states(fig).items():
+        if base(row) not in of_topic:
+            continue
         m = re.search(r" @(\d+)", row)
-        offset = int(m.group(1)) if m else None
-        drawn.add(offset)
-        if (state in SURVIVING) != (offset in visible):
-            wrong.append(f"{row!r} drawn {state}, but read_committed {'returns' if offset in visible else 'has no'} "
-                         f"offset {offset}")
-    wrong += [f"offset {o} is returned by read_committed but drawn nowhere" for o in sorted(visible - drawn)]
+        record = (int(m.group(1)) if m else None, row.split(" by ")[0])
+        drawn.add(record)
+        if (state in SURVIVING) != (record in visible):
+            wrong.append(f"{row!r} drawn {state}, but read_committed {'returns' if record in visible else 'has no'} "
+                         f"{record[1]} at offset {record[0]}")
+    wrong += [f"{vid} at offset {o} is returned by read_committed but drawn nowhere" for o, vid in sorted(visible - drawn)]
     return wrong

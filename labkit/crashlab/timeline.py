@@ -32,6 +32,7 @@ from labkit.history import Event, History
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
                  "send failed": "#b279a2", "not in the log": "#bab0ac"}
 DUPLICATE = " — duplicate"  # the end of a surviving write's row when the value id already survived once
+LOST = " — lost"  # the end of an acknowledged write's row when the log read after the run no longer holds it
 WRONG = "#d62728"  # red: a crash, a duplicate, a refusal (and, lighter, an aborted write); nothing else is red
 #: The lab's actions as vertical lines, ``(colour, dash)``: dark greys told apart by their dash, a crash red. No
 #: participant's (:data:`~labkit.crashlab.colours.PALETTE`) nor state's colour.
@@ -52,20 +53,25 @@ def writes(events: list[Event]) -> list[dict]:
     ``[(state, start_s, end_s)]``, times in seconds since the first event. Each write has a row of its own,
     ``"<value id> by <writer> @<offset>"`` (``#<n>`` added if that is taken), so no write hides another; a
     second write of a value id that also survives (committed, or written without a transaction) is marked
-    ``"— duplicate"``."""
+    ``"— duplicate"``. An acknowledged write whose offset the log read after the run (``final_read``) no longer holds
+    (a truncated log: notebook 09's unclean leader election) is marked ``"— lost"`` and drawn "not in the log" from
+    the run's last event, when the lab read the log: the history does not say when the log lost it."""
     if not events:
         return []
     t0, t_end = events[0].mono_ns, _drawn_end(events)
+    read_at = next((e.mono_ns for e in reversed(events) if e.kind != "final_read"), t0)
     sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
     by_vid: dict[str, list[dict]] = {}  # value id -> its writes in send order
     txn_end = {}
     logged: dict[str, list[tuple]] = defaultdict(list)  # value id -> where the log holds a copy
+    log_at: dict[tuple, str] = {}  # (topic, partition, offset) -> the value id the log holds there
     log_read = set()  # the topics whose log the history holds
     for e in events:
         if e.kind == "final_read" and e.isolation_level == "read_uncommitted":
             log_read.add(e.topic)
             if e.value_id is not None:
                 logged[e.value_id].append((e.topic, e.partition, e.offset))
+                log_at[e.topic, e.partition, e.offset] = e.value_id
         if e.kind == "send":
             by_vid.setdefault(e.value_id, []).append({"writer": e.participant, "sent": e.mono_ns, "topic": e.topic,
                                                       "partition": e.partition, "offset": None,
@@ -102,12 +108,17 @@ def writes(events: list[Event]) -> list[dict]:
                     w["states"] = [st for st in w["states"] if st[0] == "uncommitted"]
                     w["states"].append(("not in the log", w["states"][-1][2] if w["states"] else sec(w["sent"]),
                                         sec(t_end)))
+            lost = "acked" in w and w["topic"] in log_read and log_at.get((w["topic"], w["partition"], w["offset"])) != vid
+            if lost:
+                w["states"] = [(st, a, min(b, sec(read_at))) for st, a, b in w["states"] if a < sec(read_at)]
+                w["states"].append(("not in the log", sec(read_at), sec(t_end)))
             row = f"{vid} by {w['writer']}" + (f" @{w['offset']}" if w["offset"] is not None else "")
             taken[row] += 1
             row += f" #{taken[row]}" if taken[row] > 1 else ""
             if w["states"] and w["states"][-1][0] in ("committed", "written"):
                 survivors += 1
                 row += DUPLICATE if survivors > 1 else ""
+            row += LOST if lost else ""
             out.append({"row": row, **{k: w[k] for k in ("writer", "topic", "partition", "offset", "states")}})
     return out
 

@@ -23,14 +23,15 @@ READ_COLUMNS = ["partition", "offset", "key", "value"]
 
 
 def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, timeout_s: float = 10.0,
-                 config: dict[str, str] | None = None) -> str:
+                 config: dict[str, str] | None = None, replicas: list[int] | None = None) -> str:
     """Create a topic named ``<prefix>-<8 hex chars>`` (unique per run, so re-running a notebook
     never reads an earlier run's records) with ``partitions`` partitions, and return once every
     partition has a leader; it is entered in the lab's ledger (:mod:`labkit.kafka.ledger`), which makes it a topic
     ``make reset`` deletes. ``config``: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
     The replication factor is the broker's ``default.replication.factor`` (1 on the lab's single
     broker, N on an :class:`~labkit.broker.multinode.EmbeddedCluster` of N brokers), so a topic on a
-    cluster survives the loss of one broker.
+    cluster survives the loss of one broker; ``replicas`` (node ids, the preferred leader first) places every
+    partition on those brokers instead (CreateTopics' replica assignment).
 
     Returns:
         The topic name.
@@ -39,7 +40,8 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     """
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
-    client.create_topics([NewTopic(name, partitions, -1, config=config or {})], request_timeout=timeout_s)[name].result(timeout_s)
+    placed = {"replica_assignment": [list(replicas)] * partitions} if replicas else {"replication_factor": -1}
+    client.create_topics([NewTopic(name, partitions, config=config or {}, **placed)], request_timeout=timeout_s)[name].result(timeout_s)
 
     def led() -> bool:  # the controller answered; the partition leaders may not be known yet
         meta = client.list_topics(name, timeout=timeout_s).topics[name]
