@@ -18,7 +18,7 @@ Goal (issue 38): <= 1 GiB (1024 MiB) at the peak of every notebook but 04, <= 1.
 Run as root, with Debian's chromium: ``sudo nice -n 5 .venv/bin/python bench/hub.py [--notebooks 00 02]
 [--json labkit/doctor/hub-memory.json]`` (the one copy of these figures: ``make doctor`` reads it,
 :func:`labkit.doctor.needs.measured_peaks`, and tests/test_figures.py checks the README's and the run-sheet's against
-it). Default: 00 01 02 03 05 06 07 08, and 04 when the shared venv has pyspark.
+it). Default: 00 01 02 03 05 06 07 08 09, and 04 when the shared venv has pyspark.
 Prints a table, then the figures as one JSON line (also written to ``--json``); exits 1 if a notebook's run failed.
 Stopped with SIGTERM (or Ctrl-C in a terminal), it still stops the hub and removes the attendee's Unix user, home and
 processes.
@@ -48,7 +48,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: What each notebook's claims cell prints once its assertions held ("All claims hold on the real broker.", 04's
 #: "Real-time mode's claims hold: ...").
 CLAIMS_HOLD = re.compile(r"[Cc]laims hold")
-DEFAULT = ("00", "01", "02", "03", "05", "06", "07", "08")
+DEFAULT = ("00", "01", "02", "03", "05", "06", "07", "08", "09")
 #: What a process is, from its command line: the first kind one of whose markers is an argument (or an argument's
 #: last path part; for a ``prefix.`` marker the start of an argument, for a ``.suffix`` one its end). Else "other".
 KINDS = {
@@ -140,7 +140,7 @@ class Sampler:
 
 
 def notebook_file(number: str) -> str:
-    """The file name of notebook ``number`` ("00".."08").
+    """The file name of notebook ``number`` ("00".."09").
 
     Raises:
         SystemExit: no such notebook (the ones there listed).

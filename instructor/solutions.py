@@ -37,6 +37,9 @@ SOLUTIONS = {
     "07": {"state": "ACKNOWLEDGED", "delivery_count": 2, "outputs_committed": 1},
     # 08: killed after commit_transaction returned: the coordinator has CompleteCommit; nothing to abort; one copy.
     "08": {"outcome": None, "first_input": 4, "read_uncommitted": 1},
+    # 09: two writers' first transactions (3 records + COMMIT marker each) are all the follower had: offset 8; the
+    # second transactions' 6 records (their markers are no records) are lost.
+    "09": {"elected": "follower", "lost": 6, "high_watermark": 8},
 }
 
 WRONG = {
@@ -49,4 +52,5 @@ WRONG = {
     "06": "ack_first",
     "07": {"state": "ACKNOWLEDGED", "delivery_count": 1, "outputs_committed": 1},
     "08": {"outcome": "aborted", "first_input": 3, "read_uncommitted": 2},  # part 4's answer, not this one's
+    "09": {"elected": "follower", "lost": 8, "high_watermark": 16},  # markers counted; the old leader's watermark
 }

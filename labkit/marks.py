@@ -37,7 +37,8 @@ CHOICES = {"00": ("gone", "nobody", "uncommitted_only", "everyone"),
            "05": ("current_only", "lower_only", "both", "neither"),
            "06": ("other_at_once", "other_after_lock", "nobody"),
            "07": ("lost_only", "duplicated_only", "both", "neither"),
-           "08": ("lost", "aborted", "carried_on")}
+           "08": ("lost", "aborted", "carried_on"),
+           "09": ("kept", "lost", "offline")}
 
 
 def valid(kind: str, state: object) -> bool:

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 PLOTLY = "application/vnd.plotly.v1+json"
 #: The notebooks whose page is checked (the ones with the most figures, the widest tables and the playgrounds).
 PAGES = ("02_zombie_fencing", "04_spark_pipeline", "05_unassigned_partition", "06_share_groups",
-         "07_share_transactions")
+         "07_share_transactions", "09_replication")
 #: JupyterLab draws every cell, not only those near the view (its ``windowingMode``, a speed setting that changes no
 #: layout), so that the check reads every figure in one pass.
 SETTINGS = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 ALL = [nb.number for nb in needs.NOTEBOOKS]
 #: The notebooks that need a JDK (needs.JAVAC): the Java participant (01 part 4, 02, 03, 06, 08), and 05's Java
 #: program on the source launcher.
-JAVAC_NOTEBOOKS = ["01", "02", "03", "05", "06", "08"]
+JAVAC_NOTEBOOKS = ["01", "02", "03", "05", "06", "08", "09"]
 #: The notebooks that run with Docker alone: LABKIT_BOOTSTRAP, no Java, no jar cache (tests/test_bootstrap_route.py).
 DOCKER_ALONE = ["00", "07"]
 #: The notebooks' measured peaks (MiB) in labkit/doctor/hub-memory.json, which the doctor judges the memory by.
@@ -80,7 +80,7 @@ def test_on_this_machine_every_notebook_can_run():
     started = time.monotonic()
     done = doctor()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "All 9 notebooks can run here." in done.stdout
+    assert f"All {len(ALL)} notebooks can run here." in done.stdout
     assert "FAIL" not in done.stdout
     for name in ("operating system", "cores", "memory", "disk", "python", "java", "javac", "maven", "make", "ports",
                  "caches", "network", "chromium"):
@@ -153,7 +153,7 @@ def test_make_lab_stops_only_when_no_notebook_can_run():
     available = sorted(PEAKS.values())[len(PEAKS) // 2]
     fit = len([number for number in ALL if PEAKS.get(number, 0) <= available])
     some = doctor("--lab", "--memory-mib", str(available))
-    assert some.returncode == 0 and f"{fit} of 9 notebooks can run here" in some.stdout
+    assert some.returncode == 0 and f"{fit} of {len(ALL)} notebooks can run here" in some.stdout
     assert "  ok  " not in some.stdout  # make lab's brief report: only what warns or fails
     none = doctor("--lab", "--memory-mib", str(min(PEAKS.values()) - 1))
     # a notebook not measured is never stopped by the memory, so make lab goes on
@@ -227,7 +227,7 @@ def test_with_docker_alone_the_doctor_names_the_notebooks_that_run(tmp_path, boo
     assert runs == DOCKER_ALONE, done.stdout
     assert "01 idempotence           cannot run (parts 1-3 and 5-7 run; part 4 needs a JDK): java, javac" in done.stdout
     last = done.stdout.strip().splitlines()[-1]
-    can = f"{len(DOCKER_ALONE)} of 9 notebooks can run here: {', '.join(DOCKER_ALONE)}; cannot: "
+    can = f"{len(DOCKER_ALONE)} of {len(ALL)} notebooks can run here: {', '.join(DOCKER_ALONE)}; cannot: "
     assert last.startswith(can), last
 
 

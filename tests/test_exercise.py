@@ -102,7 +102,7 @@ def test_every_check_is_marked_and_no_exercise_nor_lesson_imports_the_hub():
                 [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module \
                 else []
             hub += [(path.stem, n) for n in names if n.startswith("labkit.hub") or n == "labkit.hub"]
-    assert len(checks) == 9 and all(d == ["marked"] for *_, d in checks), checks
+    assert len(checks) == 10 and all(d == ["marked"] for *_, d in checks), checks
     assert hub == [], hub
     loaded = subprocess.run([sys.executable, "-c", "import sys, labkit.exercise\n"
                              "print(sorted(m for m in sys.modules if m.startswith('labkit.hub')))"],

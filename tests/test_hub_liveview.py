@@ -39,7 +39,7 @@ def test_a_report_names_a_notebook_a_kind_and_a_state_of_that_kind_only():
             for s in ("unanswered", "wrong", "right", "error")] == ["unanswered", "wrong", "right", "error"]
     for body, why in [
         (b'{"notebook": "00", "kind": "claims", "state": "held", "user": "bob"}', "the user is the token's"),
-        (b'{"notebook": "09", "kind": "claims", "state": "held"}', "notebook must be one of"),
+        (b'{"notebook": "10", "kind": "claims", "state": "held"}', "notebook must be one of"),
         (b'{"notebook": "00", "kind": "grade", "state": "held"}', "kind must be one of"),
         (b'{"notebook": "00", "kind": "exercise", "state": "held"}', "state must be one of unanswered, wrong, right"),
         (b'{"notebook": "00", "kind": "claims", "state": "right"}', "state must be one of held, failed, error"),

@@ -230,7 +230,7 @@ def _guarded_nodes(tree: ast.AST) -> list[ast.AST]:
 #: once on 2 cores: an upper bound for one learner's laptop), on the machine where ``bench/explore.py``'s
 #: configuration A takes 6.69 s on one process; 04 and 06 with what was added after (04's 30 s real-time trigger,
 #: 06's transactional-topic runs and the playground's lock hand-over, about 60 s).
-RUN_S = {"00": 15, "01": 42, "02": 120, "03": 32, "04": 270, "05": 70, "06": 270, "07": 30, "08": 176}
+RUN_S = {"00": 15, "01": 42, "02": 120, "03": 32, "04": 270, "05": 70, "06": 270, "07": 30, "08": 176, "09": 150}
 #: Reading speed, words a minute: prose read carefully (issue 36: about 150), code skimmed at twice that.
 PROSE_WPM, CODE_WPM = 150, 300
 

@@ -1,5 +1,6 @@
 """The notebooks whose lessons depend on the Kafka release (00: the storage and transactions every later notebook
-builds on; 05: KAFKA-20191 on stock Kafka), run whole on every other release labkit supports (4.3.1 next to the
+builds on; 05: KAFKA-20191 on stock Kafka; 09: leader elections and KIP-966's defaults, on a cluster of the
+release's own), run whole on every other release labkit supports (4.3.1 next to the
 default 4.4.0), each on a broker of that release: a cell that raises fails the test, as under nbval. One test item
 per notebook, so the parallel suite runs them beside everything else instead of in a second pass."""
 
@@ -15,7 +16,7 @@ from labkit.broker.settings import FEATURES_BY_VERSION, kafka_version
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: The notebooks checked on the other releases (README, "Kafka versions").
-ON_OLDER_RELEASES = ("00_tour", "05_unassigned_partition")
+ON_OLDER_RELEASES = ("00_tour", "05_unassigned_partition", "09_replication")
 OTHER_RELEASES = [v for v in FEATURES_BY_VERSION if v != kafka_version()]
 
 

@@ -3,12 +3,12 @@
 Sources of each requirement:
 
 * the Java participant, compiled with ``javac`` at first use (:mod:`labkit.crashlab.java`): notebooks 01 (its part
-  4), 02, 03, 06 and 08;
+  4), 02, 03, 06, 08 and 09;
 * a JDK's ``java`` source launcher on the Kafka release's jars: 05 (``jvm/nonmember/NonMemberCommit.java``,
   :mod:`labkit.lessons.nonmember_commit`; ``javac`` present is the doctor's sign of a JDK), which also reads the
   release's error codes from its kafka-clients jar on a JVM (:func:`labkit.kafka.protocol.error_names`);
 * a JVM and Spark's Kafka connector jars, resolved with Maven (:func:`labkit.spark.session.connector_jars`): 04;
-* a broker of its own (a JVM on the Kafka jars): 08, also when the lab uses another cluster (``LABKIT_BOOTSTRAP``);
+* a broker of its own (a JVM on the Kafka jars): 08 and 09, also when the lab uses another cluster (``LABKIT_BOOTSTRAP``);
 * nothing more than the broker: 00 and 07, whose protocol facts the broker itself answers (ApiVersions,
   :mod:`labkit.kafka.api_versions`), so with ``LABKIT_BOOTSTRAP`` (docker compose) they need no Java on this machine;
 * the lab broker: every notebook; a local JVM on the Kafka jars unless ``LABKIT_BOOTSTRAP`` names another cluster;
@@ -65,6 +65,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("06", "share groups", frozenset({JAVAC, JVM})),
     Notebook("07", "share transactions", frozenset()),
     Notebook("08", "broker crashes", frozenset({JAVAC, JVM, KAFKA_JARS})),
+    Notebook("09", "replication", frozenset({JAVAC, JVM, KAFKA_JARS})),
 )
 #: The notebooks' measured memory: what ``bench/hub.py --json`` wrote (one attendee on a real hub, each notebook run
 #: whole in turn; the peak PSS of all their processes). Package data, so that every way labkit is installed has it: the
@@ -113,7 +114,7 @@ def needs_of(notebook: Notebook, external_broker: bool) -> frozenset[str]:
 
     Args:
         external_broker: the lab uses another cluster (``LABKIT_BOOTSTRAP`` set), so the lab broker needs no local
-            JVM or Kafka jars (notebook 08 still starts one of its own).
+            JVM or Kafka jars (notebooks 08 and 09 still start brokers of their own).
     """
     local = frozenset() if external_broker else frozenset({LOCAL_BROKER, JVM, KAFKA_JARS})
     return notebook.needs | local | {LAB}

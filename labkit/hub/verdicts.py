@@ -1,7 +1,7 @@
 """The instructor's live view's store: each attendee's latest exercise and claims-cell mark per notebook, in SQLite
 (Python's ``sqlite3``), and what a report from a kernel may say.
 
-A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"08"``: the
+A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"09"``: the
 number a notebook's file name starts with), ``kind`` and ``state``, a mark of :data:`labkit.marks.STATES`:
 ``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or ``"error"`` when the check raised)
 or ``"claims"`` (the claims cell: ``"held"``, ``"failed"``: an assertion did not hold, ``"error"``: it raised
@@ -28,8 +28,9 @@ from pathlib import Path
 
 from labkit.marks import CHOICES, KINDS, PREDICTION, STATES, valid
 
-#: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...).
-NOTEBOOKS = tuple(f"{n:02d}" for n in range(9))
+#: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...), each
+#: with its opening question's choices in :data:`labkit.marks.CHOICES` (a test holds them equal to the notebooks).
+NOTEBOOKS = tuple(sorted(CHOICES))
 #: The store's file name in the hub's state folder.
 FILE_NAME = "liveview.sqlite"
 #: Largest report body accepted, in bytes (a report is about 50).

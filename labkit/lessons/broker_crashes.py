@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -90,9 +91,11 @@ HOLD_DEADLINE_S = 300
 HOLD_LEFT_MS = 1500
 
 
-def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, clients: tuple[str, ...] = ("librdkafka",),
-                                  mitigation: bool = True, inputs: int = 6, hold_ms: int = 2500,
-                                  call_deadline_ms: int = 15_000, config: dict | None = None) -> dict:
+def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker | None, *,
+                                  clients: tuple[str, ...] = ("librdkafka",), mitigation: bool = True, inputs: int = 6,
+                                  hold_ms: int = 2500, call_deadline_ms: int = 15_000, config: dict | None = None,
+                                  fault: Callable[[dict], int] | None = None,
+                                  output_replicas: list[int] | None = None) -> dict:
     """A KIP-447 processor per client of ``clients`` (:data:`labkit.crashlab.registry.CLIENTS`; ``processor-<client>``,
     one input per transaction, each on input and output topics of its own) holds each transaction open ``hold_ms`` ms
     after producing its output; once every processor has committed a transaction and holds the next one open, the
@@ -109,7 +112,7 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
 
     Args:
         exp: the experiment (its broker must be ``broker``).
-        broker: the :class:`EmbeddedBroker` to kill and restart.
+        broker: the :class:`EmbeddedBroker` to kill and restart (``None`` with ``fault``).
         clients: the processors' clients, run side by side.
         mitigation: whether the librdkafka processors keep labkit's ``metadata.recovery.strategy=none``.
         inputs: records in each input topic (one partition).
@@ -119,6 +122,10 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
         call_deadline_ms: the lab's deadline for each client call (ms), past which a processor is
             reported stalled.
         config: extra client configs for every processor (e.g. another mitigation to try).
+        fault: in place of the broker's restart, ``fault(runs)`` (``runs``: the return value as built so far, with
+            each client's topics): the lab's fault, returning the monotonic time (ns) from which a commit counts
+            as recovered (e.g. notebook 09's leader kill on a cluster, returning when a new leader is elected).
+        output_replicas: the brokers (node ids, preferred leader first) of every output topic, on a cluster.
     Returns:
         ``{client: {"outcome", "recovery_s", "stalled_in", "processor", "source", "input", "output", "check"}}``:
         ``processor`` and ``source`` are the participants; outcome
@@ -139,7 +146,7 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
         raise ValueError(f"hold_ms must be more than {HOLD_LEFT_MS} ms (HOLD_LEFT_MS), not {hold_ms}")
     runs = {}
     for client in clients:
-        src, out = exp.topic(f"input-{client}"), exp.topic(f"output-{client}")
+        src, out = exp.topic(f"input-{client}"), exp.topic(f"output-{client}", replicas=output_replicas)
         source = exp.participant(f"source-{client}", "producer", topic=src, iterations=inputs).start()
         source.wait(60)
         runs[client] = {"input": src, "output": out, "source": source}
@@ -156,7 +163,7 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker, *, cl
     wait_for(lambda: all(_holds_transaction(exp.history.events(), name, time.monotonic_ns() - fresh_ns)
                          for name in names),
              "the processors never all held a transaction open at once", HOLD_DEADLINE_S, interval_s=0.05)
-    ready_ns = exp.restart_broker(broker)
+    ready_ns = fault(runs) if fault else exp.restart_broker(broker)
     _check_killed_in_hold(exp.history.events(), names, hold_ms)
 
     def committed(name: str):
@@ -205,7 +212,7 @@ def _check_killed_in_hold(events: list, names: list[str], hold_ms: int) -> None:
     killed: its last step before the crash was an output's acknowledgement, less than ``hold_ms`` before it (the hold
     begins after the acknowledgement, so it had not ended; a call begun after it logs its event only once it returns).
     """
-    crash = next(e for e in reversed(events) if e.kind == "crash" and e.participant == "broker")
+    crash = next(e for e in reversed(events) if e.kind == "crash" and e.participant.split("-")[0] == "broker")
     last = {name: _steps(events, name, crash.mono_ns)[-1] for name in names}
     ended = {name: e for name, e in last.items() if e.kind != "ack" or crash.mono_ns - e.mono_ns >= hold_ms * 1e6}
     if ended:

@@ -1,0 +1,73 @@
+"""labkit.lessons.replication (notebook 09): part 3's outcome and exercise on hand-written runs (each anomaly and
+answer of its own kind), then part 3 itself on a real cluster (a controller and three brokers, about 40 s): the
+unclean election's loss found by the checker, the exercise checked right and wrong against it, and the cluster's
+partition state and waits as the run met them."""
+
+import pandas as pd
+import pytest
+
+from instructor.solutions import SOLUTIONS, WRONG
+from labkit.broker.multinode import EmbeddedCluster
+from labkit.crashlab.check import Anomaly, CheckResult
+from labkit.errors import LabkitError
+from labkit.exercise import UNANSWERED
+from labkit.lessons import replication as rp
+
+NAMES = ("duplicate", "lost write", "unprocessed", "aborted read", "precommitted read", "gap", "out-of-order")
+
+
+def run_of(lost: int, elected: int | None, probe: str | None = None, hw_after: int = 8) -> dict:
+    """A hand-written part 3 run: leader 2, follower 3; ``lost`` lost writes; ``elected`` while the leader was down."""
+    anomalies = [Anomaly("lost write", f"second-{i}", "committed, not read") for i in range(lost)]
+    states = pd.DataFrame([{"moment": "follower's broker back", "leader": elected, "high_watermark": hw_after}])
+    return {"leader": 2, "follower": 3, "probe": probe, "elected": elected, "states": states,
+            "check": CheckResult(anomalies=anomalies, names=NAMES)}
+
+
+def test_loss_outcome_reads_the_checker_and_the_election_and_refuses_a_refused_run():
+    assert rp.loss_outcome(run_of(6, 3)) == "lost"
+    assert rp.loss_outcome(run_of(0, None)) == "offline"
+    assert rp.loss_outcome(run_of(0, 3)) == "kept"
+    with pytest.raises(LabkitError, match="refused the writes \\(NOT_ENOUGH_REPLICAS\\)"):
+        rp.loss_outcome(run_of(0, None, probe="NOT_ENOUGH_REPLICAS"))
+
+
+def test_check_loss_right_and_each_kind_of_wrong_on_a_hand_written_run():
+    run = run_of(6, 3)
+    assert rp.check_loss(run, UNANSWERED).state == "unanswered"
+    assert rp.check_loss(run, {"elected": "follower"}).message.startswith("The answer is a dict with exactly the keys")
+    assert rp.check_loss(run, SOLUTIONS["09"]).state == "right"
+    markers = rp.check_loss(run, WRONG["09"])  # COMMIT markers counted as records, the old leader's watermark
+    assert markers.state == "wrong" and markers.message.endswith("(wrong: lost, high_watermark)")
+    assert "control record" in markers.message
+    old_leader = rp.check_loss(run, {**SOLUTIONS["09"], "elected": "old leader"})
+    assert old_leader.state == "wrong" and old_leader.message.endswith("(wrong: elected)")
+    as_text = rp.check_loss(run, {**SOLUTIONS["09"], "lost": "6"})  # a number written as text is not the count
+    assert as_text.state == "wrong" and as_text.message.endswith("(wrong: lost)")
+    with pytest.raises(LabkitError, match="elected no leader"):
+        rp.check_loss(run_of(0, None), SOLUTIONS["09"])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with EmbeddedCluster(3, tmp_path_factory.mktemp("c")) as c:
+        yield c
+
+
+def test_an_unclean_election_loses_the_committed_transactions_the_checker_finds_and_the_exercise_reads(cluster, tmp_path):
+    from labkit.crashlab.experiment import Experiment
+
+    exp = Experiment("unclean", cluster.bootstrap_servers, folder=tmp_path)
+    run = rp.follower_lost(exp, cluster, rp.LOWERED)
+    states = run["states"].set_index("moment")
+    assert run["probe"] is None and run["elected"] == run["follower"] != run["leader"]
+    assert pd.isna(states.loc["leader's broker killed", "leader"])  # offline: partition_state's None, shown <NA>
+    spare = [n for n in cluster.brokers if n not in (run["leader"], run["follower"])]
+    assert states.loc["leader's broker killed", "live"] == spare  # the third broker only, by the lab
+    lost = sorted(a.value_id for a in run["check"].anomalies)
+    assert lost == sorted(f"second-{c}-{i}" for c in ("java", "librdkafka") for i in (4, 5, 6)), lost
+    assert rp.loss_outcome(run) == "lost" and rp.elr_version(cluster) == 1  # KIP-966 on by the release's default
+    assert rp.check_loss(run, SOLUTIONS["09"]).state == "right"
+    assert rp.check_loss(run, WRONG["09"]).state == "wrong"
+    with pytest.raises(TimeoutError, match="a leader on broker 99 did not happen within 0.5 s \\(last seen: "):
+        cluster.await_partition(run["output"], lambda s: s["leader"] == 99, "a leader on broker 99", timeout_s=0.5)
