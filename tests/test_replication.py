@@ -9,7 +9,7 @@ import pytest
 from instructor.solutions import SOLUTIONS, WRONG
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.check import Anomaly, CheckResult
-from labkit.errors import LabkitError
+from labkit.errors import BrokerStateError, LabkitError
 from labkit.exercise import UNANSWERED
 from labkit.lessons import replication as rp
 
@@ -69,5 +69,11 @@ def test_an_unclean_election_loses_the_committed_transactions_the_checker_finds_
     assert rp.loss_outcome(run) == "lost" and rp.elr_version(cluster) == 1  # KIP-966 on by the release's default
     assert rp.check_loss(run, SOLUTIONS["09"]).state == "right"
     assert rp.check_loss(run, WRONG["09"]).state == "wrong"
+    offline = exp.topic("offline", replicas=[run["leader"]])  # one replica: offline with its broker
+    assert cluster.kill_leader(offline) == run["leader"]
+    cluster.await_partition(offline, lambda s: s["leader"] is None, "the partition offline")
+    with pytest.raises(BrokerStateError, match="has no leader to kill: it is offline"):
+        cluster.kill_leader(offline)
+    cluster.restart(run["leader"])
     with pytest.raises(TimeoutError, match="a leader on broker 99 did not happen within 0.5 s \\(last seen: "):
         cluster.await_partition(run["output"], lambda s: s["leader"] == 99, "a leader on broker 99", timeout_s=0.5)

@@ -150,6 +150,19 @@ class EmbeddedCluster:
                                    f"(last seen: {state})")
             time.sleep(0.1)
 
+    def kill_leader(self, topic: str, partition: int = 0) -> int:
+        """SIGKILL the broker that leads ``topic``'s ``partition`` now (:meth:`partition_state`); returns its node id.
+
+        Raises:
+            BrokerStateError: the partition has no leader (offline).
+            TopicNotFoundError: no such topic or partition.
+        """
+        leader = self.partition_state(topic, partition)["leader"]
+        if leader is None:
+            raise BrokerStateError(f"{topic}-{partition} has no leader to kill: it is offline")
+        self.kill(leader)
+        return leader
+
     def leaders(self, topic: str) -> set[int]:
         """The node ids that lead one of ``topic``'s partitions now (e.g. ``__transaction_state``: the brokers that
         coordinate transactions). Raises as :meth:`partition_state`; a missing topic leads nowhere (empty set)."""

@@ -101,8 +101,12 @@ def leader_kill_in_transaction(exp: Experiment, cluster: EmbeddedCluster, client
     def kill_leader(runs: dict) -> int:
         out = next(iter(runs.values()))["output"]
         states.append(_row(cluster, out, "before the kill"))
-        _kill(exp, cluster, leader)
+        killed = cluster.kill_leader(out)
+        exp.history.append("crash", f"broker-{killed}")
         killed_ns = time.monotonic_ns()
+        if killed != leader:
+            raise LabkitError(f"the output's leader was broker {killed}, not the preferred {leader}: the kill may have "
+                              "moved a coordinator; run the part again")
         after = cluster.await_partition(out, lambda s: s["leader"] not in (None, leader), "a new leader")
         elected_ns = time.monotonic_ns()
         timing["leaderless_s"] = (elected_ns - killed_ns) / 1e9
