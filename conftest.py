@@ -47,8 +47,10 @@ def labkit_children() -> list[int]:
 #: Every other file follows in collection order. A file missing here only costs balance, never correctness.
 SLOWEST = (
     "tests/test_hub.py",
+    "tests/test_hub_room.py",
     "notebooks/04_spark_pipeline.ipynb",
     "notebooks/08_broker_crashes.ipynb",
+    "notebooks/09_replication.ipynb",
     "tests/test_exercise.py",
     "tests/test_java.py",
     "notebooks/06_share_groups.ipynb",

@@ -4,7 +4,9 @@ they can reach, from a shared read-only cache; the idle culler ends every proces
 instructor's live view shows an attendee's verdicts as their kernel reports them, and refuses what it must.
 
 The hub tests need root (they make Unix users, an nftables table and run JupyterHub as root) and Debian's chromium;
-without either they are skipped, saying why. One hub serves the whole module (started once: its CPU is the test's
+without either they are skipped, saying why (tests/hubtools.py). A room's first sign-ins at once and a hub restarted
+after SIGKILL each need a hub of their own: they are in tests/test_hub_room.py, which the parallel suite runs on
+another worker. One hub serves the whole module (started once: its CPU is the test's
 largest cost). It does the hub's set-up itself (:func:`labkit.hub.install.install_shared`: once per machine, a few
 minutes the first time, seconds after), runs on free ports with its own state folder and firewall table, a 60 s idle
 timeout, and signs in names unique to the run (``t<random>a``..``f``), so parallel workers and second runs never
@@ -28,7 +30,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from contextlib import nullcontext
 from pathlib import Path
 
 import psutil
@@ -44,16 +45,11 @@ from labkit.hub.config import HubSettings, configure
 from labkit.hub.drive import sign_in as _sign_in
 from labkit.lessons import tour
 from labkit.waiting import wait_until
-from tests.probes import CONNECT
+from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as_attendee, ask_for_broker,
+                            broker_state, broker_jvms, ensure_lab, lab_env, listening, skip_unless_hub_can_run,
+                            wait_for_lab)
 
-HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
-LAB_START_S = 420  # sign-in to the file browser (JupyterLab; the broker starts with a notebook): 2 cores
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
-#: How many attendees sign in at once in the room test.
-ROOM = int(os.environ.get("LABKIT_HUB_ROOM", "8"))
-#: The test hub's limits per attendee: notebook 00's lab (JupyterLab, a kernel, the broker) fits, a hog or a fork
-#: bomb reaches them in seconds.
-MEMORY_LIMIT_MIB, TASK_LIMIT = 1536, 1024
 CULL_S = 300  # idle timeout 60 s, culler every 15 s, the hub's activity polled every 10 s; then the lab's ends
 LAST_LINE = "All claims hold on the real broker."
 
@@ -303,15 +299,6 @@ def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path):
 
 # --- a real hub, as root --------------------------------------------------------------------------------------------
 
-def _skip_unless_hub_can_run() -> None:
-    from labkit.browser import missing
-
-    if os.geteuid() != 0:
-        pytest.skip("the hub test makes Unix users and runs JupyterHub as root: run it as root (sudo make test)")
-    if (why := missing()):
-        pytest.skip(f"the hub test signs in through a browser: it {why}")
-
-
 def _tree(folder: Path) -> dict[str, tuple]:
     """Every path under ``folder`` with its mode, owner, size and modification time: what a write would change."""
     return {str(p): (p.lstat().st_mode, p.lstat().st_uid, p.lstat().st_size, p.lstat().st_mtime_ns)
@@ -323,42 +310,13 @@ def hub(tmp_path_factory):
     """A running hub with a 60 s idle timeout (:func:`labkit.hub.drive.running_hub`): ``{"url", "password", "names",
     "log", "prefix", "admin", "admin_password", "table", "cache", "cache_tree"}``. The names are this run's; those whose
     Unix user did not exist before are removed after, with their homes and processes."""
-    _skip_unless_hub_can_run()
+    skip_unless_hub_can_run()
     with drive.running_hub(tmp_path_factory.mktemp("hub"), 6, cull_idle_s=60, start_timeout_s=HUB_START_S,
                            extra={"JupyterHub": {"last_activity_interval": 10},
                                   "LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}) as running:
         assert all(names.why_refused(n) is None for n in running["names"])
         print(f"set-up and hub start: {running['setup_s']:.1f} s")
         yield {**running, "cache_tree": _tree(running["cache"])}
-
-
-def _wait_for_lab(page, hub: dict, name: str) -> None:
-    drive.wait_for_lab(page, hub, name, LAB_START_S)
-
-
-def _ask_for_broker(entry: pwd.struct_passwd, hub: dict) -> None:
-    """Ask for the attendee's lab broker as their first kernel does (labkit.lab.want_broker, as them, in their lab)."""
-    _as(entry, hub, "from labkit import lab; lab.want_broker()", env=_lab_env(entry, hub))
-
-
-def _broker_state(entry: pwd.struct_passwd) -> dict:
-    """The attendee's lab broker's state once it names the broker's address (:func:`_ask_for_broker` first)."""
-    assert wait_until(lambda: observed.ready_state(entry.pw_dir, entry.pw_uid), lab.BROKER_READY_S + 30, 1.0), \
-        f"{entry.pw_name}'s broker did not start"
-    return observed.ready_state(entry.pw_dir, entry.pw_uid)
-
-
-def _brokers(uid: int) -> list[psutil.Process]:
-    """The broker JVMs among ``uid``'s processes (main class: the lab's launcher, or Kafka's)."""
-    return [p for p in users.processes_of(uid)
-            if any(arg in ("labkit.broker.Launcher", "kafka.Kafka") for arg in p.cmdline())]
-
-
-def _listening(uid: int) -> set[int]:
-    """The TCP ports listening in attendee ``uid``'s network namespace (``ss``, iproute2, run inside it)."""
-    out = subprocess.run(["ip", "netns", "exec", sandbox.netns(uid), "ss", "-Htln"], capture_output=True, text=True,
-                         check=True, timeout=30).stdout
-    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
 
 
 def _memory_mib(uid: int) -> tuple[float, float]:
@@ -386,54 +344,6 @@ producer.flush(20)
 print(json.dumps({"delivered": delivered == [True], "errors": sorted(set(errors))}))
 """
 
-#: Run as an attendee: try to read each file of ``argv[3:]`` (a folder: list it), then to SIGTERM the pid that is
-#: ``argv[1]``, then to connect to each address of ``argv[2]`` (``host:port``, comma-separated); one word per try.
-PROBE = """
-import os, signal, sys
-pid, addresses, paths = int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
-for path in paths:
-    try:
-        os.listdir(path) if os.path.isdir(path) else open(path).read()
-        print("read")
-    except PermissionError:
-        print("denied")
-try:
-    os.kill(pid, signal.SIGTERM)
-    print("signalled")
-except PermissionError:
-    print("denied")
-sys.argv[1:] = addresses
-""" + CONNECT
-
-
-def _as(entry: pwd.struct_passwd, hub: dict, script: str, *args: str, check: bool = True, timeout_s: float = 180,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``script`` with the shared venv's Python as the attendee ``entry`` would from their lab: in their sandbox
-    (network namespace, cgroups, private /tmp: :func:`labkit.hub.sandbox.enter_command`), as their uid."""
-    command = [*sandbox.enter_command(entry.pw_uid, entry.pw_gid, sandbox.private_root(hub["state"])),
-               os.path.join(hub["prefix"], "venv", "bin", "python"), "-c", script, *args]
-    done = subprocess.run(command, preexec_fn=lambda: sandbox.join_cgroups(entry.pw_uid), capture_output=True,
-                          text=True, timeout=timeout_s,
-                          env={"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir, **(env or {})})
-    assert not check or done.returncode == 0, done.stdout + done.stderr
-    return done
-
-
-def _ensure_lab(hub: dict, name: str, page=None) -> pwd.struct_passwd:
-    """Sign ``name`` in (a browser; on ``page`` when given, left open on their lab: JupyterLab's polling through the
-    proxy is activity, so the hub's culler leaves the lab be while the page is open) and wait for their lab and its
-    broker, unless they run already; their Unix user's entry."""
-    from labkit.browser import chromium
-
-    with chromium() if page is None else nullcontext(page) as page:
-        drive.join(page, hub, name)
-        _wait_for_lab(page, hub, name)
-    entry = pwd.getpwnam(names.unix_name(name))
-    _ask_for_broker(entry, hub)
-    _broker_state(entry)
-    return entry
-
-
 def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reach(hub):
     from playwright.sync_api import expect
 
@@ -444,7 +354,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         pages = [first] + [new_page(first.context.browser) for _ in attendees[1:]]
         submitted = {name: drive.join(page, hub, name) for page, name in zip(pages, attendees)}
         for page, name in zip(pages, attendees):
-            _wait_for_lab(page, hub, name)
+            wait_for_lab(page, hub, name)
             print(f"{name}: sign-in to the file browser {time.monotonic() - submitted[name]:.1f} s")
         # the lab's JupyterLab settings reach the attendee's JupyterLab (no "Jupyter news" prompt)
         settings = pages[0].request.get(f"{hub['url']}user/{attendees[0]}/lab/api/settings/"
@@ -482,14 +392,14 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
             assert os.stat(os.path.join(entry.pw_dir, "labkit", "work", "00_tour.ipynb")).st_uid == entry.pw_uid
             # exactly one broker of their own, as them, in their cgroups, answering in their namespace, from the
             # shared read-only cache
-            found = _brokers(entry.pw_uid)
+            found = broker_jvms(entry.pw_uid)
             assert len(found) == 1, f"{name} has {len(found)} brokers: {[p.cmdline()[-2:] for p in found]}"
             broker = brokers[name] = found[0]
             for group in sandbox.cgroups(entry.pw_uid):
                 assert str(broker.pid) in (group / "cgroup.procs").read_text().split(), group
             state = json.loads(Path(entry.pw_dir, "labkit", "lab", "broker.json").read_text())
             port = int(state["bootstrap"].rsplit(":", 1)[1])
-            assert port in _listening(entry.pw_uid)
+            assert port in listening(entry.pw_uid)
             assert observed.answers_kafka(port, 5.0, sandbox.netns(entry.pw_uid))
             cmdline = " ".join(broker.cmdline())
             assert f"{hub['cache']}/kafka-" in cmdline and f"-XX:SharedArchiveFile={hub['cache']}/cds/" in cmdline
@@ -524,10 +434,10 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
     # (B's address: stopped by the wall; 127.0.0.1 in A's namespace: nothing of B's is there)
     a, b = (entries[n] for n in attendees[:2])
     b_lab = os.path.join(b.pw_dir, "labkit", "lab")
-    b_ports, a_ports = _listening(b.pw_uid), _listening(a.pw_uid)
+    b_ports, a_ports = listening(b.pw_uid), listening(a.pw_uid)
     addresses = [f"{sandbox.address(b.pw_uid)}:{p}" for p in sorted(b_ports)]
     addresses += [f"127.0.0.1:{p}" for p in sorted(b_ports - a_ports)]
-    tried = _as(a, hub, PROBE, str(brokers[attendees[1]].pid), ",".join(addresses), b.pw_dir, b_lab,
+    tried = as_attendee(a, hub, PROBE, str(brokers[attendees[1]].pid), ",".join(addresses), b.pw_dir, b_lab,
                 os.path.join(b_lab, "broker.json")).stdout.split()
     assert tried == ["denied"] * 4 + ["unreachable"] * len(b_ports) + ["refused"] * len(b_ports - a_ports), tried
     assert brokers[attendees[1]].is_running()
@@ -535,11 +445,11 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
     b_bootstrap = json.loads(Path(b_lab, "broker.json").read_text())["bootstrap"]
     a_bootstrap = json.loads(Path(a.pw_dir, "labkit", "lab", "broker.json").read_text())["bootstrap"]
     b_from_a = b_bootstrap.replace("127.0.0.1", sandbox.address(b.pw_uid))
-    a_to_b = json.loads(_as(a, hub, PRODUCE, b_from_a).stdout)
+    a_to_b = json.loads(as_attendee(a, hub, PRODUCE, b_from_a).stdout)
     assert not a_to_b["delivered"] and any("unreachable" in e or "No route to host" in e for e in a_to_b["errors"]), \
         a_to_b
-    assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
-    assert json.loads(_as(a, hub, PRODUCE, a_bootstrap).stdout)["delivered"]
+    assert json.loads(as_attendee(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+    assert json.loads(as_attendee(a, hub, PRODUCE, a_bootstrap).stdout)["delivered"]
 
 
 #: Run as attendee A: listen on every port of the lab's range its namespace has free, print how many, accept (and
@@ -608,18 +518,12 @@ finally:
 """
 
 
-def _lab_env(entry: pwd.struct_passwd, hub: dict) -> dict[str, str]:
-    """What the spawner gives an attendee's lab that a process of theirs needs to start their broker."""
-    return {"LABKIT_HOME": os.path.join(entry.pw_dir, "labkit"), runtime.SHARED_CACHE_ENV: str(hub["cache"]),
-            "LABKIT_BROKER_HEAP_MB": "256"}
-
-
 def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing_when_removed(hub):
     from labkit.browser import chromium, new_page
 
     a_name, b_name = hub["names"][:2]
     with chromium() as a_page:  # each lab open in a browser all along, as an attendee's is: never culled as idle
-        a, b = _ensure_lab(hub, a_name, a_page), _ensure_lab(hub, b_name, new_page(a_page.context.browser))
+        a, b = ensure_lab(hub, a_name, a_page), ensure_lab(hub, b_name, new_page(a_page.context.browser))
 
         # A binds every free port of the lab's range in its namespace while B restarts its broker: B's broker comes back
         # on a port of that range, and B's producer reaches it, not A (no connection reached A's sockets)
@@ -629,49 +533,49 @@ def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing
                                  stdout=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin", "HOME": a.pw_dir})
         held = int(squat.stdout.readline())
         assert held > len(PORT_RANGE) - 100, held  # all but A's own lab's ports
-        (old_broker,) = _brokers(b.pw_uid)
+        (old_broker,) = broker_jvms(b.pw_uid)
         old_broker.terminate()
         old_broker.wait(60)
-        restarted = _as(b, hub, "from labkit import lab; print(lab.start_broker(120))", env=_lab_env(b, hub))
+        restarted = as_attendee(b, hub, "from labkit import lab; print(lab.start_broker(120))", env=lab_env(b, hub))
         b_bootstrap = restarted.stdout.split()[-1]
         assert int(b_bootstrap.rsplit(":", 1)[1]) in PORT_RANGE
-        assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+        assert json.loads(as_attendee(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
         reached, _ = squat.communicate("stop\n", timeout=60)
         assert squat.returncode == 0 and int(reached) == 0, (squat.returncode, reached)
 
         # A cannot reach B's kernel: its ports listen on 127.0.0.1 of B's namespace (B's own client connects), and from
         # A's they are someone else's or nothing, and B's address is walled
-        b_kernel = json.loads(_as(b, hub, KERNEL).stdout)
+        b_kernel = json.loads(as_attendee(b, hub, KERNEL).stdout)
         iopub = [f"127.0.0.1:{b_kernel['iopub_port']}", f"{sandbox.address(b.pw_uid)}:{b_kernel['iopub_port']}"]
-        assert _as(b, hub, PROBE, str(os.getpid()), iopub[0]).stdout.split() == ["denied", "connected"]
-        if b_kernel["iopub_port"] not in _listening(a.pw_uid):
-            assert _as(a, hub, PROBE, str(os.getpid()), ",".join(iopub)).stdout.split() == ["denied", "refused",
+        assert as_attendee(b, hub, PROBE, str(os.getpid()), iopub[0]).stdout.split() == ["denied", "connected"]
+        if b_kernel["iopub_port"] not in listening(a.pw_uid):
+            assert as_attendee(a, hub, PROBE, str(os.getpid()), ",".join(iopub)).stdout.split() == ["denied", "refused",
                                                                                              "unreachable"]
 
         # A past its memory limit loses its own process (the OOM killer, inside A's group); A's broker, B's lab and the
         # hub carry on
         kills = sandbox.oom_kills(a.pw_uid)
-        hog = _as(a, hub, HOG, str(2 * MEMORY_LIMIT_MIB), check=False)
+        hog = as_attendee(a, hub, HOG, str(2 * MEMORY_LIMIT_MIB), check=False)
         assert hog.returncode == -9 and "survived" not in hog.stdout, (hog.returncode, hog.stdout, hog.stderr[-500:])
         assert sandbox.oom_kills(a.pw_uid) > kills
         # ... and A's notebook hears of it (labkit.hub.memory_notice): the hub's next poll writes it where A's lab reads it
         def seen_in_a_s_lab() -> dict:
-            return json.loads(_as(a, hub, "print(open('/run/labkit/memory.json').read())").stdout)
+            return json.loads(as_attendee(a, hub, "print(open('/run/labkit/memory.json').read())").stdout)
         assert wait_until(lambda: seen_in_a_s_lab()["oom_kills"] > kills, 60, 2.0), seen_in_a_s_lab()
         assert seen_in_a_s_lab()["limit_mib"] == MEMORY_LIMIT_MIB
-        assert len(_brokers(a.pw_uid)) == 1 and observed.answers_kafka(int(b_bootstrap.rsplit(":", 1)[1]), 5.0,
+        assert len(broker_jvms(a.pw_uid)) == 1 and observed.answers_kafka(int(b_bootstrap.rsplit(":", 1)[1]), 5.0,
                                                                          sandbox.netns(b.pw_uid))
         assert drive.answers(f"{hub['url']}hub/api")
 
         # A's fork bomb stops at A's task limit; B still starts processes (its producer)
-        started, errno = map(int, _as(a, hub, FORK_BOMB).stdout.split())
+        started, errno = map(int, as_attendee(a, hub, FORK_BOMB).stdout.split())
         assert errno == 11 and started < TASK_LIMIT, (started, errno)  # EAGAIN: pids.max reached
-        assert json.loads(_as(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
+        assert json.loads(as_attendee(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
         print(f"A held {held} ports while B's broker restarted; A's hog killed at {MEMORY_LIMIT_MIB} MiB; A's fork bomb "
               f"stopped at {started} processes")
 
         # removing A leaves no file of A's uid: in its private folders nor the machine's shared writable ones
-        _as(a, hub, "open('/tmp/left', 'w').write('x'); open('/run/lock/left-by-a', 'w').write('x')")
+        as_attendee(a, hub, "open('/tmp/left', 'w').write('x'); open('/run/lock/left-by-a', 'w').write('x')")
         assert Path(sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid), "tmp", "left").exists()
         # A closes their page; the instructor (a page of their own) stops A's server (the admin page's call), then
         # removes A
@@ -696,99 +600,6 @@ def _admin_api(page, hub: dict, method: str, path: str) -> int:
     return page.request.fetch(f"{hub['url']}hub/api/{path}", method=method, headers={"X-XSRFToken": xsrf}).status
 
 
-def test_a_room_s_first_sign_ins_at_once_each_get_a_lab_of_their_own(tmp_path):
-    """ROOM attendees (8; LABKIT_HUB_ROOM=20 for a room of twenty: make test's other workers then starve it on two
-    cores, its last JupyterLab servers not answering within the hub's 420 s) submit their first sign-in at the same
-    moment: each gets their own Unix user, namespace, cgroups and broker, answering in their namespace only, and no neighbour reaches their JupyterLab's address. A hub
-    of its own: the module's culls a lab idle for 60 s, and the first labs wait that long for the last."""
-    _skip_unless_hub_can_run()
-    with drive.running_hub(tmp_path, ROOM, start_timeout_s=HUB_START_S,
-                           extra={"LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}) as hub:
-        _room_signs_in(hub, hub["names"])
-
-
-def _room_signs_in(hub: dict, room: list[str]) -> None:
-    """:func:`test_a_room_s_first_sign_ins_at_once_each_get_a_lab_of_their_own`'s body: ``room`` sign in at once."""
-    from labkit.browser import chromium, new_page
-
-    with chromium() as first:
-        pages = [first] + [new_page(first.context.browser) for _ in room[1:]]  # a context (cookies) each
-        started = time.monotonic()
-        for page, name in zip(pages, room):
-            drive.join(page, hub, name)
-        for page, name in zip(pages, room):
-            _wait_for_lab(page, hub, name)
-        print(f"{ROOM} first sign-ins at once: every lab ready {time.monotonic() - started:.1f} s after the first submit")
-        for page in pages[1:]:
-            page.close()
-        entries = [pwd.getpwnam(names.unix_name(name)) for name in room]
-        assert len({e.pw_uid for e in entries}) == ROOM
-        for entry in entries:  # each starts its broker as its first notebook would, all at once
-            _ask_for_broker(entry, hub)
-        for entry in entries:
-            assert sandbox.exists(entry.pw_uid) and all(g.is_dir() for g in sandbox.cgroups(entry.pw_uid))
-            state = _broker_state(entry)
-            (broker,) = _brokers(entry.pw_uid)
-            assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
-            assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
-        # each one's neighbour cannot reach the address its JupyterLab listens on (every port it listens on there)
-        for entry, neighbour in zip(entries, entries[1:] + entries[:1]):
-            address = sandbox.address(entry.pw_uid)
-            out = subprocess.run(["ip", "netns", "exec", sandbox.netns(entry.pw_uid), "ss", "-Htln"],
-                                 capture_output=True, text=True, check=True, timeout=30).stdout
-            ports = [line.split()[3].rsplit(":", 1)[1] for line in out.splitlines() if address in line]
-            assert ports, out
-            tried = _as(neighbour, hub, PROBE, str(os.getpid()), ",".join(f"{address}:{p}" for p in ports))
-            assert tried.stdout.split() == ["denied"] + ["unreachable"] * len(ports), tried.stdout
-
-
-def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_and_says_so(tmp_path):
-    """JupyterHub killed with SIGKILL leaves its proxy, its services and the attendee's lab running; the next hub on
-    the same state folder stops each of them before it starts and says so, and the attendee's next sign-in (their own
-    password, kept) gets a fresh lab in a sandbox of its own."""
-    import signal
-
-    from labkit.browser import chromium
-
-    _skip_unless_hub_can_run()
-    with drive.running_hub(tmp_path, 1, start_timeout_s=HUB_START_S) as hub:
-        name = hub["names"][0]
-        entry = _ensure_lab(hub, name)
-        old_lab, old_hub = users.processes_of(entry.pw_uid), leftovers.hub_processes(hub["state"])
-        assert sorted(leftovers.command_of(p) for p in old_hub) == sorted(c.removeprefix("bin/")
-                                                                         for c in leftovers.HUB_COMMANDS), old_hub
-        os.kill(hub["pid"], signal.SIGKILL)
-        assert wait_until(lambda: not psutil.pid_exists(hub["pid"]) or psutil.Process(hub["pid"]).status() == "zombie",
-                          30)
-        assert all(p.is_running() for p in old_lab) and len(leftovers.hub_processes(hub["state"])) == 3
-        said: list[str] = []
-        proc = None
-        try:
-            proc, settings = run.start(hub["password"], hub["admin_password"], Path(hub["state"]), hub["log"],
-                                       admin=hub["admin"], say=said.append)
-            assert said[0].startswith(f"A hub on {hub['state']} ended without stopping"), said
-            assert f"  stopped {entry.pw_name}'s lab: {len(old_lab)} processes" in said, said
-            assert {line.split(" (pid")[0] for line in said[2:5]} == {
-                "  stopped the old hub's configurable-http-proxy", "  stopped the old hub's labkit.hub.liveview",
-                "  stopped the old hub's jupyterhub_idle_culler"}, said
-            assert not [p for p in old_lab + old_hub if p.pid != hub["pid"] and p.is_running()]  # the hub: a zombie
-            again = {**hub, "url": settings.url}
-            assert wait_until(lambda: drive.answers(f"{settings.url}hub/api"), HUB_START_S, 0.5)
-            with chromium() as page:
-                drive.join(page, again, name)
-                _wait_for_lab(page, again, name)
-            _ask_for_broker(entry, again)
-            state = _broker_state(entry)
-            (broker,) = _brokers(entry.pw_uid)
-            assert broker.pid not in {p.pid for p in old_lab} and sandbox.exists(entry.pw_uid)
-            assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
-            assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
-        finally:  # the new hub, then whatever the killed one left if the test failed before the restart stopped it
-            if proc is not None:
-                drive.stop(proc)
-            leftovers.stop_left_by(hub["state"], say=lambda line: None)
-
-
 def _form_says(page) -> str:
     page.wait_for_load_state()
     assert "/hub/login" in page.url, page.url  # refused: still on the sign-in form, nothing started
@@ -799,7 +610,7 @@ def test_a_name_is_its_owner_s_a_newcomer_needs_the_code_and_failures_wait(hub):
     from labkit.browser import chromium
 
     owner = hub["names"][0]
-    _ensure_lab(hub, owner)  # its first sign-in set its password
+    ensure_lab(hub, owner)  # its first sign-in set its password
     newcomer = f"{hub['names'][0]}z"  # a name nobody has signed in with
     with chromium() as page:
         # someone else under the owner's name: refused, as a wrong password, or as "taken" when they came as new
@@ -852,7 +663,7 @@ def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_
     from labkit.browser import chromium
 
     name = hub["names"][2]
-    entry = _ensure_lab(hub, name)
+    entry = ensure_lab(hub, name)
     kept = Path(entry.pw_dir, "labkit", "work", "00_tour.ipynb")
     assert kept.exists()
     with chromium() as page:
@@ -861,7 +672,7 @@ def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_
         _sign_in(page, hub["url"], name, drive.own_password(hub, name))  # the old password, without the code
         assert f"{name} is a new name here" in _form_says(page)
         drive.join(page, hub, name)  # a first sign-in again: the code and a password of theirs
-        _wait_for_lab(page, hub, name)
+        wait_for_lab(page, hub, name)
     assert kept.exists() and pwd.getpwnam(names.unix_name(name)).pw_uid == entry.pw_uid
 
 
@@ -871,13 +682,13 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
     name = hub["names"][3]
     with chromium() as page:
         submitted = drive.join(page, hub, name)
-        _wait_for_lab(page, hub, name)
+        wait_for_lab(page, hub, name)
         print(f"{name}: sign-in to the file browser {time.monotonic() - submitted:.1f} s")
     entry = pwd.getpwnam(names.unix_name(name))
-    assert not _brokers(entry.pw_uid)  # no notebook asked for it yet
-    _ask_for_broker(entry, hub)
-    _broker_state(entry)
-    assert len(_brokers(entry.pw_uid)) == 1, [p.cmdline()[-2:] for p in users.processes_of(entry.pw_uid)]
+    assert not broker_jvms(entry.pw_uid)  # no notebook asked for it yet
+    ask_for_broker(entry, hub)
+    broker_state(entry)
+    assert len(broker_jvms(entry.pw_uid)) == 1, [p.cmdline()[-2:] for p in users.processes_of(entry.pw_uid)]
     rss, pss = _memory_mib(entry.pw_uid)
     kinds = sorted({p.name() for p in users.processes_of(entry.pw_uid)})
     print(f"{name} idle (JupyterLab and broker, no kernel): RSS {rss:.0f} MiB, PSS {pss:.0f} MiB: {kinds}")
@@ -932,7 +743,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
     with chromium() as page_a:
         browser = page_a.context.browser
         drive.join(page_a, hub, a)
-        _wait_for_lab(page_a, hub, a)
+        wait_for_lab(page_a, hub, a)
         instructor = new_page(browser)
         _sign_in(instructor, url, hub["admin"], hub["admin_password"], next_path="/services/liveview/")
         instructor.wait_for_selector(f"#live th.who:text-is('{a}')", timeout=60_000)
@@ -967,8 +778,8 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         assert observed.state_file(entry.pw_dir).exists()  # the attendee's broker's daemon, waiting for a request
         # signed in, server ready, broker not asked for (no cell called labkit.connect); once asked for, up
         assert row[1].startswith("yes") and row[2] == "up" and row[3] == "not up yet", row
-        _ask_for_broker(entry, hub)
-        _broker_state(entry)
+        ask_for_broker(entry, hub)
+        broker_state(entry)
         assert wait_until(lambda: drive.live_row(instructor, a)[3] == "up", 60, 1.0), drive.live_row(instructor, a)
 
         # an attendee opening the live view, or its table, is refused
