@@ -361,10 +361,11 @@ class EmbeddedBroker:
     def _ready(self, deadline: Deadline) -> bool:
         if self.roles == "controller":  # no client listener: it logs when its KRaft server is up (then config dumps
             return self.logged_since(self._log_mark, "Kafka Server started")  # of 450 lines may follow at once)
+        probe_s = min(2.0, max(0.2, deadline.remaining_s()))
         if self.roles == "broker":  # a cluster's broker: unfenced and serving, whatever the other brokers' state (the
             return (self.logged_since(self._log_mark, "Kafka Server started")  # probe topic may lead on a dead one)
-                    and probe.lists_broker(self.bootstrap_servers, self.node_id, min(2.0, max(0.2, deadline.remaining_s()))))
-        return probe.is_ready(self.bootstrap_servers, timeout_s=min(2.0, max(0.2, deadline.remaining_s())))
+                    and probe.lists_broker(self.bootstrap_servers, self.node_id, probe_s))
+        return probe.is_ready(self.bootstrap_servers, timeout_s=probe_s)
 
     def _wait_ready(self) -> None:
         deadline = Deadline(self.start_timeout_s)

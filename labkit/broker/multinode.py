@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
-from pathlib import Path
-
 from collections.abc import Callable
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka import KafkaAdminClient
@@ -19,7 +17,7 @@ from labkit.broker.embedded import HEAP_ENV, EmbeddedBroker, new_cluster_id
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.broker.settings import kafka_version
 from labkit.errors import BrokerStateError, TopicNotFoundError
-from labkit.waiting import Deadline
+from labkit.waiting import Deadline, wait_until
 
 
 def replicated(brokers: int) -> dict[str, str]:
@@ -137,18 +135,20 @@ class EmbeddedCluster:
         Raises:
             TimeoutError: not within ``timeout_s`` seconds; the message gives ``what`` and the last state seen.
         """
-        deadline, state = Deadline(timeout_s), None
-        while True:
+        deadline, state = Deadline(timeout_s), {}
+
+        def reached() -> bool:
+            nonlocal state
             try:
                 state = self.partition_state(topic, partition, min(5.0, max(0.5, deadline.remaining_s())))
-                if test(state):
-                    return state
             except KafkaException as exc:  # no answer in time: the cluster is busy electing; look again
                 state = {"error": str(exc)}
-            if deadline.expired():
-                raise TimeoutError(f"{topic}-{partition}: {what} did not happen within {timeout_s:g} s "
-                                   f"(last seen: {state})")
-            time.sleep(0.1)
+                return False
+            return test(state)
+
+        if not wait_until(reached, timeout_s):
+            raise TimeoutError(f"{topic}-{partition}: {what} did not happen within {timeout_s:g} s (last seen: {state})")
+        return state
 
     def kill_leader(self, topic: str, partition: int = 0) -> int:
         """SIGKILL the broker that leads ``topic``'s ``partition`` now (:meth:`partition_state`); returns its node id.

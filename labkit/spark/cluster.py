@@ -122,8 +122,8 @@ class StandaloneCluster:
     def start(self, timeout_s: float = 90.0) -> "StandaloneCluster":
         """Start the master, wait until it is elected leader, then the workers, and wait until each has
         registered with it; with ``ui=True``, also until the master's web UI answers ``/json`` with every worker
-        ALIVE (its log's leader line comes before the UI's server accepts). Returns ``self``. About 12 to 15 s for a master and one worker on a busy 2-core
-        machine (each daemon first runs Spark's launcher, a JVM of its own).
+        ALIVE (its log's leader line comes before the UI's server accepts). Returns ``self``. About 12 to 15 s for a
+        master and one worker on a busy 2-core machine (each daemon first runs Spark's launcher, a JVM of its own).
 
         Args:
             timeout_s: seconds for the whole start.
@@ -214,7 +214,8 @@ class StandaloneCluster:
         def answers() -> bool:
             nonlocal last
             try:
-                with urllib.request.urlopen(f"{self.ui_url}/json", timeout=max(0.5, min(5.0, deadline.remaining_s()))) as r:
+                wait_s = max(0.5, min(5.0, deadline.remaining_s()))
+                with urllib.request.urlopen(f"{self.ui_url}/json", timeout=wait_s) as r:
                     last = [w.get("state") for w in json.load(r).get("workers", [])]
             except (OSError, ValueError) as e:  # refused, reset, half-written: the UI is still starting
                 last = repr(e)
