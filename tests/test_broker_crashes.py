@@ -8,8 +8,10 @@ import pytest
 from labkit.exercise import UNANSWERED
 from labkit.errors import LabkitError
 from labkit.history import Event
+from labkit.crashlab.experiment import Experiment
+from labkit.lessons import broker_crashes as bc
 from labkit.lessons.broker_crashes import (_check_killed_in_hold, _holds_transaction, broker_restart_in_transaction,
-                                         check_restart_prediction, client_timelines)
+                                         check_restart_prediction, client_timelines, tries_table, until_stalled)
 from tests.histories import H
 
 
@@ -47,6 +49,35 @@ def test_the_lab_says_so_when_its_kill_missed_a_processor_s_hold():
 def test_a_hold_shorter_than_the_time_the_kill_needs_left_is_refused():
     with pytest.raises(ValueError, match="hold_ms must be more than 1500 ms"):
         broker_restart_in_transaction(None, None, hold_ms=1000)
+
+
+def test_a_processor_that_ends_before_the_kill_is_named_at_once_not_waited_for(bootstrap):
+    # a config librdkafka refuses: its processor exits at start, and the lab says so, without the 300 s hold deadline
+    exp = Experiment("ends-early", bootstrap)
+    with pytest.raises(LabkitError, match=r"before the broker's kill, processor-librdkafka failed: _INVALID_ARG \(see its \*.stderr.log"):
+        broker_restart_in_transaction(exp, None, config={"debug": "no-such-context"})
+    assert {e.kind for e in exp.history.events() if e.participant == "broker"} == set()  # no kill was attempted
+
+
+def _try(librdkafka: str) -> dict:
+    """What broker_restart_in_transaction returns, in small: librdkafka's outcome as given, Java's recovered."""
+    return {"librdkafka": {"outcome": librdkafka, "stalled_in": "send_offsets_to_transaction"
+                           if librdkafka == "stalled" else None, "recovery_s": None if librdkafka == "stalled" else 1.0},
+            "java": {"outcome": "recovered", "stalled_in": None, "recovery_s": 0.5}}
+
+
+def test_the_restart_is_tried_again_until_librdkafka_stalls_and_every_try_is_kept(bootstrap, monkeypatch):
+    outcomes = iter(["recovered", "stalled", "recovered"])
+    monkeypatch.setattr(bc, "broker_restart_in_transaction", lambda exp, broker, **kw: _try(next(outcomes)))
+    tries = until_stalled(SimpleNamespace(bootstrap_servers=bootstrap))
+    assert [t["experiment"].name for t in tries] == ["hang", "hang-2"]  # stopped at the stall
+    table = tries_table(tries)
+    assert table["librdkafka outcome"].tolist() == ["recovered", "stalled"]
+    assert table["librdkafka stalled in"].tolist() == ["—", "send_offsets_to_transaction"]
+    assert table["java next commit (s)"].tolist() == [0.5, 0.5] and table.index.tolist() == [1, 2]
+    outcomes = iter(["recovered"] * 5)  # never stalls: three tries, no more, the last one recovered
+    assert [t["runs"]["librdkafka"]["outcome"] for t in until_stalled(SimpleNamespace(bootstrap_servers=bootstrap))] == [
+        "recovered"] * 3
 
 
 def test_each_client_has_its_own_timeline_on_one_time_axis():
