@@ -1,6 +1,7 @@
 """Where the suite's CPU goes: a pytest plugin (``conftest.py`` loads it) that prints, after ``make test``'s slowest
-items, the CPU seconds of each test file: user + system time of the pytest process and everything it started (the
-brokers' and participants' JVMs, notebook kernels, participants, Spark drivers).
+items, the CPU seconds of each test file (user + system time of the pytest process and everything it started: the
+brokers' and participants' JVMs, notebook kernels, participants, Spark drivers), then the longest worker's wall
+(the run's critical path: from the session's start to that worker's last item).
 
 A file's figure is the CPU used from the start of each of its items' setup to the end of its teardown, summed over
 its items; with pytest-xdist each worker measures what it started and sends the figure with the teardown report. A
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -143,6 +145,10 @@ class CpuReport:
         self.cpu_s: dict[str, float] = defaultdict(float)
         self.wall_s: dict[str, float] = defaultdict(float)
         self.loads: list[float] = []
+        self.worker = worker
+        self.t0 = time.monotonic()
+        self.worker_end_s: dict[str, float] = {}  # by worker: its last teardown, s since the session began
+        self.worker_files: dict[str, set[str]] = defaultdict(set)
         self.meter = meter(f"labkit-pytest-{worker}")
         self._start_cpu = self.meter.cpu_s()
         self._done = threading.Event()
@@ -162,7 +168,9 @@ class CpuReport:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         if call.when == "teardown" and _START in item.stash:
-            outcome.get_result().cpu_s = self.meter.cpu_s() - item.stash[_START]  # travels to the controller
+            report = outcome.get_result()
+            report.cpu_s = self.meter.cpu_s() - item.stash[_START]  # travels to the controller, as does:
+            report.worker = self.worker
 
     def pytest_unconfigure(self) -> None:
         self._done.set()
@@ -173,6 +181,9 @@ class CpuReport:
         path = report.nodeid.split("::")[0]
         self.wall_s[path] += report.duration
         self.cpu_s[path] += getattr(report, "cpu_s", 0.0)
+        if hasattr(report, "worker"):
+            self.worker_end_s[report.worker] = time.monotonic() - self.t0
+            self.worker_files[report.worker].add(path)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         self._done.set()
@@ -185,8 +196,22 @@ class CpuReport:
         tr.write_line(f"{sum(self.cpu_s.values()):8.1f} {'':8}  all test files")
         load = (f"load average mean {sum(self.loads) / len(self.loads):.1f}, max {max(self.loads):.1f}"
                 if self.loads else "load average not sampled (run shorter than 10 s)")
+        tr.write_line(critical_path(self.worker_end_s, self.worker_files))
         tr.write_line(f"whole run: {total:.0f} CPU s on {len(os.sched_getaffinity(0))} of {os.cpu_count()} CPUs; "
                       f"{load}; measured by {self.meter.name}")
+
+
+def critical_path(end_s: dict[str, float], files: dict[str, set[str]]) -> str:
+    """The line naming the longest worker: the run's critical path (issue 52), each worker's wall being seconds from
+    the session's start to its last item's teardown (``end_s``, by worker id, e.g. "gw0"; "main" without workers),
+    with the files it ran (``files``); the others' walls beside it."""
+    if not end_s:
+        return "longest worker: none (no test ran)"
+    longest = max(end_s, key=end_s.get)
+    others = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(end_s.items()) if w != longest)
+    n = len(files[longest])
+    return (f"longest worker: {longest}, {end_s[longest]:.0f} s of wall, {n} file{'s' * (n != 1)}"
+            + (f" (the others: {others})" if others else ""))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from labkit.waiting import wait_until
-from tests.cpu_report import CgroupMeter, tree_cpu_s
+from tests.cpu_report import CgroupMeter, critical_path, tree_cpu_s
 
 _BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
@@ -65,3 +65,12 @@ def test_the_cgroup_meter_counts_an_orphan_the_process_tree_misses(tmp_path):
     finally:
         meter.close()
     assert not meter.group.exists()  # removed once empty, this process moved back
+
+
+def test_the_longest_worker_is_named_with_its_wall_and_files_beside_the_others() -> None:
+    files = {"gw0": {"tests/test_hub.py"}, "gw1": {"a.py", "b.py"}, "gw2": {"c.py"}}
+    assert critical_path({"gw0": 901.4, "gw1": 610.2, "gw2": 655.0}, files) == (
+        "longest worker: gw0, 901 s of wall, 1 file (the others: gw1 610 s, gw2 655 s)")
+    assert critical_path({"gw1": 3.0}, files).startswith("longest worker: gw1, 3 s of wall, 2 files")
+    assert critical_path({"main": 12.0}, {"main": {"a.py"}}) == "longest worker: main, 12 s of wall, 1 file"
+    assert critical_path({}, {}) == "longest worker: none (no test ran)"
