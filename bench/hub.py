@@ -12,6 +12,9 @@ notebook is measured as a learner running it first after the previous one: same 
 broker keeps the previous notebooks' topics), a fresh kernel. The idle figure is the lab with no kernel (JupyterLab
 and the broker) after the first notebook (which starts the broker: labkit.hub.singleuser). Each notebook's CPU seconds
 (all the attendee's processes, from opening it to the end of its run) are given too, for sizing a room's cores.
+The instructor's live view, open in a page of its own, must then show the notebook's claims as held (its ``C✓``
+mark, read from the page): a notebook whose claims held but whose report never reached the live view is a failed run
+too (its row's ``live_view_error``), since the instructor would have been told otherwise.
 
 Goal (issue 38): <= 1 GiB (1024 MiB) at the peak of every notebook but 04, <= 1.5 GiB for 04.
 
@@ -40,7 +43,8 @@ from pathlib import Path
 
 import psutil
 
-from labkit.browser import chromium, missing
+from labkit.browser import chromium, missing, new_page
+from labkit.errors import LabkitError
 from labkit.hub import drive, names, users
 from labkit.waiting import wait_until
 
@@ -158,13 +162,31 @@ def has_pyspark(prefix: str) -> bool:
     return subprocess.run([python, "-c", check], timeout=60).returncode == 0
 
 
-def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: str, deadline_s: float) -> dict:
+#: How long the live view may take to show a notebook's claims once its claims line was printed (s): the report is
+#: sent from the kernel at once (labkit.hub.report) and the page refreshes itself every few seconds.
+LIVE_VIEW_S = 60
+
+
+def live_view_error(instructor, name: str, notebook: str) -> str | None:
+    """None if the live view open on ``instructor`` shows notebook ``notebook``'s claims as held for ``name`` (its
+    ``C✓`` mark) within :data:`LIVE_VIEW_S`; else what it shows instead."""
+    try:
+        drive.wait_for_live_marks(instructor, name, "C✓$", notebook=int(notebook[:2]), timeout_s=LIVE_VIEW_S)
+    except LabkitError:
+        return (f"the claims held, but the live view shows {drive.live_marks(instructor, name, int(notebook[:2]))!r} "
+                f"for {name} in {notebook[:2]}, not C✓, after {LIVE_VIEW_S} s")
+    return None
+
+
+def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: str, deadline_s: float,
+            instructor=None) -> dict:
     """Open, Run All and wait for ``notebook``; then shut its kernel down. Returns its row: peaks (:meth:`Sampler.take`,
     from opening to the end of the run), ``wall_s`` (Run All to the end), ``cpu_s`` (CPU seconds of ``uid``'s
     processes from opening to the end, :func:`cpu_s`), ``error`` (None only if every code cell ran, none raised
     (:func:`labkit.hub.drive.wait_for_run`) and a claims line was printed: else why the run failed), ``claims_line``
     (the last output that says the claims hold, as printed), ``last_output`` (the end of its last output) and ``left``
-    (the kinds of ``uid``'s processes once the kernel ended, besides JupyterLab and the broker)."""
+    (the kinds of ``uid``'s processes once the kernel ended, besides JupyterLab and the broker), and, with the live
+    view open on ``instructor``, ``live_view_error`` (:func:`live_view_error`, once the claims held)."""
     row: dict = {"notebook": notebook}
     sampler.take()
     cpu_before = cpu_s(uid)
@@ -180,6 +202,8 @@ def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: st
         row["claims_line"] = claims.last.inner_text().strip()[-300:] if claims.count() else None
         if row["error"] is None and row["claims_line"] is None:
             row["error"] = "every cell ran, but no output says the claims hold"
+        if row["error"] is None and instructor is not None:
+            row["live_view_error"] = live_view_error(instructor, name, notebook)
     except Exception as exc:  # noqa: BLE001 (a notebook that fails is reported, and the next one runs)
         row["error"] = f"{type(exc).__name__}: {str(exc)[:800]}"
     row["wall_s"] = round(time.monotonic() - started, 1) if started else None
@@ -225,7 +249,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")
-    failed = [row["notebook"] for row in result["notebooks"] if row.get("error")]
+    failed = [row["notebook"] for row in result["notebooks"] if row.get("error") or row.get("live_view_error")]
     if failed:  # a run that raised is a failed run: its figures are no notebook's
         print(f"FAILED: {', '.join(failed)} (their rows say why)", file=sys.stderr)
     return 1 if failed else 0
@@ -243,11 +267,14 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
         # of the attendee's processes: the browser is root's)
         drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"})
         uid = pwd.getpwnam(names.unix_name(name)).pw_uid
+        instructor = new_page(page.context.browser)  # cookies of its own: the instructor's live view, beside
+        drive.sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")
+        instructor.wait_for_selector(f"#live th.who:text-is('{name}')", timeout=60_000)
         sampler = Sampler(uid)
         try:
             rows, idle = [], None
             for notebook in files:
-                rows.append(measure(page, hub, name, uid, sampler, notebook, deadline_s))
+                rows.append(measure(page, hub, name, uid, sampler, notebook, deadline_s, instructor))
                 print(line(rows[-1]), flush=True)
                 if idle is None:  # after the first notebook: its kernel ended, the broker it started runs on
                     time.sleep(20)  # the lab settles
@@ -266,7 +293,8 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
 def line(row: dict) -> str:
     goal = GOAL_04_MIB if row["notebook"].startswith("04") else GOAL_MIB
     peak = row["peak_mib"]
-    verdict = "FAILED: " + row["error"].splitlines()[0][:200] if row.get("error") else (
+    why = row.get("error") or row.get("live_view_error")
+    verdict = "FAILED: " + why.splitlines()[0][:200] if why else (
         f"{'within' if peak is not None and peak <= goal else 'OVER'} the {goal} MiB goal")
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(row["peak_by_kind"].items(), key=lambda kv: -kv[1]))
     wall = f"{row['wall_s']:.0f} s" if row.get("wall_s") is not None else "-"
