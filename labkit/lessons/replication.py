@@ -174,7 +174,9 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     Returns:
         ``{"output", "leader", "follower", "config", "probe" (error name or None), "states" (DataFrame, one row per
         moment), "elected" (the node the controller elected while the old leader was down, None if it stayed
-        offline; min.insync.replicas=1 only), "check"}``.
+        offline; min.insync.replicas=1 only), "restart_began_ns" (monotonic ns the lab began restarting the
+        follower's broker, the refused case only: its ``start`` event comes once the lab sees it ready, and the writers
+        may commit in between), "check"}``.
     Raises:
         LabkitError: a writer did not commit; TimeoutError: the cluster did not reach an awaited state in 60 s.
     """
@@ -188,10 +190,11 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     cluster.await_partition(probed, lambda s: s["isr"] == [leader], "the probe topic's ISR shrunk to the leader")
     second = _writers(exp, out, clients, "second", records + 1, records)
     probe = probe_produce(cluster.live_bootstrap, probed)  # a topic of the same brokers and configs: not the output
-    elected = None
+    elected = restart_began_ns = None
     if probe is not None:  # refused: the writers wait; the follower's return lets them on
         time.sleep(offline_s)
         states.append(_row(cluster, out, f"{offline_s:g} s later, writers waiting"))
+        restart_began_ns = time.monotonic_ns()  # the follower may rejoin the ISR before the lab sees its broker ready
         _restart(exp, cluster, follower)
         _finish(second)
         states.append(_row(cluster, out, "follower back, second transactions committed"))
@@ -213,7 +216,7 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
             out, lambda s: s["isr"] == sorted([leader, follower]), "both replicas in the ISR")})
     exp.final_reads(out)
     return {"output": out, "leader": leader, "follower": follower, "config": dict(config), "probe": probe,
-            "states": _frame(states), "elected": elected, "check": exp.check(out)}
+            "states": _frame(states), "elected": elected, "restart_began_ns": restart_began_ns, "check": exp.check(out)}
 
 
 def loss_outcome(run: dict) -> str:
