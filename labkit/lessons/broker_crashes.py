@@ -164,7 +164,7 @@ def broker_restart_in_transaction(exp: Experiment, broker: EmbeddedBroker | None
     fresh_ns = (hold_ms - HOLD_LEFT_MS) * 1_000_000
 
     def all_hold() -> bool:
-        ended = [f"{p.name} {p.status}" for p in procs if p.status != "running"]
+        ended = [f"{p.name} {status}" for p in procs if (status := p.status) != "running"]
         if ended:
             raise LabkitError(f"before the broker's kill, {', '.join(ended)} (see its *.stderr.log beside "
                               f"{exp.history.path})")
@@ -272,10 +272,10 @@ def until_stalled(broker: EmbeddedBroker, name: str = "hang", tries: int = HANG_
 def tries_table(tries: list[dict]) -> pd.DataFrame:
     """One row per try of :func:`until_stalled`: each client's outcome, the call it stalled in, and its next commit
     after the broker was back (s); "—" where there is none (it stalled, or did not)."""
-    return pd.DataFrame([{"try": n, **{f"{client} {key}": run[field] for client, run in t["runs"].items()
-                                       for key, field in (("outcome", "outcome"), ("stalled in", "stalled_in"),
-                                                          ("next commit (s)", "recovery_s"))}}
-                         for n, t in enumerate(tries, 1)]).set_index("try").astype(object).fillna("—")
+    columns = {"outcome": "outcome", "stalled in": "stalled_in", "next commit (s)": "recovery_s"}
+    rows = [{f"{client} {label}": run[key] for client, run in t["runs"].items() for label, key in columns.items()}
+            for t in tries]
+    return pd.DataFrame(rows, index=pd.Index(range(1, len(tries) + 1), name="try")).astype(object).fillna("—")
 
 
 def client_timelines(exp: Experiment, runs: dict, titles: dict[str, str]) -> dict[str, go.Figure]:

@@ -73,9 +73,13 @@ def _kill(exp: Experiment, cluster: EmbeddedCluster, node: int) -> None:
     exp.history.append("crash", f"broker-{node}")
 
 
-def _restart(exp: Experiment, cluster: EmbeddedCluster, node: int) -> None:
+def _restart(exp: Experiment, cluster: EmbeddedCluster, node: int) -> int:
+    """Restart ``node``'s broker and log its ``start`` once the lab sees it ready; returns the monotonic ns the restart
+    began (the broker may serve, and rejoin ISRs, before the lab sees it ready)."""
+    began_ns = time.monotonic_ns()
     cluster.restart(node)
     exp.history.append("start", f"broker-{node}")
+    return began_ns
 
 
 def leader_kill_in_transaction(exp: Experiment, cluster: EmbeddedCluster, clients: tuple[str, ...] = CLIENTS,
@@ -194,8 +198,7 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     if probe is not None:  # refused: the writers wait; the follower's return lets them on
         time.sleep(offline_s)
         states.append(_row(cluster, out, f"{offline_s:g} s later, writers waiting"))
-        restart_began_ns = time.monotonic_ns()  # the follower may rejoin the ISR before the lab sees its broker ready
-        _restart(exp, cluster, follower)
+        restart_began_ns = _restart(exp, cluster, follower)
         _finish(second)
         states.append(_row(cluster, out, "follower back, second transactions committed"))
     else:
