@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,7 +65,35 @@ def new_page(browser, viewport: dict[str, int] = LAPTOP):
     of ``viewport``, whose actions wait up to :data:`PAGE_TIMEOUT_MS`."""
     page = browser.new_page(viewport=viewport)
     page.set_default_timeout(PAGE_TIMEOUT_MS)
+    _record_requests(page)
     return page
+
+
+#: Each page's requests still unanswered and those that failed (:func:`network_report`), by page.
+_REQUESTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _record_requests(page) -> None:
+    """Keep, for :func:`network_report`, ``page``'s requests that have not finished (by Playwright's ``Request``) and
+    those that failed (URL and Chromium's reason)."""
+    pending, failed = {}, []
+    _REQUESTS[page] = (pending, failed)
+    page.on("request", lambda request: pending.__setitem__(id(request), request.url))
+    page.on("requestfinished", lambda request: pending.pop(id(request), None))
+
+    def fail(request) -> None:
+        pending.pop(id(request), None)
+        failed.append(f"{request.url} ({request.failure})")
+    page.on("requestfailed", fail)
+
+
+def network_report(page, most: int = 10) -> str:
+    """What ``page`` (made by :func:`new_page`) still waits for and what failed to load: at most ``most`` URLs of each,
+    the newest last; the words "no request pending or failed" when there is neither."""
+    pending, failed = _REQUESTS.get(page, ({}, []))
+    lines = [f"pending: {url}" for url in list(pending.values())[-most:]] + \
+        [f"failed: {what}" for what in failed[-most:]]
+    return "\n".join(lines) if lines else "no request pending or failed"
 
 
 #: Where Jupyter keeps a user's state: a page check's JupyterLab gets empty ones (a first start, no saved layout).

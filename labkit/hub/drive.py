@@ -153,13 +153,24 @@ def wait_for_lab(page, hub: dict, name: str, timeout_s: float) -> None:
         LabkitError: not shown within ``timeout_s`` seconds, or shown at another URL (the page's text and the hub's
             log quoted).
     """
+    from labkit.browser import network_report
+
     try:
         page.wait_for_selector(FILE_BROWSER, timeout=timeout_s * 1000)
     except Exception:
-        raise LabkitError(f"{name}'s JupyterLab did not show 00_tour.ipynb (at {page.url}):\n"
-                          f"{page.inner_text('body')[:1000]}\n{hub['log'].read_text()[-3000:]}") from None
+        raise LabkitError(f"{name}'s JupyterLab did not show 00_tour.ipynb within {timeout_s:.0f} s (at {page.url}); "
+                          f"the page shows:\n{page.inner_text('body')[:1000]}\nits network:\n{network_report(page)}\n"
+                          f"the hub's log of {name} (their server's too):\n{log_of(hub, name)}") from None
     if not page.url.startswith(f"{hub['url']}user/{name}/lab"):
         raise LabkitError(f"{name}'s JupyterLab is at {page.url}, not under {hub['url']}user/{name}/lab")
+
+
+def log_of(hub: dict, name: str, most: int = 40) -> str:
+    """The last ``most`` lines of ``hub``'s log (:func:`running_hub`'s dict) that name attendee ``name``: the hub's own
+    and their single-user server's (JupyterHub's local spawner hands it the hub's output), which the room's other
+    attendees' lines would push out of a plain tail."""
+    lines = [line for line in hub["log"].read_text(errors="replace").splitlines() if name in line]
+    return "\n".join(lines[-most:]) or f"(no line names {name})"
 
 
 def lab_setting(page, url: str, name: str, plugin: str, values: dict) -> None:
