@@ -62,35 +62,38 @@ def test_a_run_all_that_raised_anywhere_is_failed_and_a_clean_one_with_stderr_is
 
 
 def test_a_run_all_before_the_kernel_is_asked_for_starts_no_second_kernel_and_says_it_is_initializing(lab):
-    """JupyterLab reads the server's sessions before it asks for a notebook's kernel; the test holds that read (its
-    ``GET api/sessions``, in the browser) once the notebook shows, so that a Run All lands in that window, as it did on a
-    loaded hub. Without the lab's ``enableKernelInitNotification`` the Run All started a kernel itself and JupyterLab
-    another, shutting the first down with the cell it had run (two kernels started, one shut down, one cell run). With
-    it, JupyterLab refuses the run and says why, then starts the notebook's one kernel, and a Run All then runs every
-    cell."""
+    """JupyterLab reads the server's sessions before it asks for a notebook's kernel (once it has read the notebook: a
+    notebook's session starts when its content is loaded, and is not waited for to show it); the test holds every such
+    read (``GET api/sessions``, in the browser) from the moment the page asks for the notebook's content until
+    JupyterLab asks for a kernel, so that a Run All lands in that window, as it did on a loaded hub. (Holding only from
+    when the notebook showed missed the window on a fast machine: the read had been answered by then.) Without the lab's
+    ``enableKernelInitNotification`` the Run All started a kernel itself and JupyterLab another, shutting the first down
+    with the cell it had run (two kernels started, one shut down, one cell run). With it, JupyterLab refuses the run and
+    says why, then starts the notebook's one kernel, and a Run All then runs every cell."""
     base, _, home = lab
     name = "opened_once.ipynb"
     log = home / "lab" / "jupyter.log"
     before = log.read_text().count("Kernel started")
-    held, posts = [], []
+    held, posts, content = [], [], []
 
     def route(request_route) -> None:
         method = request_route.request.method
-        if method == "GET" and holding and not posts:
+        if method == "GET" and holding and content and not posts:
             held.append(request_route)
             return
         if method == "POST":
             posts.append(time.monotonic())
         request_route.continue_()
 
-    holding = False
+    holding = True
     with browser.chromium() as page:
+        page.on("request", lambda request: content.append(request.url) if f"api/contents/{name}" in request.url
+                else None)
         page.route("**/api/sessions**", route)
         _open(page, lab, name)
         page.wait_for_selector(".jp-Notebook", timeout=120_000)
-        holding = True
         assert _pump_until(page, lambda: held, 60), \
-            "JupyterLab read no session list after the notebook showed: the window this test needs never came"
+            "JupyterLab read no session list after it read the notebook: the window this test needs never came"
         assert not posts, "JupyterLab asked for the kernel before the test held its read: no window to test"
         drive._menu(page, "Run", "^Run All Cells$")
         page.get_by_text(drive.INITIALIZING).first.wait_for()
