@@ -217,9 +217,12 @@ def make_copies(work: Path | None = None, sources: Path = SOURCES) -> list[str]:
 def server_config(home: Path | None = None) -> dict:
     """The Jupyter server configuration of the lab for ``home`` (default ``$LABKIT_HOME``): the copies' folder
     (:func:`work_dir`) as its root, idle kernels culled (:data:`CULL_IDLE_TIMEOUT_S`, :data:`CULL_INTERVAL_S`, also
-    while a browser tab is connected) and :func:`strip_orphan_widget_views` run before every save."""
+    while a browser tab is connected), :func:`strip_orphan_widget_views` run before every save, and no search for
+    language servers (jupyter-lsp's ``LanguageServerManager.autodetect``: the lab uses none, and the search runs
+    ``npm prefix -g``, a Node process, in every server: each attendee's on a hub)."""
     return {
         "ServerApp": {"root_dir": str(work_dir(home))},
+        "LanguageServerManager": {"autodetect": False},
         "MappingKernelManager": {"cull_idle_timeout": CULL_IDLE_TIMEOUT_S, "cull_interval": CULL_INTERVAL_S,
                                  "cull_connected": True, "cull_busy": False},
         "FileContentsManager": {"pre_save_hook": f"{__name__}.strip_orphan_widget_views"},

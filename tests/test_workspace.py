@@ -2,12 +2,17 @@
 them, no widget state) and the lab's Jupyter server configuration (idle kernels culled)."""
 
 import json
+import os
 import re
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 from traitlets.utils.importstring import import_item
 
-from labkit import workspace
+from labkit import browser, workspace
+from labkit.waiting import wait_until
 from labkit.workspace import CULL_IDLE_TIMEOUT_S, MANIFEST, SOURCES, WIDGET_STATE, WIDGET_VIEW, make_copies
 
 NOTE = "ControlPanel: a live widget, not saved with the notebook; run this cell again to see it"
@@ -138,6 +143,36 @@ def test_the_server_config_serves_the_copies_and_culls_idle_kernels(tmp_path):
                                               "cull_connected": True, "cull_busy": False}
     assert 0 < CULL_IDLE_TIMEOUT_S <= 3600
     assert import_item(config["FileContentsManager"]["pre_save_hook"]) is workspace.strip_orphan_widget_views
+
+
+def test_a_server_on_the_lab_s_config_looks_for_no_language_server(tmp_path):
+    """A real Jupyter server started on the lab's configuration answers jupyter-lsp's status with no language server
+    spec: it made no search (the default's search lists six specs here, and runs ``npm prefix -g``)."""
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    config = workspace.write_server_config(home)
+    env = {**os.environ, **{name: str(tmp_path / name.lower()) for name in browser.JUPYTER_DIRS}}
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        server = subprocess.Popen([sys.executable, "-m", "jupyter_server", f"--config={config}", "--no-browser",
+                                   "--allow-root", "--port=0", "--IdentityProvider.token=t"],
+                                  stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        def status() -> dict | None:  # once the server's log names its URL and it answers there
+            if not re.search(r"http://127\.0\.0\.1:\d+/", log.read_text()):
+                return None
+            found = re.search(r"http://127\.0\.0\.1:\d+/", log.read_text())
+            try:
+                with urllib.request.urlopen(f"{found.group(0)}lsp/status?token=t", timeout=30) as answer:
+                    return json.load(answer)
+            except OSError:  # not listening yet
+                return None
+        assert wait_until(status, 120, 0.5), log.read_text()[-2000:]
+        answered = status()
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert answered["specs"] == {} and answered["sessions"] == {}, answered
 
 
 def test_lab_settings_keep_other_overrides(tmp_path):
