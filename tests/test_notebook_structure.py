@@ -96,6 +96,18 @@ def test_claims_cells_are_collapsed_define_nothing_and_end_with_a_verdict(nb):
         assert len(prints) == (by == "print"), f"{nb.name}: the claims cell {first!r} prints more than its verdict"
 
 
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_last_claims_cell_says_so_with_claims_hold_which_reaches_the_live_view(nb):
+    """A notebook's last claims cell ends with ``labkit.claims_hold("All claims hold ...")``: the mark the instructor's
+    live view shows as held (a ``print`` would reach the page and not the room: notebook 04's did, found by
+    bench/hub.py's live-view check)."""
+    *_, (cell, tree) = [(cell, tree) for cell, tree in code_cells(nb) if is_claims_cell(cell, tree)]
+    last = tree.body[-1]
+    assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and \
+        ast.unparse(last.value.func) == "labkit.claims_hold", \
+        f"{nb.name}: its last claims cell ends with {ast.unparse(last)[:80]!r}, not labkit.claims_hold(...)"
+
+
 GLOSSARY = REPO / "notebooks" / "glossary.md"
 #: Terms issue 24 asks to be defined where first used, each also in the glossary.
 GLOSSARY_TERMS = ("high watermark", "WriteTxnMarkers", "producer epoch", "member epoch", "generation", "KIP-848",
