@@ -162,14 +162,17 @@ def test_make_lab_stops_only_when_no_notebook_can_run():
 
 
 def test_a_notebook_not_measured_is_never_judged(tmp_path):
-    """Hand-written figures: 00 measured, 02's run failed, the others not run: only 00 can fail; the rest warn."""
+    """Hand-written figures: 00 measured, 02's run failed, 03's claims never reached the live view (bench/hub.py fails
+    that run too), the others not run: only 00 can fail; the rest warn."""
     rows = [{"notebook": "00_tour.ipynb", "error": None, "peak_mib": 500},
-            {"notebook": "02_zombie_fencing.ipynb", "error": "AssertionError: fenced", "peak_mib": 2000}]
+            {"notebook": "02_zombie_fencing.ipynb", "error": "AssertionError: fenced", "peak_mib": 2000},
+            {"notebook": "03_isolation_levels.ipynb", "error": None, "live_view_error": "the live view shows 'E·C·'",
+             "peak_mib": 600}]
     (tmp_path / "hub-memory.json").write_text(json.dumps({"notebooks": rows}))
     assert needs.measured_peaks(tmp_path / "hub-memory.json") == {"00": 500}
     short = checks.check_memory(400, measured=tmp_path / "hub-memory.json")
     assert short.status == checks.FAIL and short.blocks == ("00",) and "free 100 MiB more" in short.fix
-    assert "00 500, 01 not measured, 02 not measured" in short.detail
+    assert "00 500, 01 not measured, 02 not measured, 03 not measured" in short.detail
     fits = checks.check_memory(600, measured=tmp_path / "hub-memory.json")
     assert fits.status == checks.WARN and fits.blocks == () and "not judged" in fits.fix
     assert fits.fix.startswith(", ".join(n for n in ALL if n != "00"))

@@ -94,15 +94,15 @@ def measured_peaks(path: Path = MEASURED) -> dict[str, int]:
 def peaks_of(measured: dict) -> dict[str, int]:
     """Each measured notebook's peak: two-digit number -> MiB, the proportional set size of the whole lab (broker,
     JupyterLab, kernel, participants) summed at its peak, from ``measured`` (``bench/hub.py``'s JSON, parsed). Only
-    runs that passed count (``error`` null, a ``peak_mib``): a notebook whose run failed, or that was not run, is not
-    there.
+    runs that passed count (``error`` null, no ``live_view_error``, a ``peak_mib``): a notebook whose run failed, or
+    whose claims never reached the instructor's live view, or that was not run, is not there.
 
     Raises:
         ValueError: ``measured`` is not ``bench/hub.py``'s figures (the message says what they hold).
     """
     try:
         return {row["notebook"][:2]: int(row["peak_mib"]) for row in measured["notebooks"]
-                if row.get("error") is None and row.get("peak_mib") is not None}
+                if row.get("error") is None and row.get("live_view_error") is None and row.get("peak_mib") is not None}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not bench/hub.py's JSON (a list of rows under \"notebooks\", each with \"notebook\", "
                          f"\"error\" and \"peak_mib\"): {type(exc).__name__} {exc}; write it again with "

@@ -53,7 +53,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 #: Idle time after which the culler stops an attendee's server, in seconds (issue 38: 60 min).
 CULL_IDLE_S = 60 * 60
 #: Each attendee's memory limit, MiB, unless the instructor sets one (``--memory``): the largest notebook's peak on the
-#: hub, 04 at 1,556 MiB with JupyterLab (bench/results/hub-memory.json), and room for a re-run.
+#: hub, 04 at about 1.5 GiB with JupyterLab (labkit/doctor/hub-memory.json), and room for a re-run.
 MEMORY_MIB = 2048
 #: Each attendee's limit of processes and threads (``--tasks``): notebook 04's Spark cluster beside the broker runs
 #: about a thousand threads; a fork bomb stops here.
