@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-from contextlib import nullcontext
 
 import psutil
 import pytest
@@ -102,15 +101,27 @@ def as_attendee(entry: pwd.struct_passwd, hub: dict, script: str, *args: str, ch
     return done
 
 
+def wait_for_server(page, hub: dict, name: str) -> None:
+    """:func:`labkit.hub.drive.wait_for_server` within the hub tests' :data:`LAB_START_S`."""
+    drive.wait_for_server(page, hub, name, LAB_START_S)
+
+
 def ensure_lab(hub: dict, name: str, page=None) -> pwd.struct_passwd:
-    """Sign ``name`` in (a browser; on ``page`` when given, left open on their lab: JupyterLab's polling through the
-    proxy is activity, so the hub's culler leaves the lab be while the page is open) and wait for their lab and its
-    broker, unless they run already; their Unix user's entry."""
+    """Sign ``name`` in and wait for their lab and its broker (started unless it runs already); their Unix user's
+    entry. On ``page`` when given, the lab is drawn (:func:`wait_for_lab`) and left open: JupyterLab's polling through
+    the proxy is activity, so the hub's culler leaves the lab be while the page is open. Else in a browser of its own,
+    closed after, where the lab is not drawn (:func:`labkit.hub.drive.without_lab_drawn`): their server answering with
+    their files is what is waited for (the tests that look at the lab itself draw it)."""
     from labkit.browser import chromium
 
-    with chromium() if page is None else nullcontext(page) as page:
+    if page is not None:
         drive.join(page, hub, name)
         wait_for_lab(page, hub, name)
+    else:
+        with chromium() as page:
+            drive.without_lab_drawn(page)
+            drive.join(page, hub, name)
+            wait_for_server(page, hub, name)
     entry = pwd.getpwnam(names.unix_name(name))
     ask_for_broker(entry, hub)
     broker_state(entry)

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -47,7 +48,7 @@ from labkit.lessons import tour
 from labkit.waiting import wait_until
 from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as_attendee, ask_for_broker,
                             broker_state, broker_jvms, ensure_lab, lab_env, listening, skip_unless_hub_can_run,
-                            wait_for_lab)
+                            wait_for_lab, wait_for_server)
 
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
 CULL_S = 300  # idle timeout 60 s, culler every 15 s, the hub's activity polled every 10 s; then the lab's ends
@@ -321,22 +322,23 @@ def hub(tmp_path_factory):
 
 def _left_idle(hub: dict, name: str) -> dict:
     """Sign ``name`` in, start their lab broker as a first kernel does, close the browser and leave the lab idle, for
-    :func:`test_the_idle_culler_ends_every_process_of_the_lab`: done as the hub starts, so that the idle timeout runs
-    out while the module's other tests run (the suite's longest worker, issue 52). ``{"entry": pwd entry, "since":
-    monotonic s the browser closed, "jvms_before": broker JVMs before the ask, "jvms": after, "rss", "pss": MiB,
-    "kinds": process names}``."""
+    :func:`test_the_idle_culler_ends_every_process_of_the_lab_and_a_visit_to_it_starts_it_again`: done as the hub
+    starts, so that the idle timeout runs out while the module's other tests run (the suite's longest worker, issue 52).
+    ``{"name", "entry": pwd entry, "since": monotonic s the browser closed, "jvms_before": broker JVMs before the ask,
+    "jvms": after, "rss", "pss": MiB, "kinds": process names}``."""
     from labkit.browser import chromium
 
     with chromium() as page:
+        drive.without_lab_drawn(page)
         submitted = drive.join(page, hub, name)
-        wait_for_lab(page, hub, name)
-        print(f"{name}: sign-in to the file browser {time.monotonic() - submitted:.1f} s")
+        wait_for_server(page, hub, name)
+        print(f"{name}: sign-in to their server answering {time.monotonic() - submitted:.1f} s")
     entry = pwd.getpwnam(names.unix_name(name))
     before = len(broker_jvms(entry.pw_uid))
     ask_for_broker(entry, hub)
     broker_state(entry)
     rss, pss = _memory_mib(entry.pw_uid)
-    return {"entry": entry, "since": time.monotonic(), "jvms_before": before, "jvms": len(broker_jvms(entry.pw_uid)),
+    return {"name": name, "entry": entry, "since": time.monotonic(), "jvms_before": before, "jvms": len(broker_jvms(entry.pw_uid)),
             "rss": rss, "pss": pss, "kinds": sorted({p.name() for p in users.processes_of(entry.pw_uid)})}
 
 
@@ -692,12 +694,13 @@ def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_
         page.context.clear_cookies()
         _sign_in(page, hub["url"], name, drive.own_password(hub, name))  # the old password, without the code
         assert f"{name} is a new name here" in _form_says(page)
+        drive.without_lab_drawn(page)
         drive.join(page, hub, name)  # a first sign-in again: the code and a password of theirs
-        wait_for_lab(page, hub, name)
+        wait_for_server(page, hub, name)
     assert kept.exists() and pwd.getpwnam(names.unix_name(name)).pw_uid == entry.pw_uid
 
 
-def test_the_idle_culler_ends_every_process_of_the_lab(hub):
+def test_the_idle_culler_ends_every_process_of_the_lab_and_a_visit_to_it_starts_it_again(hub):
     idle, started = hub["idle"], time.monotonic()  # the attendee the hub fixture left idle (_left_idle)
     entry = idle["entry"]
     assert idle["jvms_before"] == 0  # no notebook asked for it before
@@ -717,6 +720,20 @@ def test_the_idle_culler_ends_every_process_of_the_lab(hub):
 
     assert wait_until(ended, 60, 1.0), hub["log"].read_text()[-3000:]
     assert "java" in ended()[-1], ended()
+
+    # back at their lab's URL, they meet JupyterHub's "not running" page, which starts their lab itself (the
+    # configuration's implicit_spawn_seconds: the page the reset test once met and waited on for 420 s)
+    from labkit.browser import chromium
+
+    with chromium() as page:
+        went: list[str] = []
+        page.on("framenavigated", lambda frame: went.append(frame.url) if frame == page.main_frame else None)
+        drive.without_lab_drawn(page)
+        drive.join(page, hub, idle["name"], next_path=f"/hub/user/{idle['name']}/lab")
+        wait_for_server(page, hub, idle["name"])  # no click on Launch Server
+    # through the page that, without the setting, waits for a click on Launch Server (420 s, then the wait fails)
+    assert [urllib.parse.urlsplit(url).path for url in went][1:3] == [f"/hub/user/{idle['name']}/lab",
+                                                                     f"/hub/spawn-pending/{idle['name']}"], went
 
 
 # --- the instructor's live view on the same hub (labkit/hub/liveview.py; its other tests: tests/test_hub_liveview.py)

@@ -50,6 +50,9 @@ PASSWORD_ENV = "LABKIT_HUB_PASSWORD"
 ADMIN_PASSWORD_ENV = "LABKIT_HUB_ADMIN_PASSWORD"
 #: The lab's JupyterHub templates (labkit.hub.auth): the sign-in form with the workshop code field.
 TEMPLATES = Path(__file__).with_name("templates")
+#: Seconds JupyterHub's "not running" page waits before it starts the attendee's lab itself
+#: (``implicit_spawn_seconds``).
+IMPLICIT_SPAWN_S = 2
 #: Idle time after which the culler stops an attendee's server, in seconds (issue 38: 60 min).
 CULL_IDLE_S = 60 * 60
 #: Each attendee's memory limit, MiB, unless the instructor sets one (``--memory``): the largest notebook's peak on the
@@ -123,6 +126,10 @@ def configure(c, settings: dict) -> None:
     c.JupyterHub.tornado_settings = {"slow_stop_timeout": 60}
     c.Spawner.cmd = [str(venv_bin / "python"), "-m", "labkit.hub.singleuser"]
     c.Spawner.default_url = "/lab"
+    # an attendee who comes to their lab's URL while it is not running (culled while away, reset by the instructor, or
+    # stopped as they signed in) has it started after this many seconds instead of meeting "Launch Server" (JupyterHub's
+    # implicit spawn): each attendee has one server, so the server started is the one they asked for
+    c.JupyterHub.implicit_spawn_seconds = IMPLICIT_SPAWN_S
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
     c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
     liveview_port = free_port(ports=HUB_PORTS)

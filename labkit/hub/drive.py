@@ -153,16 +153,56 @@ def wait_for_lab(page, hub: dict, name: str, timeout_s: float) -> None:
         LabkitError: not shown within ``timeout_s`` seconds, or shown at another URL (the page's text and the hub's
             log quoted).
     """
-    from labkit.browser import network_report
-
     try:
         page.wait_for_selector(FILE_BROWSER, timeout=timeout_s * 1000)
     except Exception:
-        raise LabkitError(f"{name}'s JupyterLab did not show 00_tour.ipynb within {timeout_s:.0f} s (at {page.url}); "
-                          f"the page shows:\n{page.inner_text('body')[:1000]}\nits network:\n{network_report(page)}\n"
-                          f"the hub's log of {name} (their server's too):\n{log_of(hub, name)}") from None
+        raise _not_ready(page, hub, name, f"did not show 00_tour.ipynb within {timeout_s:.0f} s") from None
     if not page.url.startswith(f"{hub['url']}user/{name}/lab"):
         raise LabkitError(f"{name}'s JupyterLab is at {page.url}, not under {hub['url']}user/{name}/lab")
+
+
+#: JupyterLab's scripts, styles and fonts under an attendee's server: what a page loads to draw the lab (the hub's own
+#: pages, sign-in and spawn progress, load theirs from ``/hub/static/``). A Playwright URL pattern.
+LAB_ASSETS = "**/user/*/static/**"
+
+
+def without_lab_drawn(page) -> None:
+    """Have ``page`` (Playwright) load none of :data:`LAB_ASSETS`, for a sign-in that only needs the attendee's server
+    (:func:`wait_for_server`): the hub's pages and the lab's own page load as ever, the lab is not drawn, and the page
+    sends the server none of JupyterLab's polling. (Drawing JupyterLab costs Chromium about 3 CPU s a page, and an open
+    lab polls its server; the tests that need the lab drawn wait with :func:`wait_for_lab`.)"""
+    page.route(LAB_ASSETS, lambda route: route.abort())
+
+
+def wait_for_server(page, hub: dict, name: str, timeout_s: float) -> None:
+    """Wait, after :func:`join` on a page of :func:`without_lab_drawn`, until ``name``'s own JupyterLab server answers
+    through the hub's proxy: the hub sent the page to their lab's URL (``/user/<name>/lab``, its sign-in to that server
+    done: the page holds its cookie) and their server's contents API, asked with that cookie, lists ``00_tour.ipynb``.
+
+    Raises:
+        LabkitError: not so within ``timeout_s`` seconds (where the page is, its network and the hub's log of ``name``
+            quoted), or the server answered without notebook 00 (its answer quoted).
+    """
+    lab = f"{hub['url']}user/{name}/"
+    try:
+        page.wait_for_url(f"{lab}lab**", timeout=timeout_s * 1000)
+    except Exception:
+        raise _not_ready(page, hub, name, f"was not reached within {timeout_s:.0f} s") from None
+    answer = page.request.get(f"{lab}api/contents", timeout=timeout_s * 1000)
+    listed = [item["name"] for item in answer.json().get("content", [])] if answer.ok else []
+    if "00_tour.ipynb" not in listed:
+        raise LabkitError(f"{name}'s JupyterLab server answered {answer.status} without 00_tour.ipynb: "
+                          f"{answer.text()[:500]}")
+
+
+def _not_ready(page, hub: dict, name: str, what: str) -> LabkitError:
+    """The error of a lab that :func:`wait_for_lab` or :func:`wait_for_server` waited for in vain: ``what`` it did, where
+    the page is, what it shows, its requests pending or failed, and the hub's log lines naming ``name``."""
+    from labkit.browser import network_report
+
+    return LabkitError(f"{name}'s JupyterLab {what} (at {page.url}); the page shows:\n{page.inner_text('body')[:1000]}"
+                       f"\nits network:\n{network_report(page)}\nthe hub's log of {name} (their server's too):\n"
+                       f"{log_of(hub, name)}")
 
 
 def log_of(hub: dict, name: str, most: int = 40) -> str:
