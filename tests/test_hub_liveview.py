@@ -121,12 +121,12 @@ def test_the_table_tells_unanswered_wrong_right_and_error_apart():
                      **({("00", "claims"): verdicts.Mark(cl, 100.0, 1)} if cl else {})}
               for user, (ex, cl) in states.items()}
     users = [{"name": u, "servers": {}} for u in states] + [{"name": "admin", "admin": True}]
-    titles = {n: ("x", n != "04") for n in verdicts.NOTEBOOKS}
+    titles = {n: ("x", n != "04") for n in verdicts.NOTEBOOKS}  # as if 04 had no claims cell
     fragment = page.table_html(users, {}, marks_, titles, now=200.0)
     assert {u: _badges(fragment, u, 0) for u in states} == {
         "ann": [("ask", "E…"), ("ok", "C✓")], "bea": [("no", "E✗"), ("no", "C✗")],
         "cy": [("ok", "E✓"), ("err", "C!")], "dan": [("err", "E!"), ("none", "C·")]}
-    assert _badges(fragment, "ann", 4) == [("none", "E·"), ("na", "–")]  # 04 has no claims cell
+    assert _badges(fragment, "ann", 4) == [("none", "E·"), ("na", "–")]  # a notebook without one (04, by hand here)
     room = re.search(r'<tr class="room">(.*?)</tr>', fragment).group(1)
     first = re.findall(r'<td class="nb">(.*?)</td>', room)[0]
     assert re.findall(r'<span class="b (\w+)" title="[^"]*">([^<]*)</span>', first) == [
@@ -155,8 +155,8 @@ def test_the_room_s_predictions_are_counted_per_notebook_with_no_name():
     assert "<h2>Predictions</h2>" not in page.table_html(users, {}, {}, titles, now=200.0)
 
 
-def test_the_page_finds_the_claims_cell_of_every_notebook_but_04():
-    assert {n: has for n, (_, has) in page.notebook_titles().items()} == {n: n != "04" for n in verdicts.NOTEBOOKS}
+def test_the_page_finds_the_claims_cell_of_every_notebook():
+    assert {n: has for n, (_, has) in page.notebook_titles().items()} == {n: True for n in verdicts.NOTEBOOKS}
 
 
 def test_the_hub_runs_the_live_view_and_tells_attendees_where_it_is():
@@ -181,7 +181,7 @@ def test_the_hub_runs_the_live_view_and_tells_attendees_where_it_is():
 
 # --- the kernel side -----------------------------------------------------------------------------------------------
 
-def test_the_kernel_knows_its_notebook_and_every_claims_cell_but_04_s():
+def test_the_kernel_knows_its_notebook_and_every_claims_cell():
     assert report.notebook_of("/home/lab-ada/labkit/work/00_tour.ipynb") == "00"
     assert report.notebook_of("/home/lab-ada/labkit/work/Untitled.ipynb") is None
     assert report.notebook_of("08_broker_crashes.py") is None and report.notebook_of(None) is None
@@ -190,8 +190,8 @@ def test_the_kernel_knows_its_notebook_and_every_claims_cell_but_04_s():
         cells = json.loads(path.read_text())["cells"]
         code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
         found[path.name[:2]] = sum(map(claims.is_claims_cell, code))
-    # one claims cell per notebook; 04 has none (its assertions are spread over its parts, none prints the line)
-    assert found == {n: (0 if n == "04" else 1) for n in verdicts.NOTEBOOKS}, found
+    # one claims cell per notebook (04's parts each assert theirs; its last cell says all held, after the reveal)
+    assert found == {n: 1 for n in verdicts.NOTEBOOKS}, found
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
