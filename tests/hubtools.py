@@ -106,6 +106,15 @@ def wait_for_server(page, hub: dict, name: str) -> None:
     drive.wait_for_server(page, hub, name, LAB_START_S)
 
 
+def join_to_server(page, hub: dict, name: str, next_path: str = "") -> float:
+    """Sign ``name`` in on ``page`` without drawing their lab (:func:`labkit.hub.drive.without_lab_drawn`) and wait
+    until their server answers with their files (:func:`wait_for_server`); the submit's time (``time.monotonic``, s)."""
+    drive.without_lab_drawn(page)
+    submitted = drive.join(page, hub, name, next_path)
+    wait_for_server(page, hub, name)
+    return submitted
+
+
 def ensure_lab(hub: dict, name: str, page=None) -> pwd.struct_passwd:
     """Sign ``name`` in and wait for their lab and its broker (started unless it runs already); their Unix user's
     entry. On ``page`` when given, the lab is drawn (:func:`wait_for_lab`) and left open: JupyterLab's polling through
@@ -119,9 +128,7 @@ def ensure_lab(hub: dict, name: str, page=None) -> pwd.struct_passwd:
         wait_for_lab(page, hub, name)
     else:
         with chromium() as page:
-            drive.without_lab_drawn(page)
-            drive.join(page, hub, name)
-            wait_for_server(page, hub, name)
+            join_to_server(page, hub, name)
     entry = pwd.getpwnam(names.unix_name(name))
     ask_for_broker(entry, hub)
     broker_state(entry)

@@ -48,7 +48,7 @@ from labkit.lessons import tour
 from labkit.waiting import wait_until
 from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as_attendee, ask_for_broker,
                             broker_state, broker_jvms, ensure_lab, lab_env, listening, skip_unless_hub_can_run,
-                            wait_for_lab, wait_for_server)
+                            join_to_server, wait_for_lab)
 
 RUN_ALL_S = 900  # notebook 00, Run All, three attendees at once on 2 cores
 CULL_S = 300  # idle timeout 60 s, culler every 15 s, the hub's activity polled every 10 s; then the lab's ends
@@ -329,9 +329,7 @@ def _left_idle(hub: dict, name: str) -> dict:
     from labkit.browser import chromium
 
     with chromium() as page:
-        drive.without_lab_drawn(page)
-        submitted = drive.join(page, hub, name)
-        wait_for_server(page, hub, name)
+        submitted = join_to_server(page, hub, name)
         print(f"{name}: sign-in to their server answering {time.monotonic() - submitted:.1f} s")
     entry = pwd.getpwnam(names.unix_name(name))
     before = len(broker_jvms(entry.pw_uid))
@@ -694,9 +692,7 @@ def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_
         page.context.clear_cookies()
         _sign_in(page, hub["url"], name, drive.own_password(hub, name))  # the old password, without the code
         assert f"{name} is a new name here" in _form_says(page)
-        drive.without_lab_drawn(page)
-        drive.join(page, hub, name)  # a first sign-in again: the code and a password of theirs
-        wait_for_server(page, hub, name)
+        join_to_server(page, hub, name)  # a first sign-in again: the code and a password of theirs
     assert kept.exists() and pwd.getpwnam(names.unix_name(name)).pw_uid == entry.pw_uid
 
 
@@ -728,9 +724,8 @@ def test_the_idle_culler_ends_every_process_of_the_lab_and_a_visit_to_it_starts_
     with chromium() as page:
         went: list[str] = []
         page.on("framenavigated", lambda frame: went.append(frame.url) if frame == page.main_frame else None)
-        drive.without_lab_drawn(page)
-        drive.join(page, hub, idle["name"], next_path=f"/hub/user/{idle['name']}/lab")
-        wait_for_server(page, hub, idle["name"])  # no click on Launch Server
+        # no click on Launch Server
+        join_to_server(page, hub, idle["name"], next_path=f"/hub/user/{idle['name']}/lab")
     # through the page that, without the setting, waits for a click on Launch Server (420 s, then the wait fails)
     assert [urllib.parse.urlsplit(url).path for url in went][1:3] == [f"/hub/user/{idle['name']}/lab",
                                                                      f"/hub/spawn-pending/{idle['name']}"], went

@@ -16,7 +16,8 @@ import psutil
 from labkit.hub import drive, leftovers, names, observed, run, sandbox, users
 from labkit.waiting import wait_until
 from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as_attendee, ask_for_broker,
-                            broker_state, broker_jvms, ensure_lab, skip_unless_hub_can_run, wait_for_server)
+                            broker_state, broker_jvms, ensure_lab, join_to_server, skip_unless_hub_can_run,
+                            wait_for_server)
 
 #: How many attendees sign in at once in the room test.
 ROOM = int(os.environ.get("LABKIT_HUB_ROOM", "8"))
@@ -104,9 +105,7 @@ def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_an
             again = {**hub, "url": settings.url}
             assert wait_until(lambda: drive.answers(f"{settings.url}hub/api"), HUB_START_S, 0.5)
             with chromium() as page:
-                drive.without_lab_drawn(page)
-                drive.join(page, again, name)
-                wait_for_server(page, again, name)
+                join_to_server(page, again, name)
             ask_for_broker(entry, again)
             state = broker_state(entry)
             (broker,) = broker_jvms(entry.pw_uid)
