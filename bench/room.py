@@ -38,6 +38,12 @@ from labkit.hub import drive, names, sandbox
 
 #: Seconds a sign-in may take to a ready lab (issue 49's goal) and that the bench waits at most.
 SIGN_IN_GOAL_S, SIGN_IN_WAIT_S = 30.0, 600.0
+#: Seconds a run still going at the room's deadline is looked at once more before it counts as failed (its check reads
+#: the page twice, 2 s apart: :func:`labkit.hub.drive.wait_for_run`).
+LAST_LOOK_S = 10.0
+#: What Jupyter Server logs when it closes a page's websocket (a kernel's channels among them) whose ping went
+#: unanswered (``WebSocketMixin.send_ping``): the page reconnects and the server replays what it buffered meanwhile.
+PING_TIMEOUT = "WebSocket ping timeout after"
 #: What the misbehaving attendee runs in their lab: a hog that takes 64 MiB at a time until the OOM killer ends it,
 #: restarted while the room runs, and a burn on every core.
 MISCHIEF = """
@@ -80,25 +86,29 @@ def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s:
         drive.run_all(pages[name], name)
         started[name] = time.monotonic()
     ended: dict[str, float] = {}
-    while len(ended) < len(room) and time.monotonic() < min(started.values()) + deadline_s:
+    closes = min(started.values()) + deadline_s
+    while len(ended) < len(room) and time.monotonic() < closes:
         for name in [n for n in room if n not in ended]:
             pending, idle, _ = drive.run_state(pages[name])
             if idle and not pending:
                 ended[name] = time.monotonic()
         time.sleep(2.0)
+    # a run seen ended is checked at once; one still running at the room's deadline gets only a last look
     return {name: finish(pages[name], name, Path(notebook).stem[:2],
-                         ended.get(name, time.monotonic()) - started[name], deadline_s, evidence)
+                         ended.get(name, time.monotonic()) - started[name],
+                         max(closes - time.monotonic(), LAST_LOOK_S), evidence)
             for name in room}
 
 
-def finish(page, name: str, notebook: str, wall_s: float, deadline_s: float, evidence: Path) -> dict:
+def finish(page, name: str, notebook: str, wall_s: float, timeout_s: float, evidence: Path) -> dict:
     """Check ``name``'s run of notebook ``notebook`` (its number) on ``page`` (:func:`labkit.hub.drive.wait_for_run`: it
     raised nowhere) and its claims line, then shut its kernel down: ``{"wall_s", "error", "claims"}`` (error None only
     if every cell ran, none raised and the claims line was printed). A check or shutdown that raised is kept whole
-    (:func:`keep_evidence`): the row's error begins with it and names the files."""
+    (:func:`keep_evidence`): the row's error begins with it and names the files. ``timeout_s``: how long the check
+    waits for a run still going."""
     run = f"{name}-{notebook}"
     try:
-        error = drive.wait_for_run(page, name, deadline_s)
+        error = drive.wait_for_run(page, name, timeout_s)
         claims = page.locator(".jp-OutputArea-output").filter(has_text=CLAIMS_HOLD).count() > 0
         error = error or (None if claims else "every cell ran, but no output says the claims hold")
     except Exception as exc:  # noqa: BLE001 (a failed run is reported as one, and the others are still read)
@@ -169,6 +179,7 @@ def main(argv: list[str]) -> int:
                 for name, row in run_room(pages, hub, room, nb, args.deadline, evidence).items():
                     rows[name][nb[:2]] = row
             kills = {name: sandbox.oom_kills(sandbox_user(name)[0]) for name in [*room, rogue]}
+            dropped = hub["log"].read_text().count(PING_TIMEOUT)
     finally:
         if mischief is not None:
             mischief.kill()
@@ -176,7 +187,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(folder, ignore_errors=True)
         if not any(evidence.iterdir()):
             evidence.rmdir()
-    return report(args, alone, rows, ready[rogue], kills, rogue, memory.peak_mib)
+    return report(args, alone, rows, ready[rogue], kills, rogue, memory.peak_mib, dropped)
 
 
 def sign_in_over(pages: dict, hub: dict, room: list[str], spread_s: float) -> dict[str, float]:
@@ -217,8 +228,10 @@ def sandbox_user(name: str) -> tuple[int, int, str]:
     return entry.pw_uid, entry.pw_gid, entry.pw_dir
 
 
-def report(args, alone: dict, rows: dict, rogue_sign_in_s: float, kills: dict, rogue: str, peak_mib: float) -> int:
-    """Print the table and the JSON line; the exit status (module docstring)."""
+def report(args, alone: dict, rows: dict, rogue_sign_in_s: float, kills: dict, rogue: str, peak_mib: float,
+           dropped: int) -> int:
+    """Print the table and the JSON line; the exit status (module docstring). ``dropped``: the websockets the
+    attendees' servers closed for an unanswered ping (:data:`PING_TIMEOUT` lines in the hub's log)."""
     print(f"{'attendee':>12} {'sign-in s':>9} {'server s':>8} {'00 s':>6} {'x alone':>7} {'02 s':>6} {'x alone':>7}  claims  OOM kills")
     failures = []
     for name, row in rows.items():
@@ -232,8 +245,9 @@ def report(args, alone: dict, rows: dict, rogue_sign_in_s: float, kills: dict, r
     print(f"the misbehaving attendee: sign-in {rogue_sign_in_s} s, {kills[rogue]} OOM kills (its hog)")
     print(f"machine: {os.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.1f} GiB; peak used "
           f"{peak_mib / 1024:.1f} GiB; alone: 00 {alone_s(alone, '00')} s, 02 {alone_s(alone, '02')} s")
+    print(f"websockets a server closed for an unanswered ping (its page then reconnects): {dropped}")
     print(json.dumps({"attendees": args.attendees, "spread_s": args.spread, "alone": alone, "room": rows,
-                      "rogue_oom_kills": kills[rogue], "peak_used_mib": round(peak_mib)}))
+                      "rogue_oom_kills": kills[rogue], "peak_used_mib": round(peak_mib), "ping_timeouts": dropped}))
     for failure in failures:
         print(f"FAILED: {failure}", file=sys.stderr)
     return 1 if failures or any(v["error"] for v in alone.values()) else 0
