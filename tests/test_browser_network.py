@@ -71,3 +71,13 @@ def test_wait_for_lab_s_error_quotes_the_page_its_network_and_only_that_attendee
     assert f"pending: {server}/never" in message and "net::ERR_CONNECTION_REFUSED" in message
     assert "302 GET /user/bea/lab" in message and "lab-bea: slow start" in message
     assert "/user/al/" not in message
+
+
+def test_wait_for_server_names_a_server_that_answers_its_contents_with_a_page_not_a_listing(server, tmp_path):
+    """A server whose contents API answers 200 with HTML (a sign-in page, say) is a lab not ready, said as such."""
+    hub = {"url": f"{server}/", "log": tmp_path / "hub.log"}
+    with browser.chromium() as page:
+        page.goto(f"{server}/user/bea/lab", wait_until="domcontentloaded")
+        with pytest.raises(LabkitError) as raised:
+            drive.wait_for_server(page, hub, "bea", timeout_s=5)
+    assert "bea's JupyterLab server answered 200 without 00_tour.ipynb" in str(raised.value), raised.value

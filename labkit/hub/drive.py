@@ -189,7 +189,10 @@ def wait_for_server(page, hub: dict, name: str, timeout_s: float) -> None:
     except Exception:
         raise _not_ready(page, hub, name, f"was not reached within {timeout_s:.0f} s") from None
     answer = page.request.get(f"{lab}api/contents", timeout=timeout_s * 1000)
-    listed = [item["name"] for item in answer.json().get("content", [])] if answer.ok else []
+    try:
+        listed = [item["name"] for item in answer.json().get("content", [])] if answer.ok else []
+    except ValueError:  # not JSON: a page (e.g. a sign-in form) answered in the server's stead
+        listed = []
     if "00_tour.ipynb" not in listed:
         raise LabkitError(f"{name}'s JupyterLab server answered {answer.status} without 00_tour.ipynb: "
                           f"{answer.text()[:500]}")
