@@ -51,7 +51,7 @@ ADMIN_PASSWORD_ENV = "LABKIT_HUB_ADMIN_PASSWORD"
 #: The lab's JupyterHub templates (labkit.hub.auth): the sign-in form with the workshop code field.
 TEMPLATES = Path(__file__).with_name("templates")
 #: Seconds JupyterHub's "not running" page waits before it starts the attendee's lab itself
-#: (``implicit_spawn_seconds``).
+#: (``implicit_spawn_seconds``; after a stop, the lab's own ``templates/not_running.html``).
 IMPLICIT_SPAWN_S = 2
 #: Idle time after which the culler stops an attendee's server, in seconds (issue 38: 60 min).
 CULL_IDLE_S = 60 * 60
@@ -130,6 +130,8 @@ def configure(c, settings: dict) -> None:
     # stopped as they signed in) has it started after this many seconds instead of meeting "Launch Server" (JupyterHub's
     # implicit spawn): each attendee has one server, so the server started is the one they asked for
     c.JupyterHub.implicit_spawn_seconds = IMPLICIT_SPAWN_S
+    # ... and one who came while it was stopping, from the "not running" page that follows (templates/not_running.html)
+    c.JupyterHub.template_vars = {"spawn_after_stop_seconds": IMPLICIT_SPAWN_S}
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
     c.Spawner.environment = {"PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv_bin.parent)}
     liveview_port = free_port(ports=HUB_PORTS)
