@@ -266,9 +266,6 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
         submitted = drive.join(page, hub, name)
         drive.wait_for_lab(page, hub, name, LAB_START_S)
         sign_in_s = time.monotonic() - submitted
-        # every cell drawn, so that drive.wait_for_run reads every prompt (a speed setting that changes no memory
-        # of the attendee's processes: the browser is root's)
-        drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"})
         uid = pwd.getpwnam(names.unix_name(name)).pw_uid
         instructor = new_page(page.context.browser)  # cookies of its own: the instructor's live view, beside
         drive.sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")

@@ -155,8 +155,6 @@ def main(argv: list[str]) -> int:
             # the baseline: one attendee alone
             drive.join(pages[alone_name], hub, alone_name)
             drive.wait_for_lab(pages[alone_name], hub, alone_name, SIGN_IN_WAIT_S)
-            drive.lab_setting(pages[alone_name], hub["url"], alone_name, "@jupyterlab/notebook-extension:tracker",
-                              {"windowingMode": "none"})
             alone = {nb: run_room(pages, hub, [alone_name], nb, args.deadline, evidence)[alone_name]
                      for nb in notebooks}
             print(f"alone: {json.dumps(alone)}", flush=True)
@@ -172,9 +170,6 @@ def main(argv: list[str]) -> int:
             server_s = server_start_s(hub["log"])
             rows = {name: {"sign_in_s": ready[name], "server_s": server_s.get(name)} for name in room}
             print(f"sign-ins: {json.dumps(rows)}", flush=True)
-            for name in room:
-                drive.lab_setting(pages[name], hub["url"], name, "@jupyterlab/notebook-extension:tracker",
-                                  {"windowingMode": "none"})
             for nb in notebooks:  # everyone at once
                 for name, row in run_room(pages, hub, room, nb, args.deadline, evidence).items():
                     rows[name][nb[:2]] = row

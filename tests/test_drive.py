@@ -1,6 +1,6 @@
 """Driving JupyterLab as the hub's tests and bench do (:mod:`labkit.hub.drive`), in a real JupyterLab (the lab's, as
 ``make lab`` starts it, its settings included) in headless Chromium: a Run All that raised anywhere, in its last cell
-too, is a failed run, and a clean one with a stderr stream is not; a Run All pressed before JupyterLab has asked for
+too (out of view at the end of a long notebook), is a failed run, and a clean one with a stderr stream is not; a Run All pressed before JupyterLab has asked for
 the notebook's kernel starts no kernel of its own (the lab's JupyterLab says the kernel is initializing), so each
 opened notebook has one kernel."""
 
@@ -24,16 +24,17 @@ NOTEBOOKS = {  # name: its code cells
     "clean_with_stderr.ipynb": ["import sys; print('a warning, not an error', file=sys.stderr)",
                                 "print('All claims hold.')"],
     "opened_once.ipynb": ["print('part 1')", "print('All claims hold.')"],  # the second test's: no kernel before
+    # a notebook longer than the window: its last cells are out of view when the run ends
+    "raises_far_below.ipynb": [f"print('part {n}')" for n in range(40)] + ["assert 1 + 1 == 3, 'a claim far below'"],
 }
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, bootstrap):
-    """The lab's JupyterLab, every cell drawn (``windowingMode: none``, so that wait_for_run reads every prompt), with
+    """The lab's JupyterLab, its settings JupyterLab's defaults and the lab's (as an attendee's), with
     :data:`NOTEBOOKS` in its working folder; yields ``(base URL, token, home)``."""
     home = tmp_path_factory.mktemp("lab")
-    settings = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
-    with browser.lab_server(home, bootstrap, settings=settings) as url:
+    with browser.lab_server(home, bootstrap) as url:
         for name, cells in NOTEBOOKS.items():
             nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]),
                            home / "work" / name)
@@ -49,7 +50,8 @@ def _open(page, lab, name: str) -> None:
 def test_a_run_all_that_raised_anywhere_is_failed_and_a_clean_one_with_stderr_is_not(lab):
     said = {}
     with browser.chromium() as page:
-        for name in ("raises_last.ipynb", "raises_in_the_middle.ipynb", "clean_with_stderr.ipynb"):
+        for name in ("raises_last.ipynb", "raises_in_the_middle.ipynb", "clean_with_stderr.ipynb",
+                     "raises_far_below.ipynb"):
             _open(page, lab, name)
             drive.wait_for_kernel(page, f"{lab[0]}/", name, 180)
             drive.run_all(page, name)
@@ -59,6 +61,9 @@ def test_a_run_all_that_raised_anywhere_is_failed_and_a_clean_one_with_stderr_is
     assert said["raises_in_the_middle.ipynb"].startswith("stopped after 2 of 3 code cells: "), said
     assert "RuntimeError: the broker did not answer" in said["raises_in_the_middle.ipynb"], said
     assert said["clean_with_stderr.ipynb"] is None, said
+    # read from cells JupyterLab does not draw while they are out of view (its default windowing)
+    assert said["raises_far_below.ipynb"].startswith("every code cell ran (41), one raised: "), said
+    assert "AssertionError: a claim far below" in said["raises_far_below.ipynb"], said
 
 
 def test_a_run_all_before_the_kernel_is_asked_for_starts_no_second_kernel_and_says_it_is_initializing(lab):

@@ -386,11 +386,8 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         assert "/lab/api/build" not in hub["log"].read_text()
 
         started = time.monotonic()
-        for page, name in zip(pages, attendees):  # each opens notebook 00 and runs it whole (Run > Run All Cells)
-            # every cell drawn, so that drive.wait_for_run reads every queued cell's prompt
-            drive.lab_setting(page, hub["url"], name, "@jupyterlab/notebook-extension:tracker",
-                              {"windowingMode": "none"})
-            drive.open_notebook(page, hub["url"], name, "00_tour.ipynb")
+        for page, name in zip(pages, attendees):  # each opens notebook 00 from the file browser, runs it whole (Run >
+            drive.open_from_file_browser(page, hub["url"], name, "00_tour.ipynb")  # Run All Cells)
             drive.run_all(page, name)
         for page, name in zip(pages, attendees):
             stopped = drive.wait_for_run(page, name, RUN_ALL_S)

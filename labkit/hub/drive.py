@@ -13,7 +13,6 @@ should raises :class:`~labkit.errors.LabkitError` with what the page and the hub
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pwd
 import re
@@ -216,36 +215,37 @@ def log_of(hub: dict, name: str, most: int = 40) -> str:
     return "\n".join(lines[-most:]) or f"(no line names {name})"
 
 
-def lab_setting(page, url: str, name: str, plugin: str, values: dict) -> None:
-    """Save ``values`` as ``name``'s own JupyterLab settings of ``plugin`` (``"<package>:<plugin>"``), as the Settings
-    Editor does (``PUT lab/api/settings/<plugin>``, jupyterlab_server's settings API, with the page's ``_xsrf``
-    cookie as the ``X-XSRFToken`` header). The page must have shown ``name``'s JupyterLab.
-
-    Raises:
-        LabkitError: no ``_xsrf`` cookie, or the server refused the settings (its status and answer quoted).
-    """
-    xsrf = next((c["value"] for c in page.context.cookies() if c["name"] == "_xsrf"), None)
-    if xsrf is None:
-        raise LabkitError(f"{name}'s JupyterLab set no _xsrf cookie: open it before saving settings")
-    answer = page.request.put(f"{url}user/{name}/lab/api/settings/{plugin}", headers={"X-XSRFToken": xsrf},
-                              data=json.dumps({"raw": json.dumps(values)}))
-    if not answer.ok:
-        raise LabkitError(f"{name}'s JupyterLab refused the settings of {plugin}: {answer.status} {answer.text()}")
-
-
 def open_notebook(page, url: str, name: str, notebook: str, timeout_s: float = 180.0, reset: bool = False) -> None:
-    """Open ``notebook`` (a file name in the attendee's working folder) in ``name``'s JupyterLab and wait for its kernel
-    (:func:`wait_for_kernel`). JupyterLab may ask for the kernel even when it could start one (when its list of kernel
-    specs is not loaded yet): the proposed one is taken. ``reset``: JupyterLab's ``?reset`` (the saved layout dropped,
-    so no earlier tab is restored, and no kernel started for it).
+    """Open ``notebook`` (a file name in the attendee's working folder) in ``name``'s JupyterLab at its URL and wait
+    for its kernel (:func:`wait_for_kernel`). ``reset``: JupyterLab's ``?reset`` (the saved layout dropped, so no
+    earlier tab is restored, and no kernel started for it).
 
     Raises:
         LabkitError: as :func:`wait_for_kernel`.
     """
-    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select Kernel"),
-                             lambda dialog: dialog.locator(".jp-Dialog-button.jp-mod-accept").click())
+    _take_proposed_kernel(page)
     page.goto(f"{url}user/{name}/lab/tree/{notebook}" + ("?reset" if reset else ""))
     wait_for_kernel(page, f"{url}user/{name}/", notebook, timeout_s)
+
+
+def open_from_file_browser(page, url: str, name: str, notebook: str, timeout_s: float = 180.0) -> None:
+    """Open ``notebook`` as an attendee does in the JupyterLab ``page`` shows (after :func:`wait_for_lab`): a double
+    click on its name in the file browser, the lab already loaded (no second load of JupyterLab's page), then wait
+    for its kernel (:func:`wait_for_kernel`).
+
+    Raises:
+        LabkitError: as :func:`wait_for_kernel`.
+    """
+    _take_proposed_kernel(page)
+    page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=notebook)).first.dblclick()
+    wait_for_kernel(page, f"{url}user/{name}/", notebook, timeout_s)
+
+
+def _take_proposed_kernel(page) -> None:
+    """JupyterLab may ask for the kernel even when it could start one (when its list of kernel specs is not loaded
+    yet): have ``page`` take the proposed one whenever it asks."""
+    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Select Kernel"),
+                             lambda dialog: dialog.locator(".jp-Dialog-button.jp-mod-accept").click())
 
 
 def wait_for_kernel(page, base: str, notebook: str, timeout_s: float) -> None:
@@ -321,16 +321,18 @@ LOST_S = 45
 def run_state(page) -> tuple[bool, bool, list[str]]:
     """``(pending, idle, prompts)`` of the notebook open on ``page``: whether a code cell is running or queued (a
     ``[*]`` prompt), whether its kernel says idle (JupyterLab's execution indicator), and every code cell's prompt
-    text."""
-    texts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    text (its text content: also of the cells JupyterLab does not draw while they are out of view)."""
+    texts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_text_contents()
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").count() > 0
     return any(PENDING.search(t) for t in texts), idle, texts
 
 
 def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> str | None:
     """After :func:`run_all`: wait until no code cell of ``name``'s open notebook is running or queued (no ``[*]``
-    prompt) and the kernel is idle, twice in a row ``interval_s`` apart. Reads every cell's prompt, so the notebook
-    must draw every cell (``windowingMode: none``, :func:`lab_setting`).
+    prompt) and the kernel is idle, twice in a row ``interval_s`` apart. Reads every cell's prompt and error output
+    from the page's DOM (their text content), so cells out of view count too: JupyterLab's default windowing
+    (``contentVisibility`` in 4.6) keeps every cell in the DOM but skips drawing those out of view, whose rendered
+    text (``innerText``) is then empty.
     Returns None if the last code cell ran and no cell raised, else why not: where the run stopped and the last error
     output shown (a cell that raised stops Run All: JupyterLab clears the queued cells' prompts; the last cell's
     failure stops nothing, and fails the run all the same).
@@ -355,7 +357,7 @@ def wait_for_run(page, name: str, timeout_s: float, interval_s: float = 2.0) -> 
                               "requests)")
         if quiet >= 2:
             break
-    shown = errors.all_inner_texts()
+    shown = errors.all_text_contents()
     if texts and RAN.search(texts[-1]) and not shown:
         return None
     ran = sum(bool(RAN.search(t)) for t in texts)
