@@ -80,6 +80,27 @@ def test_a_refusal_just_after_the_other_acceptance_is_the_brokers_order_not_a_di
     assert found == ["A's ACCEPT of offset 0: broker INVALID_RECORD_STATE, model None"]
 
 
+@pytest.mark.parametrize("sent_ms, answer, disagreement", [
+    (4000, None, None),  # sent inside the lock, answered 1.2 s later, after it (a busy machine): the broker took it
+    (4000, "INVALID_RECORD_STATE", None),  # ... or the broker's clock had it expired first: its answer stands
+    (6000, None, "B's ACCEPT of offset 0: broker None, model INVALID_RECORD_STATE"),  # sent after the lock: caught
+])
+def test_an_acknowledgement_sent_inside_the_lock_and_answered_after_it_follows_the_broker(sent_ms, answer,
+                                                                                         disagreement):
+    """notebook 07's lock-expiry run under a loaded suite: B's ACCEPTs of its two records went 4.0 s into its 5 s lock,
+    in one request, and their answers came 5.2 s after the delivery; the broker accepted them. An acknowledgement
+    sent after the lock had expired and accepted is still a disagreement."""
+    h = S().written(2).delivered("B", 0).delivered("B", 1).later(sent_ms)
+    for offset in (0, 1):
+        h.add("acknowledged", "B", topic=SHARE, partition=0, offset=offset, ack_type="ACCEPT")
+    h.later(1200)
+    for offset in (0, 1):
+        h.add("ack_committed", "B", topic=SHARE, partition=0, offset=offset, ack_type="ACCEPT", error=answer)
+    model, found = replay_client_events(h.events, SHARE, 2, limit=5, lock_ms=LOCK_MS)
+    assert found == ([disagreement, disagreement.replace("offset 0", "offset 1")] if disagreement else []), found
+    assert [r.state for r in model.offsets] == [AVAILABLE if answer or disagreement else ACKNOWLEDGED] * 2
+
+
 def test_lock_expiry_and_member_leaving_release():
     sp = SharePartition(3, limit=5)
     sp.acquire("a", 2)

@@ -231,7 +231,9 @@ def replay_client_events(events: list[Event], topic: str, records: int, limit: i
     exactly: the client sees an acquisition up to ``slack_ms`` after the broker made it, so a lock
     expires in the model ``lock_ms`` after the client's delivery, or already ``lock_ms - slack_ms`` after
     it when the next event is another consumer getting the record, or the holder's acknowledgement
-    that the broker refused (inside that window, the broker's clock decided). Likewise an acknowledgement
+    that the broker refused (inside that window, the broker's clock decided). An acknowledgement the client sent
+    while the model still held the lock, and the broker accepted, was taken before the lock expired, however late its
+    answer reached the client (on a busy machine, more than a second after it was sent). Likewise an acknowledgement
     of a record another consumer's acknowledgement made terminal less than ``slack_ms`` before (by the
     clients' events) may be refused by the broker although the model skips it (below the SPSO): the broker
     may have taken it first, or before that acknowledgement's state was written and the SPSO moved; then
@@ -247,16 +249,23 @@ def replay_client_events(events: list[Event], topic: str, records: int, limit: i
     Returns:
         ``(model, disagreements)``: compare ``model.offsets`` with the broker's persisted states.
     """
-    sp, since, settled, found = SharePartition(records, limit), {}, {}, []
+    sp, since, settled, asked, found = SharePartition(records, limit), {}, {}, {}, []
     for e in sorted(events, key=lambda e: e.mono_ns):
         for o, at in list(since.items()):
             early = e.offset == o and (e.kind == "delivered" or e.error == INVALID_RECORD_STATE)
+            # the holder's acknowledgement, sent inside the lock, not answered yet: the broker may have taken it
+            # before the lock expired, whenever its answer comes back (unless the record went to another consumer)
+            if o in asked and not early:
+                continue
             if e.mono_ns - at >= (lock_ms - slack_ms * early) * 1_000_000 and sp.offsets[o].state == ACQUIRED:
                 sp.release(o)
                 del since[o]
         if e.topic not in (topic, None):
             continue
-        if e.kind == "delivered":
+        if e.kind == "acknowledged" and e.offset in since and sp.offsets[e.offset].holder == e.participant:
+            asked[e.offset] = e.participant
+        elif e.kind == "delivered":
+            asked.pop(e.offset, None)
             if sp.acquire(e.participant, 1, only=[e.offset]) != [e.offset]:
                 found.append(f"{e.participant} got offset {e.offset}, which the model has {sp.offsets[e.offset].state}")
                 continue
@@ -264,6 +273,7 @@ def replay_client_events(events: list[Event], topic: str, records: int, limit: i
             if sp.offsets[e.offset].count != e.delivery_count:
                 found.append(f"offset {e.offset}: delivery count {e.delivery_count}, model {sp.offsets[e.offset].count}")
         elif e.kind == "ack_committed":
+            asked.pop(e.offset, None)
             skipped = e.offset < sp.spso
             error = sp.acknowledge(e.participant, e.offset, e.ack_type)
             since.pop(e.offset, None) if error is None else None
@@ -275,4 +285,5 @@ def replay_client_events(events: list[Event], topic: str, records: int, limit: i
                 found.append(f"{e.participant}'s {e.ack_type} of offset {e.offset}: broker {e.error}, model {error}")
         elif e.kind in ("crash", "stop", "finished", "fenced"):
             sp.member_left(e.participant)
+            asked = {o: p for o, p in asked.items() if p != e.participant}
     return sp, found
