@@ -3,9 +3,9 @@ Playwright) at a laptop's 1280x800, notebook 02's control panel: Pause, Resume a
 its buttons' labels whole.
 
 The lab's JupyterLab runs as on a machine that never ran Jupyter (empty config, data, settings and workspace
-folders: no saved layout, no user setting) and Chromium starts on a new profile; the test runs notebook 02 from its
-top, one code cell at a time (selected by a click on its prompt, then Shift+Enter), each to its end, down to the
-cell tagged ``control-panel``."""
+folders: no saved layout, no user setting) and the page is in a new browser context (no cookie, storage or cache
+from before); the test runs notebook 02 from its top, one code cell at a time (selected by a click on its prompt,
+then Shift+Enter), each to its end, down to the cell tagged ``control-panel``."""
 
 import re
 import urllib.parse
