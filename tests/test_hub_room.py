@@ -1,6 +1,8 @@
-"""The workshop hub's own life, each test on a hub of its own (tests/test_hub.py's share one): a room's first sign-ins
-at once, and a hub killed with SIGKILL then started again. Apart from test_hub.py so the parallel suite runs them on
-another worker, beside its shared hub's checks. Root and Debian's chromium, or skipped saying why (tests/hubtools.py).
+"""The workshop hub's own life, on a hub of this module's (tests/test_hub.py's share another, which culls a lab idle
+for 60 s: the room's first labs would wait that long for the last): a room's first sign-ins at once, then that hub
+killed with SIGKILL, with the room's labs running, and started again. Apart from test_hub.py so the parallel suite
+runs them on another worker, beside its shared hub's checks. Root and Debian's chromium, or skipped saying why
+(tests/hubtools.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from labkit.hub import drive, leftovers, names, observed, run, sandbox, users
 from labkit.waiting import wait_until
@@ -21,17 +24,31 @@ from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as
 
 #: How many attendees sign in at once in the room test.
 ROOM = int(os.environ.get("LABKIT_HUB_ROOM", "8"))
+#: The room hub's limits per attendee (the restarted hub gets the same).
+LIMITS = {"LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}
 
 
-def test_a_room_s_first_sign_ins_at_once_each_get_a_lab_of_their_own(tmp_path):
+@pytest.fixture(scope="module")
+def room_hub(tmp_path_factory):
+    """The module's hub (:func:`labkit.hub.drive.running_hub`'s dict, ROOM names). The SIGKILL test starts another on
+    its state in the killed one's place and puts its ``url``, ``pid`` and process (``"restarted"``) here: the next
+    test uses it, and it is stopped after."""
+    skip_unless_hub_can_run()
+    with drive.running_hub(tmp_path_factory.mktemp("room"), ROOM, start_timeout_s=HUB_START_S, extra=LIMITS) as hub:
+        running = dict(hub)
+        try:
+            yield running
+        finally:
+            if "restarted" in running:
+                drive.stop(running["restarted"])
+
+
+def test_a_room_s_first_sign_ins_at_once_each_get_a_lab_of_their_own(room_hub):
     """ROOM attendees (8; LABKIT_HUB_ROOM=20 for a room of twenty: make test's other workers then starve it on two
     cores, its last JupyterLab servers not answering within the hub's 420 s) submit their first sign-in at the same
-    moment: each gets their own Unix user, namespace, cgroups and broker, answering in their namespace only, and no neighbour reaches their JupyterLab's address. A hub
-    of its own: the module's culls a lab idle for 60 s, and the first labs wait that long for the last."""
-    skip_unless_hub_can_run()
-    with drive.running_hub(tmp_path, ROOM, start_timeout_s=HUB_START_S,
-                           extra={"LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}) as hub:
-        _room_signs_in(hub, hub["names"])
+    moment: each gets their own Unix user, namespace, cgroups and broker, answering in their namespace only, and no
+    neighbour reaches their JupyterLab's address."""
+    _room_signs_in(room_hub, room_hub["names"])
 
 
 def _room_signs_in(hub: dict, room: list[str]) -> None:
@@ -72,47 +89,52 @@ def _room_signs_in(hub: dict, room: list[str]) -> None:
             assert tried.stdout.split() == ["denied"] + ["unreachable"] * len(ports), tried.stdout
 
 
-def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_and_says_so(tmp_path):
-    """JupyterHub killed with SIGKILL leaves its proxy, its services and the attendee's lab running; the next hub on
-    the same state folder stops each of them before it starts and says so, and the attendee's next sign-in (their own
-    password, kept) gets a fresh lab in a sandbox of its own."""
+def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_and_says_so(room_hub):
+    """JupyterHub killed with SIGKILL leaves its proxy, its services and the attendees' labs running (the room's, when
+    its test ran first; at least one attendee's); the next hub on the same state folder stops each of them before it
+    starts and says so, and an attendee's next sign-in (their own password, kept) gets a fresh lab in a sandbox of its
+    own."""
     import signal
 
     from labkit.browser import chromium
 
-    skip_unless_hub_can_run()
-    with drive.running_hub(tmp_path, 1, start_timeout_s=HUB_START_S) as hub:
-        name = hub["names"][0]
-        entry = ensure_lab(hub, name)
-        old_lab, old_hub = users.processes_of(entry.pw_uid), leftovers.hub_processes(hub["state"])
-        assert sorted(leftovers.command_of(p) for p in old_hub) == sorted(c.removeprefix("bin/")
-                                                                         for c in leftovers.HUB_COMMANDS), old_hub
-        os.kill(hub["pid"], signal.SIGKILL)
-        assert wait_until(lambda: not psutil.pid_exists(hub["pid"]) or psutil.Process(hub["pid"]).status() == "zombie",
-                          30)
-        assert all(p.is_running() for p in old_lab) and len(leftovers.hub_processes(hub["state"])) == 3
-        said: list[str] = []
-        proc = None
-        try:
-            proc, settings = run.start(hub["password"], hub["admin_password"], Path(hub["state"]), hub["log"],
-                                       admin=hub["admin"], say=said.append)
-            assert said[0].startswith(f"A hub on {hub['state']} ended without stopping"), said
-            assert f"  stopped {entry.pw_name}'s lab: {len(old_lab)} processes" in said, said
-            assert {line.split(" (pid")[0] for line in said[2:5]} == {
-                "  stopped the old hub's configurable-http-proxy", "  stopped the old hub's labkit.hub.liveview",
-                "  stopped the old hub's jupyterhub_idle_culler"}, said
-            assert not [p for p in old_lab + old_hub if p.pid != hub["pid"] and p.is_running()]  # the hub: a zombie
-            again = {**hub, "url": settings.url}
-            assert wait_until(lambda: drive.answers(f"{settings.url}hub/api"), HUB_START_S, 0.5)
-            with chromium() as page:
-                join_to_server(page, again, name)
-            ask_for_broker(entry, again)
-            state = broker_state(entry)
-            (broker,) = broker_jvms(entry.pw_uid)
-            assert broker.pid not in {p.pid for p in old_lab} and sandbox.exists(entry.pw_uid)
-            assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
-            assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
-        finally:  # the new hub, then whatever the killed one left if the test failed before the restart stopped it
-            if proc is not None:
-                drive.stop(proc)
+    hub = room_hub
+    name = hub["names"][0]
+    entry = ensure_lab(hub, name)
+    lab_users = [pwd.getpwnam(names.unix_name(n)) for n in hub["names"] if drive.user_exists(names.unix_name(n))]
+    old_labs = {e.pw_name: users.processes_of(e.pw_uid) for e in lab_users if users.processes_of(e.pw_uid)}
+    old_hub = leftovers.hub_processes(hub["state"])
+    assert entry.pw_name in old_labs
+    assert sorted(leftovers.command_of(p) for p in old_hub) == sorted(c.removeprefix("bin/")
+                                                                     for c in leftovers.HUB_COMMANDS), old_hub
+    killed = hub["pid"]
+    os.kill(killed, signal.SIGKILL)
+    assert wait_until(lambda: not psutil.pid_exists(killed) or psutil.Process(killed).status() == "zombie", 30)
+    old_lab = [p for found in old_labs.values() for p in found]
+    assert all(p.is_running() for p in old_lab) and len(leftovers.hub_processes(hub["state"])) == 3
+    said: list[str] = []
+    proc = None
+    try:
+        proc, settings = run.start(hub["password"], hub["admin_password"], Path(hub["state"]), hub["log"],
+                                   admin=hub["admin"], say=said.append, extra=LIMITS)
+        hub.update(url=settings.url, pid=proc.pid, restarted=proc)  # the next test's hub, stopped after the module
+        assert said[0].startswith(f"A hub on {hub['state']} ended without stopping"), said
+        for user, found in old_labs.items():
+            assert f"  stopped {user}'s lab: {len(found)} processes" in said, said
+        assert {line.split(" (pid")[0] for line in said if "the old hub's" in line} == {
+            "  stopped the old hub's configurable-http-proxy", "  stopped the old hub's labkit.hub.liveview",
+            "  stopped the old hub's jupyterhub_idle_culler"}, said
+        assert len(said) == 1 + len(old_labs) + 3, said
+        assert not [p for p in old_lab + old_hub if p.pid != killed and p.is_running()]  # the hub: a zombie
+        assert wait_until(lambda: drive.answers(f"{settings.url}hub/api"), HUB_START_S, 0.5)
+        with chromium() as page:
+            join_to_server(page, hub, name)
+        ask_for_broker(entry, hub)
+        state = broker_state(entry)
+        (broker,) = broker_jvms(entry.pw_uid)
+        assert broker.pid not in {p.pid for p in old_lab} and sandbox.exists(entry.pw_uid)
+        assert str(broker.pid) in (sandbox.cgroups(entry.pw_uid)[0] / "cgroup.procs").read_text().split()
+        assert observed.answers_kafka(int(state["bootstrap"].rsplit(":", 1)[1]), 5.0, sandbox.netns(entry.pw_uid))
+    finally:  # whatever the killed hub left, if the test failed before the restart stopped it
+        if proc is None:
             leftovers.stop_left_by(hub["state"], say=lambda line: None)
