@@ -63,7 +63,7 @@ def chromium(viewport: dict[str, int] = LAPTOP) -> Iterator["object"]:
 
 #: The process's Playwright and its Chromium, started by the first :func:`chromium` and kept for the next (stopped
 #: when the process exits): a start costs Chromium and Playwright's driver about 1.3 CPU s, a new context about 0.1
-#: (ten calls, each with a page: 13.6 CPU s started each time, 4.9 kept), and the browser tests make dozens.
+#: (ten calls, each with a page: 13.6 CPU s started each time, 5.5-6.0 kept), and the browser tests make dozens.
 _RUNNING: dict[str, object] = {}
 
 

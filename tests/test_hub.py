@@ -386,8 +386,9 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
         assert "/lab/api/build" not in hub["log"].read_text()
 
         started = time.monotonic()
-        for page, name in zip(pages, attendees):  # each opens notebook 00 from the file browser, runs it whole (Run >
-            drive.open_from_file_browser(page, hub["url"], name, "00_tour.ipynb")  # Run All Cells)
+        # each opens notebook 00 from the file browser and runs it whole (Run > Run All Cells)
+        for page, name in zip(pages, attendees):
+            drive.open_from_file_browser(page, hub["url"], name, "00_tour.ipynb")
             drive.run_all(page, name)
         for page, name in zip(pages, attendees):
             stopped = drive.wait_for_run(page, name, RUN_ALL_S)
