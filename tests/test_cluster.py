@@ -18,7 +18,7 @@ import pytest
 
 from labkit.errors import PortInUseError
 from labkit.procs import start_time
-from labkit.spark.cluster import SparkClusterError, StandaloneCluster, distinct_port, down, running_cluster
+from labkit.spark.cluster import SparkClusterError, StandaloneCluster, down, running_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 def group_members(pgids: set[int]) -> list[int]:
@@ -32,15 +32,6 @@ def group_members(pgids: set[int]) -> list[int]:
         if int(fields[2]) in pgids and fields[0] != "Z":
             members.append(int(stat.parent.name))
     return members
-
-
-def test_each_daemon_port_is_drawn_apart_from_the_others():
-    """Two draws of a free port can give the same one (a fresh-clone run's master got its web UI drawn on its RPC
-    port): a port already given is drawn again; draws that give nothing else raise, naming the ports."""
-    draws, chosen = iter([32234, 32234, 32234, 32240]), {32234}
-    assert distinct_port(lambda: next(draws), chosen) == 32240 and chosen == {32234, 32240}
-    with pytest.raises(PortInUseError, match=r"no free port besides \[32234, 32240\] in 3 draws"):
-        distinct_port(lambda: 32240, chosen, attempts=3)
 
 
 def test_pinned_master_port_in_use(tmp_path):

@@ -25,6 +25,17 @@ def test_no_free_port_says_what_to_do(monkeypatch):
         taken.close()
 
 
+
+def test_a_port_already_drawn_is_not_drawn_again_and_when_only_those_are_left_they_are_named():
+    """Two draws of a free port could give the same one, as nothing binds it between them (a fresh-clone run's Spark
+    master got its web UI drawn on its RPC port): a port of ``besides`` is never picked, the picked one joins it, and
+    a range holding only drawn ports raises, naming them."""
+    port = free_port()
+    drawn = {port - 1, port + 1}
+    assert free_port(ports=range(port - 1, port + 2), besides=drawn) == port and drawn == {port - 1, port, port + 1}
+    with pytest.raises(PortInUseError, match=rf"among 0 tried .* \(besides \[{port - 1}, {port}, {port + 1}\]\)"):
+        free_port(ports=range(port - 1, port + 2), besides=drawn)
+
 def test_port_in_use_names_the_port_and_the_fix():
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

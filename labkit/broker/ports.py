@@ -43,27 +43,33 @@ def lab_ports(env: dict[str, str] | None = None) -> range:
     return range(lo, hi + 1)
 
 
-def free_port(attempts: int = 200, ports: range | None = None) -> int:
+def free_port(attempts: int = 200, ports: range | None = None, besides: set[int] | None = None) -> int:
     """A TCP port of ``ports`` (default :func:`lab_ports`: :data:`PORT_RANGE`, or the attendee's block) on 127.0.0.1
     that can be bound right now (picked at random, so that parallel callers rarely meet; at most ``attempts`` tried,
     and no more than the range holds). Nothing holds it for the caller: another process can take it before the caller
     binds it, so a caller that binds later retries with another port on failure
-    (:meth:`labkit.broker.EmbeddedBroker.start`).
+    (:meth:`labkit.broker.EmbeddedBroker.start`). Ports of ``besides`` are never picked, and the one picked is added
+    to it: a caller drawing several ports before binding any passes one set to every draw, so no two coincide (a
+    fresh-clone run met a Spark master's web UI drawn on its own RPC port).
 
     Raises:
         PortInUseError: none of the ports tried could be bound.
         LabkitError: ``LABKIT_PORT_RANGE`` is malformed (:func:`lab_ports`).
     """
     ports = lab_ports() if ports is None else ports
-    tried = min(attempts, len(ports))
-    for port in random.sample(ports, tried):
+    besides = set() if besides is None else besides
+    candidates = [port for port in ports if port not in besides]
+    tried = min(attempts, len(candidates))
+    for port in random.sample(candidates, tried):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((HOST, port))
             except OSError:
                 continue
+            besides.add(port)
             return port
-    raise PortInUseError(f"no free port found among {tried} tried in {ports.start}-{ports.stop - 1} on "
+    taken = f" (besides {sorted(besides)})" if besides else ""
+    raise PortInUseError(f"no free port found among {tried} tried in {ports.start}-{ports.stop - 1}{taken} on "
                          f"{HOST}: too many ports in use; stop other labs or brokers (`make stop`)")
 
 

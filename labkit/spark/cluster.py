@@ -18,13 +18,12 @@ import time
 import urllib.request
 import weakref
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 from labkit import lab
 from labkit.broker.ports import HOST, RANGE_ENV, ensure_free, free_port
 from labkit.broker.runtime import find_java, labkit_home
-from labkit.errors import LabkitError, PortInUseError
+from labkit.errors import LabkitError
 from labkit.procs import process_state, spawn, start_time, why_not_ours
 from labkit.spark.session import JVM_FLAGS, LOG4J, PORT_RETRIES, block_port, check_pyspark
 from labkit.waiting import Deadline, wait_until
@@ -48,25 +47,6 @@ class SparkClusterError(LabkitError):
 def cluster_dir(env: dict[str, str] | None = None) -> Path:
     """``$LABKIT_HOME/spark-cluster``: the default folder of logs, executors' work folders and ``state.json``."""
     return labkit_home(env) / "spark-cluster"
-
-
-def distinct_port(pick: Callable[[], int], chosen: set[int], attempts: int = 50) -> int:
-    """A port from ``pick()`` (:func:`~labkit.broker.ports.free_port` or :func:`~labkit.spark.session.block_port`:
-    a port free now, drawn at random) that is not in ``chosen``, then added to it. Two draws can give the same port,
-    as nothing binds it between them; a Spark daemon given a port another daemon of the cluster has bound moves up
-    one (``spark.port.maxRetries``), away from where the lab looks for it (a fresh-clone run met the master's web UI
-    drawn on the master's RPC port: :meth:`StandaloneCluster.start` then read the RPC port for 90 s).
-
-    Raises:
-        PortInUseError: ``attempts`` draws gave only ports of ``chosen`` (the message names them).
-    """
-    for _ in range(attempts):
-        port = pick()
-        if port not in chosen:
-            chosen.add(port)
-            return port
-    raise PortInUseError(f"no free port besides {sorted(chosen)} in {attempts} draws: too many ports in use; stop "
-                         "other labs or brokers (`make stop`)")
 
 
 class StandaloneCluster:
@@ -160,10 +140,10 @@ class StandaloneCluster:
 
         in_block = bool(os.environ.get(RANGE_ENV))  # every port in the lab's block
 
-        chosen = {self._requested_port} - {None}
+        drawn = {self._requested_port} - {None}  # no two daemons' ports the same (free_port's besides)
 
         def port(wanted: bool) -> int:  # 0: the kernel picks one
-            return distinct_port(block_port if in_block else free_port, chosen) if in_block or wanted else 0
+            return block_port(besides=drawn) if in_block else free_port(besides=drawn) if wanted else 0
 
         self.port, self.ui_port = self._requested_port or port(True), port(self.ui)
         ensure_free(self.port, "Spark master RPC port")

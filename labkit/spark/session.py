@@ -54,16 +54,17 @@ JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xms32m"
 PORT_RETRIES = 8
 
 
-def block_port(env: dict[str, str] | None = None) -> int:
+def block_port(env: dict[str, str] | None = None, besides: set[int] | None = None) -> int:
     """A free port of the attendee's block (``$LABKIT_PORT_RANGE``, :func:`labkit.broker.ports.lab_ports`) for one
     Spark listener, at least :data:`PORT_RETRIES` below the block's top: Spark's retries on a taken port walk up one
     port at a time (``spark.port.maxRetries``, ``Utils.startServiceOnPort``), so every retry stays in the block.
+    ``besides``: ports not to pick, the picked one added (:func:`labkit.broker.ports.free_port`).
 
     Raises:
         PortInUseError: no port of the block could be bound. LabkitError: ``LABKIT_PORT_RANGE`` is malformed.
     """
     block = lab_ports(env)
-    return free_port(ports=range(block.start, max(block.start + 1, block.stop - PORT_RETRIES)))
+    return free_port(ports=range(block.start, max(block.start + 1, block.stop - PORT_RETRIES)), besides=besides)
 
 
 def block_ports(ui: bool = False, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -77,8 +78,8 @@ def block_ports(ui: bool = False, env: dict[str, str] | None = None) -> dict[str
     picks (the ephemeral range) any local user could connect to them: submit work to the driver (code run as the
     attendee), read its blocks, watch its UI. The hub's nftables rule refuses other users' connections to the
     attendee's block only (:mod:`labkit.hub.firewall`), so the ports must be in the block: each from
-    :func:`block_port`, with ``spark.port.maxRetries`` = :data:`PORT_RETRIES` so that a taken port (two settings
-    that drew the same port, a race with another process) moves up within the block. Spark's docs: Configuration,
+    :func:`block_port`, no two the same, with ``spark.port.maxRetries`` = :data:`PORT_RETRIES` so that a port taken
+    meanwhile (a race with another process) moves up within the block. Spark's docs: Configuration,
     "Networking"; Security, "Configuring Ports for Network Security".
 
     Not moved: the py4j gateway the driver JVM opens for pyspark's Python (a kernel-picked port on 127.0.0.1; pyspark
@@ -92,7 +93,8 @@ def block_ports(ui: bool = False, env: dict[str, str] | None = None) -> dict[str
     if not env.get(RANGE_ENV):
         return {}
     names = ["spark.driver.port", "spark.blockManager.port", *(["spark.ui.port"] if ui else [])]
-    return {**{name: str(block_port(env)) for name in names}, "spark.port.maxRetries": str(PORT_RETRIES)}
+    drawn: set[int] = set()
+    return {**{name: str(block_port(env, drawn)) for name in names}, "spark.port.maxRetries": str(PORT_RETRIES)}
 
 
 def connector_jars(env: dict[str, str] | None = None, *, progress: bool = True) -> list[Path]:
