@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Kafka releases the suite checks: the full suite on the first (the default), notebooks 00 and 05 on the others
 # (tests/test_older_releases.py, in the same run).
-KAFKA_VERSIONS := 4.4.0 4.3.1
+KAFKA_VERSIONS := 4.4.0 4.3.2
 # Parallel workers (pytest-xdist), each with its own broker; a file runs whole in one worker, the slowest first
 # (conftest.SLOWEST). The suite mostly waits on real timeouts, so it runs more workers than the 2 cores.
 WORKERS ?= 4

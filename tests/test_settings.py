@@ -58,9 +58,9 @@ def test_the_timings_the_lessons_read_are_the_broker_settings():
 
 def test_kafka_version_is_4_4_0_unless_the_variable_says_otherwise():
     assert DEFAULT_KAFKA_VERSION == "4.4.0" == kafka_version(env={})
-    assert kafka_version(env={"LABKIT_KAFKA_VERSION": "4.3.1"}) == "4.3.1"
-    assert kafka_version("4.4.0", env={"LABKIT_KAFKA_VERSION": "4.3.1"}) == "4.4.0"  # explicit wins
-    with pytest.raises(LabkitError, match=r"Kafka 3\.9\.0 is not a release labkit runs.*4\.4\.0, 4\.3\.1"):
+    assert kafka_version(env={"LABKIT_KAFKA_VERSION": "4.3.2"}) == "4.3.2"
+    assert kafka_version("4.4.0", env={"LABKIT_KAFKA_VERSION": "4.3.2"}) == "4.4.0"  # explicit wins
+    with pytest.raises(LabkitError, match=r"Kafka 3\.9\.0 is not a release labkit runs.*4\.4\.0, 4\.3\.2"):
         kafka_version(env={"LABKIT_KAFKA_VERSION": "3.9.0"})
 
 
@@ -98,5 +98,5 @@ def test_proxied_listener_is_advertised_at_the_proxy(tmp_path):
 
 
 def test_a_release_is_compared_number_by_number():
-    assert kafka_at_least("4.4", "4.4.0") and kafka_at_least("4.3.1", "4.4.0") and kafka_at_least("4.3", "4.3.1")
-    assert not kafka_at_least("4.4", "4.3.1") and not kafka_at_least("4.10", "4.4.0")
+    assert kafka_at_least("4.4", "4.4.0") and kafka_at_least("4.3.2", "4.4.0") and kafka_at_least("4.3", "4.3.2")
+    assert not kafka_at_least("4.4", "4.3.2") and not kafka_at_least("4.10", "4.4.0")

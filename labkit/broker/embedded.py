@@ -1,4 +1,4 @@
-"""A real Apache Kafka broker (4.4.0 by default, or 4.3.1), in KRaft combined mode, run by labkit as a JVM."""
+"""A real Apache Kafka broker (4.4.0 by default, or 4.3.2), in KRaft combined mode, run by labkit as a JVM."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ class EmbeddedBroker:
         data_dir: folder for the configs, the log and the topic data. ``None``: a temporary folder,
             removed by :meth:`close`. A given folder is kept, and a formatted one is reused by the
             same release (its release is noted in ``<data_dir>/kafka-version``).
-        version: Kafka release, e.g. "4.3.1"; default :func:`~labkit.broker.settings.kafka_version`
+        version: Kafka release, e.g. "4.3.2"; default :func:`~labkit.broker.settings.kafka_version`
             (``$LABKIT_KAFKA_VERSION``, else 4.4.0).
         port: client listener port; ``None`` picks a free one.
         controller_port: KRaft controller listener port; ``None`` picks a free one.

@@ -25,7 +25,7 @@ LOG_DIRS = "kraft-logs"
 #: Storage formatted by 4.4 is not readable by 4.3, so data folders and jar caches are per version.
 FEATURES_BY_VERSION: dict[str, dict[str, str]] = {
     "4.4.0": {"share.version": "2"},
-    "4.3.1": {"share.version": "1"},
+    "4.3.2": {"share.version": "1"},
 }
 
 
@@ -46,7 +46,7 @@ def kafka_version(version: str | None = None, env: dict[str, str] | None = None)
 
 def kafka_at_least(release: str, version: str | None = None) -> bool:
     """Whether the Kafka release the lab runs (:func:`kafka_version`, or ``version``) is ``release`` (``"4.4"``,
-    ``"4.3.1"``) or later, compared number by number (``"4.10"`` is later than ``"4.4"``).
+    ``"4.3.2"``) or later, compared number by number (``"4.10"`` is later than ``"4.4"``).
 
     Raises:
         LabkitError: the release is not one labkit runs (:func:`kafka_version`).
