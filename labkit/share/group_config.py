@@ -11,11 +11,15 @@ from labkit.errors import LabkitError
 
 
 def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None = None,
-                    dlq_topic: str | None = None, lock_ms: int | None = None, timeout_s: float = 10.0) -> None:
+                    dlq_topic: str | None = None, lock_ms: int | None = None, renew: bool | None = None,
+                    timeout_s: float = 10.0) -> None:
     """Set a share group's configs (IncrementalAlterConfigs on a GROUP resource, KIP-932 / KIP-1191):
     ``share.auto.offset.reset=earliest`` (so members that join late still get the first records),
     ``share.delivery.count.limit``, ``share.record.lock.duration.ms`` (``lock_ms``: this group's acquisition lock,
-    ms, instead of the broker's ``group.share.record.lock.duration.ms``, :data:`labkit.broker.settings.SHARE_LOCK_MS`) and, on Kafka 4.4,
+    ms, instead of the broker's ``group.share.record.lock.duration.ms``, :data:`labkit.broker.settings.SHARE_LOCK_MS`),
+    ``share.renew.acknowledge.enable`` (``renew``; Kafka 4.3+, ``GroupConfig.SHARE_RENEW_ACKNOWLEDGE_ENABLE_DEFAULT``
+    true, KAFKA-20161: with false the broker refuses a RENEW acknowledgement, KIP-1222, with INVALID_RECORD_STATE,
+    ``SharePartition.acknowledgeCompleteBatch`` / ``acknowledgePerOffsetBatchRecords``) and, on Kafka 4.4,
     ``errors.deadletterqueue.topic.name``.
 
     Raises:
@@ -27,6 +31,9 @@ def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None
     entries = [ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)]
     if lock_ms is not None:
         entries.append(ConfigEntry("share.record.lock.duration.ms", str(lock_ms),
+                                   incremental_operation=AlterConfigOpType.SET))
+    if renew is not None:
+        entries.append(ConfigEntry("share.renew.acknowledge.enable", str(renew).lower(),
                                    incremental_operation=AlterConfigOpType.SET))
     if delivery_limit is not None:
         entries.append(ConfigEntry("share.delivery.count.limit", str(delivery_limit),

@@ -10,12 +10,10 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.function.Function;
 
 /**
@@ -34,7 +32,9 @@ final class ShareConsumerRole {
         boolean explicit = loop.text("ack_mode").equals("explicit");
         String topic = loop.text("topic");
         Map<String, Long> processedMs = new HashMap<>(); // a held record's processing so far (renewals)
-        Set<String> renewed = new HashSet<>(); // value ids handed back after a renewal: not a new delivery
+        // value id -> delivery count of a record renewed: handed back with that count it is no new delivery (with
+        // another, the renewal was refused, e.g. share.renew.acknowledge.enable=false, and its lock ran out)
+        Map<String, Integer> renewed = new HashMap<>();
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(loop.clientConfig(
                 "group.id", loop.text("group_id"), "client.id", loop.name,
                 "share.acknowledgement.mode", explicit ? "explicit" : "implicit"),
@@ -52,7 +52,9 @@ final class ShareConsumerRole {
                 patienceNs = loop.integer("idle_ms") * 1_000_000L;
                 delivered = true;
                 loop.iteration += 1;
-                List<ConsumerRecord<String, String>> fresh = records.stream().filter(r -> !renewed.remove(r.value())).toList();
+                List<ConsumerRecord<String, String>> fresh = records.stream()
+                        .filter(r -> !Integer.valueOf(count(r)).equals(renewed.remove(r.value()))).toList();
+                fresh.forEach(r -> processedMs.remove(r.value())); // a new delivery is processed from its start
                 long now = System.nanoTime();
                 loop.history.appendBatch("delivered", loop.name, columns(fresh, col("mono_ns", r -> now),
                         col("partition", ConsumerRecord::partition), col("offset", ConsumerRecord::offset),
@@ -71,7 +73,7 @@ final class ShareConsumerRole {
                         if (renewMs > 0 && left > renewMs) {
                             ms += renewMs;
                             processedMs.put(r.value(), done + renewMs);
-                            renewed.add(r.value());
+                            renewed.put(r.value(), count(r));
                             d = "renew";
                         } else {
                             ms += left;
@@ -95,6 +97,10 @@ final class ShareConsumerRole {
                         + "start", topic, loop.integer("first_ms")));
             }
         }
+    }
+
+    private static int count(ConsumerRecord<String, String> r) {
+        return r.deliveryCount().orElse((short) 1);
     }
 
     /** What the consumer does with value id {@code vid} on its {@code count}-th delivery (share_consumer.decision). */
