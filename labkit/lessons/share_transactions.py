@@ -1,10 +1,10 @@
 """Notebook 07, transactional share acknowledgements (KIP-1289), MODELLED: its opening question (:data:`QUESTION`,
 answered by :func:`fixes_outcome` from notebook 06's two crash points replayed on the model); the seed's corner cases as
 scenarios on :mod:`labkit.models.kip1289`, notebook 06's two crash points replayed with the proposal (with
-the effect as a Kafka output: notebook 06's own effect, a SQLite write, is outside KIP-1289, which at "Voting" is
-scoped to a Kafka producer's output), one transaction across two share partitions (two ``__share_group_state``
-partitions, two share coordinators), the open questions of the draft as options, the seed's metrics, and the source-only
-two-phase commit with an external SQLite database.
+the effect as a Kafka output: notebook 06's own effect, a SQLite write, is outside KIP-1289, which at "Voting" (as of
+2026-12) is scoped to a Kafka producer's output), one transaction across two share partitions (two
+``__share_group_state`` partitions, two share coordinators), the open questions of the draft as options, the seed's
+metrics, and the source-only two-phase commit with an external SQLite database.
 
 No Kafka release has KIP-1289, so nothing here runs on a broker but the look-up of the draft's wire numbers
 (:data:`draft_collisions`, the broker's ApiVersions answer). The model's share partition is checked against the real
@@ -223,8 +223,8 @@ def metrics(events: list[Event]) -> dict:
 
 def two_phase_commit(db: str | Path, crash: str | None = None) -> dict:
     """The seed's source-only case (§2.2, and the KIP-1310 sketch of §3): a consumer writes a record's
-    effect to an external SQLite database, and Kafka decides. (Outside KIP-1289 as voted; KIP-939, accepted,
-    arranges it the other way round: Kafka prepares, the database stores the decision.) Phase 1: the effect
+    effect to an external SQLite database, and Kafka decides. (Outside KIP-1289, at Voting as of 2026-12; KIP-939,
+    accepted, arranges it the other way round: Kafka prepares, the database stores the decision.) Phase 1: the effect
     goes into SQLite as *prepared* (a table keyed by the transaction), the acknowledgement into the Kafka transaction
     (MODELLED), then ``commit_transaction`` writes PREPARE_COMMIT: the decision. Phase 2: SQLite moves
     the prepared row to ``effects``. Recovery after a crash asks the coordinator's log for the decision
