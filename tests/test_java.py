@@ -7,11 +7,14 @@ import uuid
 
 import pytest
 
+from labkit.broker import EmbeddedBroker
+from labkit.broker.settings import FEATURES_BY_VERSION
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.loop import EXIT_FENCED
 from labkit.crashlab.participant import Participant
 from labkit.kafka.records import committed_offsets, read_topic
+from labkit.lessons.isolation import JAVA_TIMED_OUT_COMMIT, timeout_abort
 from labkit.procs import process_state
 from labkit.waiting import wait_until
 
@@ -105,11 +108,31 @@ def test_a_java_producer_fenced_by_a_newer_instance_ends_fenced(exp):
     # Which error depends on where the old instance is when the new one's InitProducerId aborts its transaction:
     # its next produce or EndTxn is fenced (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH), or, when its EndTxn(commit)
     # reaches the coordinator for the transaction already aborted, INVALID_TXN_STATE, fatal in the Java client's
-    # TransactionManager as in notebook 03's timeout abort (seen once, with one core kept busy).
+    # TransactionManager as in notebook 03's timeout abort on Kafka 4.4.0 (seen once, with one core kept busy).
     assert exp.history.first("fenced", "old").error in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE")
     # the status is the process's own exit code, its cause the error it recorded; no failed event beside the fencing
     assert old.returncode == EXIT_FENCED and old.cause == exp.history.first("fenced", "old").error
     assert exp.history.first("failed", "old") is None
+
+
+@pytest.mark.parametrize("version", sorted(FEATURES_BY_VERSION))
+def test_a_java_commit_of_a_transaction_the_coordinator_timed_out_gets_each_releases_error(version, broker, tmp_path,
+                                                                                            monkeypatch):
+    """Notebook 03 part 3 on a broker of each release, with the Java participant of that release: a producer paused
+    past its transaction.timeout.ms resumes and commits the transaction the coordinator aborted. Kafka 4.4.0 answers
+    INVALID_TXN_STATE (and its abort after it fails alike), Kafka 4.3.2 PRODUCER_FENCED (KAFKA-20785, apache/kafka
+    PR 23204): :data:`labkit.lessons.isolation.JAVA_TIMED_OUT_COMMIT`, which the notebook asserts. The session's
+    broker serves its own release; another release gets a broker of its own (a few CPU seconds)."""
+    monkeypatch.setenv("LABKIT_KAFKA_VERSION", version)  # the participant's kafka-clients jar, and the lesson's table
+    if version == broker.version:
+        run = timeout_abort(Experiment("timeout", broker.bootstrap_servers, folder=tmp_path), client="java")
+    else:
+        with EmbeddedBroker(version=version) as other:
+            run = timeout_abort(Experiment("timeout", other.bootstrap_servers, folder=tmp_path), client="java")
+    assert run["producer"].status == "fenced" and run["epochs"]["after"] == run["epochs"]["before"] + 1, run["epochs"]
+    assert run["errors"] == JAVA_TIMED_OUT_COMMIT[version], (
+        f"Kafka {version}'s answer to a Java commit of a timed-out transaction is now {run['errors']}: update "
+        f"JAVA_TIMED_OUT_COMMIT and notebook 03's part 3, its claims and its summary, and README's 'Two clients' row 03")
 
 
 def test_java_pause_resume_and_stop_are_real_signals(exp):

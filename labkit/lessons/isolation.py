@@ -228,6 +228,20 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0, end: str = "co
             "seen_ns": {level: _seen_ns(exp, c.name, "consume", "plain-1") for level, c in consumers.items()}}
 
 
+#: What Kafka's Java client meets when it commits a transaction the coordinator has already aborted for its
+#: ``transaction.timeout.ms`` (:func:`timeout_abort`, notebook 03 part 3), per broker release: the participant's
+#: history errors, ``[(event kind, error)]``. Kafka 4.4.0's coordinator answers the EndTxn(commit) INVALID_TXN_STATE
+#: (the transaction is COMPLETE_ABORT; under transaction version 2 the commit's epoch, one below the bumped one, passes
+#: as a retry's), fatal in the client's ``TransactionManager.EndTxnHandler``: the participant's ``abortTransaction``
+#: then fails with it too. Kafka 4.3.2 answers PRODUCER_FENCED (KAFKA-20785, apache/kafka PR 23204: in 4.3.2, not
+#: in 4.4.0), also fatal, which Kafka Streams handles as a task migration instead of a dying thread. Settled by runs on a
+#: real broker of each release (``tests/test_java.py``); the client's ``EndTxnHandler`` is the same in both jars.
+JAVA_TIMED_OUT_COMMIT: dict[str, list[tuple[str, str]]] = {
+    "4.4.0": [("txn_end", "INVALID_TXN_STATE"), ("fenced", "INVALID_TXN_STATE")],
+    "4.3.2": [("fenced", "PRODUCER_FENCED")],
+}
+
+
 def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float = 60.0, *,
                   client: str = "librdkafka") -> dict:
     """A transactional producer participant on ``client`` (``transaction.timeout.ms=timeout_ms``) writes two
@@ -239,8 +253,8 @@ def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float
 
     What the resumed producer meets is its client's: librdkafka raises the fatal ``_FENCED`` (its transaction
     manager, ``rdkafka_txnmgr.c``, names PRODUCER_FENCED and INVALID_PRODUCER_EPOCH ``_FENCED``: rd_kafka_txn_normalize_err), and Kafka's Java client
-    4.4 gets INVALID_TXN_STATE from the coordinator for its EndTxn (the transaction it names was aborted), which its
-    ``TransactionManager.EndTxnHandler`` makes fatal: its ``abortTransaction`` fails with the same error.
+    gets the coordinator's answer to its EndTxn, which depends on the broker's release
+    (:data:`JAVA_TIMED_OUT_COMMIT`): fatal either way in its ``TransactionManager.EndTxnHandler``.
 
     Args:
         timeout_ms: the producer's ``transaction.timeout.ms``, in ms (the lab broker allows up to 60 000).
