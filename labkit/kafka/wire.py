@@ -23,6 +23,14 @@ from labkit.waiting import Deadline
 _correlation = itertools.count(1)
 #: ApiVersions' API key: its response header is v0 whatever the request's version (see :func:`call`).
 API_VERSIONS_KEY = 18
+#: The longest answer :func:`call` reads, in bytes. An answer's length is its first 4 bytes, written by whatever
+#: listens on the port (the hub's live view probes, as root, ports an attendee's lab controls,
+#: :mod:`labkit.hub.observed`), so a longer one is refused before any of it is read. The longest answer a request of
+#: the lab asks for is the raw Fetch of :mod:`labkit.kafka.logbatches`: at most its ``FETCH_MAX_BYTES`` (4 MiB) of
+#: records, as a first batch can exceed a Fetch's ``max_bytes`` only when it is larger than it (KIP-74) and the
+#: broker's batches are at most its ``message.max.bytes`` (1 MiB by default, which the lab keeps); twice that leaves
+#: room for every header. ApiVersions, FindCoordinator, the group describes and Metadata answer a few KiB.
+MAX_RESPONSE_BYTES = 8 * 2**20
 
 
 class WireError(LabkitError):
@@ -132,12 +140,16 @@ def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float
     """Send one flexible-version request (header v2) to ``address`` (``"host:port"``) and return a reader past the
     response header: v1, but v0 (no tagged fields) for ApiVersions (key 18), whose response header never changes so
     that a client can read it whatever version it sent (KIP-511; ``ApiKeys.API_VERSIONS``, Kafka's
-    ``ApiVersionsResponse.json``). ``timeout_s``: the connect and each read's deadline (s).
+    ``ApiVersionsResponse.json``). ``timeout_s``: the deadline of the whole call, in seconds (connect, send and the
+    whole answer: an answer trickled byte by byte ends there too). An answer is at most :data:`MAX_RESPONSE_BYTES`
+    long, read as it arrives (never more memory than the bytes received).
 
     Raises:
-        BrokerUnreachableError: no answer from ``address`` within ``timeout_s``.
-        WireError: the answer is not to this request.
+        BrokerUnreachableError: no whole answer from ``address`` within ``timeout_s`` (the bytes received named).
+        WireError: the answer announces more than :data:`MAX_RESPONSE_BYTES` (or a negative length), or is not to
+            this request.
     """
+    deadline = Deadline(timeout_s)
     correlation = next(_correlation)
     header = Writer().pack(">h", api_key).pack(">h", version).pack(">i", correlation)
     client_id = b"labkit"
@@ -145,12 +157,16 @@ def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float
     host, port = address.rsplit(":", 1)
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-            sock.settimeout(timeout_s)
+            sock.settimeout(max(deadline.remaining_s(), 0.001))
             sock.sendall(struct.pack(">i", len(payload)) + payload)
-            size = struct.unpack(">i", _recv(sock, 4))[0]
-            response = Reader(_recv(sock, size))
-    except OSError as exc:
-        raise BrokerUnreachableError(f"No answer from the Kafka broker at {address} within {timeout_s:g} s "
+            size = struct.unpack(">i", _recv(sock, 4, deadline))[0]
+            if not 0 <= size <= MAX_RESPONSE_BYTES:
+                raise WireError(f"the answer from {address} announces {size} bytes, not 0 to {MAX_RESPONSE_BYTES} "
+                                f"(MAX_RESPONSE_BYTES, the most a Kafka broker's answer to these requests needs): "
+                                "not a Kafka broker's answer")
+            response = Reader(_recv(sock, size, deadline))
+    except OSError as exc:  # TimeoutError included: the deadline passed (the bytes received named)
+        raise BrokerUnreachableError(f"No whole answer from the Kafka broker at {address} within {timeout_s:g} s "
                                      f"({exc}); is it running?") from exc
     if response.int32() != correlation:
         raise WireError(f"the broker at {address} answered another request than the one sent")
@@ -159,10 +175,21 @@ def call(address: str, api_key: int, version: int, body: bytes, timeout_s: float
     return response
 
 
-def _recv(sock: socket.socket, n: int) -> bytes:
+#: The most bytes one ``recv`` asks for: a long answer arrives in pieces of at most this.
+_RECV_BYTES = 2**20
+
+
+def _recv(sock: socket.socket, n: int, deadline: Deadline) -> bytes:
+    """``n`` bytes from ``sock``, all before ``deadline``; raises TimeoutError (how many had come) when it passes."""
     chunks, got = [], 0
     while got < n:
-        chunk = sock.recv(n - got)
+        if deadline.expired():
+            raise TimeoutError(f"{got} of {n} bytes within {deadline.timeout_s:g} s")
+        sock.settimeout(max(deadline.remaining_s(), 0.001))
+        try:
+            chunk = sock.recv(min(n - got, _RECV_BYTES))
+        except TimeoutError:
+            raise TimeoutError(f"{got} of {n} bytes within {deadline.timeout_s:g} s") from None
         if not chunk:
             raise ConnectionError("the broker closed the connection")
         chunks.append(chunk)
