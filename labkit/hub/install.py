@@ -28,13 +28,13 @@ around the attendees' network namespaces.
 Every step is idempotent: a stamp file records the hash of what was installed (the pins; the copied files; the
 cache's packages, sources and Kafka release), and a second run with nothing changed only hashes the sources (well
 under a second). A file lock serialises two set-ups: a second waits for the first (at most :data:`LOCK_WAIT_S`, then
-fails naming it).
+fails naming it). The lock is root's alone (:func:`setup_lock`, :mod:`labkit.hub.rootlock`), not a file of the
+prefix that every attendee can read, open and so hold (issue 63).
 """
 
 from __future__ import annotations
 
 import compileall
-import fcntl
 import hashlib
 import json
 import os
@@ -43,15 +43,13 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 
 from labkit.broker.runtime import SHARED_CACHE_ENV
 from labkit.broker.settings import kafka_version
 from labkit.errors import LabkitError
 from labkit.jsonfile import write_json
-from labkit.hub import firewall
-from labkit.waiting import wait_until
+from labkit.hub import firewall, rootlock
 from labkit.workspace import write_lab_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,34 +181,10 @@ def _write_stamp(prefix: Path, stamp: dict) -> None:
     write_json(prefix / ".installed.json", stamp, indent=1)
 
 
-@contextmanager
-def _locked(path: Path, wait_s: float = LOCK_WAIT_S):
-    """Hold an exclusive ``flock`` on ``path`` (created; it holds the holder's pid) for the block: one set-up at a
-    time, a second waiting at most ``wait_s`` seconds.
-
-    Raises:
-        LabkitError: another process held it for ``wait_s`` seconds (its pid named).
-    """
-    with open(path, "a+") as handle:
-        def take() -> bool:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                return False
-
-        if not wait_until(take, wait_s, 1.0):
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            raise LabkitError(f"Another set-up (pid {holder}) has held {path} for {wait_s:g} s: wait for it to end, "
-                              f"or stop it (kill {holder}) and start again.")
-        handle.truncate(0)
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def setup_lock(prefix: Path) -> Path:
+    """The set-up's lock for ``prefix``: a file of :data:`labkit.hub.rootlock.LOCK_DIR` (root's alone: no attendee
+    can hold it, issue 63), named by the prefix's digest (one per shared install)."""
+    return rootlock.LOCK_DIR / f"setup-{hashlib.sha256(str(prefix).encode()).hexdigest()[:10]}.lock"
 
 
 def _run(args: list[str], what: str, timeout_s: float = 1800) -> None:
@@ -294,7 +268,7 @@ def install_shared(prefix: Path | str | None = None, say: Callable[[str], None] 
     try:
         prefix.mkdir(parents=True, exist_ok=True)
         prefix.chmod(0o755)
-        with _locked(prefix / ".setup.lock"):
+        with rootlock.held(setup_lock(prefix), LOCK_WAIT_S, f"The set-up's lock of {prefix}"):
             check_venv(prefix)
             stamp = _stamp(prefix)
             pins = pinned_packages()
@@ -348,7 +322,7 @@ def install_proxy(hub_dir: Path = HUB_DIR, say: Callable[[str], None] = print) -
         raise LabkitError("The hub's proxy (configurable-http-proxy) comes from npm, which is missing: "
                           "apt-get install npm (Node.js 18 or newer)")
     say(f"installing {PROXY_PACKAGE} into {hub_dir / 'proxy'} (npm)")
-    with _locked(hub_dir / ".proxy.lock"):
+    with rootlock.held(hub_dir / ".proxy.lock", LOCK_WAIT_S, "The proxy's install lock"):
         _run([npm, "install", "--prefix", str(hub_dir / "proxy"), "--no-audit", "--no-fund", "--loglevel=error",
               PROXY_PACKAGE], "npm install of the hub's proxy")
     return proxy_command(hub_dir)

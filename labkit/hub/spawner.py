@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import pwd
+from concurrent.futures import ThreadPoolExecutor
 
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Float, Integer, Unicode
@@ -41,6 +42,11 @@ from labkit.hub.names import unix_name
 
 #: The attendee's ``LABKIT_HOME``, relative to their home.
 LABKIT_HOME = "labkit"
+#: The threads that make attendees' Unix users (:func:`labkit.hub.users.create`, which may wait for the accounts lock
+#: up to :data:`labkit.hub.users.ACCOUNTS_WAIT_S`): an executor of their own, so that sign-ins waiting there never
+#: fill asyncio's default one (``min(32, CPUs + 4)`` threads: 6 on two cores), which every poll and stop of every
+#: attendee's server uses (issue 63: with six sign-ins waiting on a held lock, the instructor's stop waited 134 s).
+ACCOUNTS_EXECUTOR = ThreadPoolExecutor(max_workers=4, thread_name_prefix="labkit-accounts")
 
 
 class LabSpawner(LocalProcessSpawner):
@@ -81,15 +87,15 @@ class LabSpawner(LocalProcessSpawner):
         return env
 
     async def start(self):
-        """Make the attendee's Unix user if needed (``useradd`` in a thread), the hub's wall (once), the attendee's
-        sandbox (:func:`labkit.hub.sandbox.prepare`), then start as ``LocalProcessSpawner`` inside it, listening on
-        the namespace's address.
+        """Make the attendee's Unix user if needed (``useradd`` in a thread of :data:`ACCOUNTS_EXECUTOR`), the hub's
+        wall (once), the attendee's sandbox (:func:`labkit.hub.sandbox.prepare`), then start as
+        ``LocalProcessSpawner`` inside it, listening on the namespace's address.
 
         Raises:
             labkit.errors.LabkitError: the name is refused, or ``useradd``, ``nft`` or ``ip`` failed (JupyterHub
                 shows the spawn failed, with the message).
         """
-        entry = await asyncio.to_thread(users.create, self.user.name)
+        entry = await asyncio.get_running_loop().run_in_executor(ACCOUNTS_EXECUTOR, users.create, self.user.name)
         await self._wall()
         limits = sandbox.Limits(memory_mib=self.memory_mib, tasks=self.tasks)
         self.ip = await asyncio.to_thread(sandbox.prepare, entry.pw_uid, entry.pw_gid, limits, self.private_tmp)

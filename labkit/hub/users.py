@@ -13,27 +13,27 @@ nobody else runs as it), so :func:`end_processes` ends a lab by uid: JupyterLab,
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pwd
 import subprocess
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 
 from labkit import procs
 from labkit.errors import LabkitError
-from labkit.hub import sandbox
+from labkit.hub import rootlock, sandbox
 from labkit.hub.sandbox import ATTENDEE_UIDS
 from labkit.hub.names import COMMENT, is_lab_user, unix_name, why_refused
 
 #: ``useradd`` and ``userdel`` lock ``/etc/passwd`` and fail rather than wait when another holds it, and two hubs on one
-#: machine would each pick the same free uid: one at a time on the machine, by an exclusive ``flock`` of this file (the
-#: lab's own, in ``/run``: gone at a reboot, when no lock is held).
-ACCOUNTS_LOCK = Path("/run/labkit-accounts.lock")
+#: machine would each pick the same free uid: one at a time on the machine, by an exclusive ``flock`` of this file,
+#: root's alone (:mod:`labkit.hub.rootlock`: no attendee can open it, so none can hold it, issue 63).
+ACCOUNTS_LOCK = rootlock.LOCK_DIR / "accounts.lock"
+#: Seconds a sign-in waits for :data:`ACCOUNTS_LOCK`: each holder keeps it for one ``useradd`` or ``userdel``, at most
+#: their 60 s deadline.
+ACCOUNTS_WAIT_S = 90.0
 #: The shell an attendee's JupyterLab terminal opens (``useradd --shell``).
 SHELL = "/bin/bash"
 
@@ -45,7 +45,8 @@ def create(name: str) -> pwd.struct_passwd:
 
     Raises:
         LabkitError: the name is refused (:func:`labkit.hub.names.why_refused`), every uid of
-            :data:`~labkit.hub.sandbox.ATTENDEE_UIDS` is taken, or ``useradd`` failed (its message quoted).
+            :data:`~labkit.hub.sandbox.ATTENDEE_UIDS` is taken, ``useradd`` failed (its message quoted), or
+            :data:`ACCOUNTS_LOCK` was held :data:`ACCOUNTS_WAIT_S` seconds or is not root's alone.
     """
     if (why := why_refused(name)):
         raise LabkitError(why)
@@ -71,13 +72,9 @@ def create(name: str) -> pwd.struct_passwd:
     return entry
 
 
-@contextmanager
-def _accounts_locked() -> Iterator[None]:
-    """Hold :data:`ACCOUNTS_LOCK` (blocking while another thread or process holds it: each holds it for one
-    ``useradd`` or ``userdel``, at most their 60 s deadline)."""
-    with open(ACCOUNTS_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        yield
+def _accounts_locked():
+    """Hold :data:`ACCOUNTS_LOCK`, waiting at most :data:`ACCOUNTS_WAIT_S` (:func:`labkit.hub.rootlock.held`)."""
+    return rootlock.held(ACCOUNTS_LOCK, ACCOUNTS_WAIT_S, "The lab's accounts lock")
 
 
 def processes_of(uid: int) -> list[psutil.Process]:
@@ -135,7 +132,8 @@ def remove(name: str, tmp_root: Path | str, timeout_s: float = 10.0) -> list[str
     there was no such user).
 
     Raises:
-        LabkitError: ``userdel`` failed (its message quoted) or processes were left after ``timeout_s`` seconds.
+        LabkitError: ``userdel`` failed (its message quoted), processes were left after ``timeout_s`` seconds, or
+            :data:`ACCOUNTS_LOCK` was held :data:`ACCOUNTS_WAIT_S` seconds or is not root's alone.
     """
     try:
         entry = pwd.getpwnam(unix_name(name))
