@@ -12,14 +12,21 @@ Unix user and files stay, and their next sign-in sets a new one). What the works
   without it, or with a wrong one, is refused; so is an own password shorter than 8 characters or equal to the code.
 * **A name already taken** is refused as taken when the code is given with a wrong password (a newcomer who chose a
   name in use), as a wrong password otherwise; nothing starts.
-* **Throttled failures**: after :attr:`LabAuthenticator.allowed_failures` failed sign-ins under one name, or
-  :attr:`LabAuthenticator.allowed_failures_per_address` from one address, within :attr:`LabAuthenticator.window_s`
-  seconds, that name or address is refused until the window has passed since its last failure, the message saying
-  how long.
+* **Throttled failures, by address**: after :attr:`LabAuthenticator.allowed_failures_per_address` failed sign-ins
+  from one address within :attr:`LabAuthenticator.window_s` seconds, that address is refused, before any password is
+  checked, until the window has passed since its last failure, the message saying how long. The address is the one
+  the hub's own proxy saw (:func:`client_address`), which a request cannot forge. No name is ever refused for
+  failures under it: a right password is always taken, however many wrong ones came first (issue 63: five wrong
+  passwords a minute under the admin's name kept the instructor out), so a name can only be guessed at the rate its
+  guessers' addresses allow. The table of addresses keeps at most :data:`MAX_ADDRESSES` (the least recently failed go
+  first), each with at most its allowance of failures.
+* **A password is at most** :data:`MAX_PASSWORD_BYTES` **bytes** (bcrypt's limit, which bcrypt 5 enforces by raising):
+  a longer one is refused with that reason on the form, never checked (issue 63: an HTTP 500 before).
 * **The instructor** signs in under their admin name (``admin_users``) with their own password (``admin_password``,
   at least 32 characters, from the hub's environment): never set by a first sign-in, so nobody can take the name first.
 * **Names** :func:`labkit.hub.names.why_refused` refuses (``root``, an existing account, a name ``useradd`` would
-  reject) are refused with the reason on the form, before any password is stored.
+  reject) are refused with the reason on the form, before anything else: no password checked or stored, nothing
+  counted, and the name logged cut short (:func:`labkit.hub.names.shown`: a name can be a megabyte long).
 """
 
 from __future__ import annotations
@@ -27,80 +34,122 @@ from __future__ import annotations
 import dbm
 import hmac
 import time
-from collections import defaultdict, deque
+from collections import OrderedDict, deque
 
 from firstuseauthenticator import FirstUseAuthenticator
 from traitlets import Float, Integer, Unicode
 
-from labkit.hub.names import why_refused
+from labkit.hub.names import shown, why_refused
+from labkit.hub.sandbox import GATEWAY
 
 #: The least length of the workshop code and of an attendee's own password (characters).
 MIN_PASSWORD = 8
+#: The longest password, in bytes of UTF-8: bcrypt reads no more (bcrypt 5 raises ValueError for a longer one, its
+#: changelog's 5.0.0).
+MAX_PASSWORD_BYTES = 72
+#: The most addresses the failure table keeps (a few hundred bytes each): past it, the least recently failed is
+#: forgotten.
+MAX_ADDRESSES = 4096
+#: The peers whose ``X-Forwarded-For`` is believed: the hub's own proxy (configurable-http-proxy on this machine,
+#: reaching the hub on the gateway address, :data:`labkit.hub.sandbox.GATEWAY`, or on the loopback).
+PROXY_PEERS = frozenset({GATEWAY, "127.0.0.1", "::1"})
+
+
+def client_address(request) -> str:
+    """The address a sign-in came from, as the hub's own proxy saw it: the last entry of ``X-Forwarded-For`` (which
+    configurable-http-proxy appends, its ``xfwd`` option on by default: its ``--no-x-forward``) when the request's TCP
+    peer is that proxy (:data:`PROXY_PEERS`), else the TCP peer itself (an attendee's lab can reach the hub's port on
+    the gateway directly). Never ``X-Real-IP`` nor an earlier ``X-Forwarded-For`` entry, which the client writes:
+    tornado's ``request.remote_ip``, with the ``xheaders`` JupyterHub turns on, takes ``X-Real-IP`` from any client
+    as it is (``_apply_xheaders``; ``JupyterHub.trusted_downstream_ips`` only skips entries of ``X-Forwarded-For``),
+    so a new forged header a sign-in was a new address (issue 63).
+
+    ``request``: tornado's ``HTTPServerRequest`` of an ``HTTPServer`` (its connection's ``context.address`` is the
+    socket's peer).
+    """
+    peer = request.connection.context.address[0]
+    if peer not in PROXY_PEERS:
+        return peer
+    return request.headers.get("X-Forwarded-For", peer).rsplit(",", 1)[-1].strip() or peer
 
 
 class LabAuthenticator(FirstUseAuthenticator):
-    """``FirstUseAuthenticator`` with the workshop's code on a first sign-in, throttled failures, the instructor's own
-    password and the lab's name rules (module docstring)."""
+    """``FirstUseAuthenticator`` with the workshop's code on a first sign-in, throttled failures by address, the
+    instructor's own password and the lab's name rules (module docstring)."""
 
     workshop_code = Unicode(config=True, help="The code a first sign-in under a name needs (the shared password).")
     admin_password = Unicode(config=True, help="The instructor's password (at least 32 characters).")
-    allowed_failures = Integer(5, config=True, help="Failed sign-ins under one name before it waits.")
     allowed_failures_per_address = Integer(30, config=True, help="Failed sign-ins from one address before it waits.")
-    window_s = Float(60.0, config=True, help="Seconds a name or address waits after its last counted failure.")
+    window_s = Float(60.0, config=True, help="Seconds an address waits after its last counted failure.")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.min_password_length = MIN_PASSWORD
-        self._failures: dict[str, deque[float]] = defaultdict(deque)
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()  # address -> its latest failures, LRU
 
-    def _wait_s(self, key: str, allowed: int) -> float:
-        """Seconds ``key`` (``name:<n>`` or ``address:<a>``) must still wait, 0 if it may try."""
-        failures = self._failures[key]
-        while failures and time.monotonic() - failures[0] > self.window_s:
+    def _wait_s(self, address: str) -> float:
+        """Seconds ``address`` must still wait, 0 if it may try (nothing stored for an address without failures)."""
+        failures = self._failures.get(address)
+        if failures is None or len(failures) < self.allowed_failures_per_address:
+            return 0.0
+        return max(0.0, self.window_s - (time.monotonic() - failures[-1]))
+
+    def _failed(self, handler, name: str, address: str, message: str) -> None:
+        now = time.monotonic()
+        failures = self._failures.pop(address, None) or deque(maxlen=self.allowed_failures_per_address)
+        while failures and now - failures[0] > self.window_s:
             failures.popleft()
-        return self.window_s - (time.monotonic() - failures[-1]) if len(failures) >= allowed else 0.0
-
-    def _failed(self, handler, keys: list[str], message: str) -> None:
-        for key in keys:
-            self._failures[key].append(time.monotonic())
+        failures.append(now)
+        self._failures[address] = failures  # the most recently failed last
+        while len(self._failures) > MAX_ADDRESSES:
+            self._failures.popitem(last=False)
         handler.custom_login_error = message
-        self.log.warning("Refused sign-in (%s): %s", ", ".join(keys), message)
+        self.log.warning("Refused sign-in (name:%s, address:%s): %s", name, address, message)
 
     async def authenticate(self, handler, data):
         """``{"name", "admin"}`` for a right password (the instructor's, or the name's own: set by a first sign-in
         that gave the workshop code), else ``None`` with the reason on the form (``handler.custom_login_error``,
-        which ``FirstUseAuthenticator``'s login handler shows), a name that cannot be an attendee's Unix user
-        included."""
+        which ``FirstUseAuthenticator``'s login handler shows): a name that cannot be an attendee's Unix user, an
+        address that failed too often (:func:`client_address`), a password over :data:`MAX_PASSWORD_BYTES`, a wrong
+        password or code. A right password is never refused for failures under its name (module docstring)."""
         name = self.normalize_username(data.get("username", ""))
         password, code = data.get("password", ""), data.get("workshop_code", "")
-        keys = [f"name:{name}", f"address:{handler.request.remote_ip}"]
-        wait = max(self._wait_s(keys[0], self.allowed_failures),
-                   self._wait_s(keys[1], self.allowed_failures_per_address))
-        if wait > 0:
-            handler.custom_login_error = f"Too many failed sign-ins: try again in {wait:.0f} s."
+        if name not in self.admin_users and (why := why_refused(name)):
+            self.log.warning("Refused sign-in as %s: not an attendee's name", shown(name))
+            handler.custom_login_error = why
+            return None
+        address = client_address(handler.request)
+        if (wait := self._wait_s(address)) > 0:
+            handler.custom_login_error = f"Too many failed sign-ins from your address: try again in {wait:.0f} s."
+            return None
+        if len(password.encode()) > MAX_PASSWORD_BYTES:
+            handler.custom_login_error = (f"A password is at most {MAX_PASSWORD_BYTES} bytes (bcrypt's limit): yours "
+                                          f"is {len(password.encode())}. Choose a shorter one.")
             return None
         if name in self.admin_users:
             if self.admin_password and hmac.compare_digest(password.encode(), self.admin_password.encode()):
                 return {"name": name, "admin": True}
-            return self._failed(handler, keys, "Invalid username or password.")
-        if (why := why_refused(name)):
-            self.log.warning("Refused sign-in as %r: %s", name, why)
-            handler.custom_login_error = why
-            return None
+            return self._failed(handler, name, address, "Invalid username or password.")
         if self._has_password(name):
             if await super().authenticate(handler, {"username": name, "password": password}):
-                self._failures.pop(keys[0], None)
                 return {"name": name, "admin": False}
-            return self._failed(handler, keys, f"The name {name} is taken: choose another." if code else
+            return self._failed(handler, name, address, f"The name {name} is taken: choose another." if code else
                                 "Invalid username or password (a first sign-in gives the workshop code too).")
         if not hmac.compare_digest(code.encode(), self.workshop_code.encode()):
-            return self._failed(handler, keys, f"{name} is a new name here: its first sign-in needs the workshop code "
-                                "(ask the instructor) and a password of your own.")
+            return self._failed(handler, name, address, f"{name} is a new name here: its first sign-in needs the "
+                                "workshop code (ask the instructor) and a password of your own.")
         if len(password) < MIN_PASSWORD or password == code:
             handler.custom_login_error = (f"Choose a password of your own, at least {MIN_PASSWORD} characters, not the "
                                           "workshop code: you will need it to sign in again.")
             return None
         return {"name": await super().authenticate(handler, {"username": name, "password": password}), "admin": False}
+
+    def reset_password(self, username: str, new_password: str) -> str:
+        """As ``FirstUseAuthenticator.reset_password`` (its change-password page), but a password over
+        :data:`MAX_PASSWORD_BYTES` is refused with that reason, as at sign-in, instead of bcrypt's ValueError."""
+        if len(new_password.encode()) > MAX_PASSWORD_BYTES:
+            return f"A password is at most {MAX_PASSWORD_BYTES} bytes (bcrypt's limit): choose a shorter one."
+        return super().reset_password(username, new_password)
 
     def _has_password(self, name: str) -> bool:
         """Whether ``name`` has a password (its first sign-in happened and no instructor reset it since)."""

@@ -28,6 +28,12 @@ MAX_NAME = 32 - len(PREFIX)
 NAME = re.compile(rf"^[a-z0-9][a-z0-9_-]{{0,{MAX_NAME - 1}}}$")
 
 
+def shown(name: str) -> str:
+    """``name`` as a message or a log line may quote it: ``repr``, cut after :data:`MAX_NAME` characters with its
+    length said (a sign-in form's name is anyone's input, a megabyte long if they like: issue 63)."""
+    return repr(name) if len(name) <= MAX_NAME else f"{name[:MAX_NAME]!r}... ({len(name)} characters)"
+
+
 def unix_name(name: str) -> str:
     """The Unix user name of hub user ``name`` (``lab-<name>``)."""
     return PREFIX + name
@@ -40,9 +46,10 @@ def is_lab_user(entry: pwd.struct_passwd) -> bool:
 
 def why_refused(name: str) -> str | None:
     """Why ``name`` (as JupyterHub normalised it: lowercase) cannot sign in, a sentence naming what to do; ``None`` if
-    it can (a new name, or one of the lab's users signing in again)."""
+    it can (a new name, or one of the lab's users signing in again). A refused name is quoted as :func:`shown` shows
+    it."""
     if not NAME.match(name):
-        return (f"{name!r} cannot be an attendee's name: use lowercase letters, digits, '-' or '_' (at most "
+        return (f"{shown(name)} cannot be an attendee's name: use lowercase letters, digits, '-' or '_' (at most "
                 f"{MAX_NAME} characters, starting with a letter or digit), e.g. 'ada' or 'team-3'.")
     try:
         pwd.getpwnam(name)
