@@ -32,7 +32,7 @@ from labkit.waiting import wait_for
 GROUPS = ("consumer group", "share group")
 #: The table's columns (:func:`measure`), after its index, ``group``.
 COLUMNS = ["consumers", "consumers with records", "records per consumer", "written", "processed",
-           "processed again", "seconds", "records/s"]
+           "processed again", "commits", "seconds", "records/s"]
 _JOIN_S = 60.0  # how long the members may take to join and hold their assignment
 
 
@@ -155,7 +155,8 @@ def _processed(events: list[Event], kind: str, topic: str, names: list[str]) -> 
     """``(handed, done)``: the events of ``names`` on ``topic`` that handed each a record (``consume``,
     ``delivered``), and one per record whose processing was committed, timed by its commit: for the consumer group,
     each ``consume`` followed by an ``offsets_committed`` of the same consumer (its ``mono_ns`` the commit's); for the
-    share group, each ``ack_committed`` ACCEPT without error."""
+    share group, each ``ack_committed`` ACCEPT without error (one commit's records share its ``mono_ns``: the role
+    logs them in one line)."""
     mine = [e for e in events if e.topic == topic and e.participant in names]
     if kind == "share group":
         return ([e for e in mine if e.kind == "delivered"],
@@ -182,7 +183,9 @@ def measure(events: list[Event], runs: dict[str, tuple[str, list[str]]]) -> pd.D
     A record counts as processed by a consumer once its processing was committed: in a consumer group, a ``consume``
     of it followed by that consumer's next ``offsets_committed`` (the role commits after each poll); in a share group,
     its ACCEPT committed without error (``ack_committed``; a refused one, e.g. INVALID_RECORD_STATE after the lock
-    expired, does not count). The time runs from the first record handed to any of the group's consumers
+    expired, does not count). A commit counts once however many records it carried: the consumer group's
+    ``offsets_committed`` of a consumer with a record consumed since its last one, the share group's ``commit_sync``
+    (its ``ack_committed`` events of one consumer at one instant). The time runs from the first record handed to any of the group's consumers
     (``consume``, ``delivered``) to the last commit of a processed record.
 
     Args:
@@ -195,7 +198,10 @@ def measure(events: list[Event], runs: dict[str, tuple[str, list[str]]]) -> pd.D
         order of ``runs``' names; ``written``, records the producers wrote to the topic (their ``ack`` events);
         ``processed``, distinct records processed (by partition and offset); ``processed again``, how many more
         times records were processed (``records per consumer`` sums to ``processed`` + ``processed again``);
-        ``seconds``; ``records/s``, ``processed`` / ``seconds``.
+        ``commits``, the commits that carried a processed record (a consumer group member commits after each poll,
+        a share consumer after each poll's acknowledgements: with one record a poll against up to :func:`throughput`'s
+        ``poll_records``,
+        the two groups commit at different cadences); ``seconds``; ``records/s``, ``processed`` / ``seconds``.
     Raises:
         ValueError: an unknown kind, a run without consumers, or a run in which no record was processed or all at
             one instant (nothing to time: was the run's topic written, and is this the experiment's history?).
@@ -217,8 +223,9 @@ def measure(events: list[Event], runs: dict[str, tuple[str, list[str]]]) -> pd.D
         if seconds <= 0:
             raise ValueError(f"the {kind}'s records on {topic} were all handed out and committed at one instant: "
                              "nothing to time (are the events' mono_ns the history's clock?)")
-        rows.append((kind, len(names), sum(n > 0 for n in per), per, written, distinct, len(done) - distinct, seconds,
-                     distinct / seconds))
+        commits = len({(e.participant, e.mono_ns) for e in done})
+        rows.append((kind, len(names), sum(n > 0 for n in per), per, written, distinct, len(done) - distinct, commits,
+                     seconds, distinct / seconds))
     return pd.DataFrame(rows, columns=["group", *COLUMNS]).set_index("group")
 
 
