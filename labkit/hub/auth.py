@@ -37,6 +37,7 @@ import time
 from collections import OrderedDict, deque
 
 from firstuseauthenticator import FirstUseAuthenticator
+from firstuseauthenticator.firstuseauthenticator import CustomLoginHandler
 from traitlets import Float, Integer, Unicode
 
 from labkit.hub.names import shown, why_refused
@@ -71,6 +72,18 @@ def client_address(request) -> str:
     if peer not in PROXY_PEERS:
         return peer
     return request.headers.get("X-Forwarded-For", peer).rsplit(",", 1)[-1].strip() or peer
+
+
+class LoginHandler(CustomLoginHandler):
+    """FirstUseAuthenticator's sign-in page (``CustomLoginHandler``: the authenticator's own message on the form),
+    able to show an error too. JupyterHub 6 shows an error of a form's POST as the form (``LoginHandler.render_template``
+    calls ``_render(**ns)`` with the error page's names: ``sync``, ``status_code``, ...), which FirstUseAuthenticator
+    1.1.1's ``_render(login_error, username)`` refuses with a TypeError: the error page itself failed, and the
+    browser got a bare, empty HTTP 500 (issue 63, a real JupyterHub 6.1.1's log: "Uncaught exception in
+    write_error ... unexpected keyword argument 'sync'")."""
+
+    def _render(self, login_error=None, username=None, **kwargs):
+        return super(CustomLoginHandler, self)._render(self.custom_login_error or login_error, username, **kwargs)
 
 
 class LabAuthenticator(FirstUseAuthenticator):
@@ -150,6 +163,11 @@ class LabAuthenticator(FirstUseAuthenticator):
         if len(new_password.encode()) > MAX_PASSWORD_BYTES:
             return f"A password is at most {MAX_PASSWORD_BYTES} bytes (bcrypt's limit): choose a shorter one."
         return super().reset_password(username, new_password)
+
+    def get_handlers(self, app):
+        """FirstUseAuthenticator's pages, its sign-in page as :class:`LoginHandler`."""
+        return [(path, LoginHandler if handler is CustomLoginHandler else handler)
+                for path, handler in super().get_handlers(app)]
 
     def _has_password(self, name: str) -> bool:
         """Whether ``name`` has a password (its first sign-in happened and no instructor reset it since)."""
