@@ -1,16 +1,20 @@
 """labkit.lessons.replication (notebook 09): part 3's outcome and exercise on hand-written runs (each anomaly and
 answer of its own kind), then part 3 itself on a real cluster (a controller and three brokers, about 40 s): the
 unclean election's loss found by the checker, the exercise checked right and wrong against it, and the cluster's
-partition state and waits as the run met them."""
+partition state, the leader's log end offset and waits as the run met them; and, on a freshly formatted node of each
+release the lab runs, the eligible leader replicas' default that notebook 09 states."""
 
 import pandas as pd
 import pytest
 
 from instructor.solutions import SOLUTIONS, WRONG
+from labkit.broker.embedded import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
+from labkit.broker.settings import FEATURES_BY_VERSION
 from labkit.crashlab.check import Anomaly, CheckResult
 from labkit.errors import BrokerStateError, LabkitError
 from labkit.exercise import UNANSWERED
+from labkit.kafka.api_versions import broker_features
 from labkit.lessons import replication as rp
 
 NAMES = ("duplicate", "lost write", "unprocessed", "aborted read", "precommitted read", "gap", "out-of-order")
@@ -66,7 +70,14 @@ def test_an_unclean_election_loses_the_committed_transactions_the_checker_finds_
     assert states.loc["leader's broker killed", "live"] == spare  # the third broker only, by the lab
     lost = sorted(a.value_id for a in run["check"].anomalies)
     assert lost == sorted(f"second-{c}-{i}" for c in ("java", "librdkafka") for i in (4, 5, 6)), lost
-    assert rp.loss_outcome(run) == "lost" and rp.elr_version(cluster) == 1  # KIP-966 on by the release's default
+    assert rp.loss_outcome(run) == "lost" and rp.elr_version(cluster.live_bootstrap) == 1  # KIP-966, the default
+    # The leader's log end offset: both first transactions (2 x 3 records and a COMMIT marker each) and, on the leader
+    # alone, both second ones; after the unclean election, the follower's log, which ends where its copy did.
+    assert states.loc["first transactions committed", "log_end_offset"] == 8, run["states"]
+    assert states.loc["second transactions committed on the leader alone", "log_end_offset"] == 16, run["states"]
+    assert states.loc["follower's broker back", "log_end_offset"] == 8, run["states"]
+    assert pd.isna(states.loc["leader's broker killed", "log_end_offset"]), run["states"]
+    assert rp.log_end_offset(cluster.brokers[spare[0]].bootstrap_servers, run["output"]) is None  # holds no replica
     assert rp.check_loss(run, SOLUTIONS["09"]).state == "right"
     assert rp.check_loss(run, WRONG["09"]).state == "wrong"
     offline = exp.topic("offline", replicas=[run["leader"]])  # one replica: offline with its broker
@@ -77,3 +88,21 @@ def test_an_unclean_election_loses_the_committed_transactions_the_checker_finds_
     cluster.restart(run["leader"])
     with pytest.raises(TimeoutError, match="a leader on broker 99 did not happen within 0.5 s \\(last seen: "):
         cluster.await_partition(run["output"], lambda s: s["leader"] == 99, "a leader on broker 99", timeout_s=0.5)
+
+
+#: Kafka's ``MetadataVersion.IBP_4_1_IV0`` feature level: from it on a newly formatted cluster finalizes
+#: ``eligible.leader.replicas.version`` 1 (``EligibleLeaderReplicasVersion.ELRV_1``'s bootstrap metadata version).
+METADATA_VERSION_4_1_IV0 = 26
+
+
+@pytest.mark.parametrize("version", list(FEATURES_BY_VERSION))
+def test_a_freshly_formatted_node_of_each_release_finalizes_eligible_leader_replicas_on(version, tmp_path):
+    """Notebook 09 (part 3 and "What you saw") says KIP-966's eligible leader replicas are on in a cluster formatted
+    by either release the lab runs, as their default metadata version is 4.1-IV0 or later: a node formatted as the
+    lab formats one (no release version given: the release's default) answers ApiVersions with both."""
+    with EmbeddedBroker(tmp_path / "b", version=version) as broker:
+        features = broker_features(broker.bootstrap_servers)
+        elr = rp.elr_version(broker.bootstrap_servers)
+    where = "notebooks/09_replication.ipynb cells 14 and 29 (ELR on by default) and the README's line on 09"
+    assert features["metadata.version"]["finalized"] >= METADATA_VERSION_4_1_IV0, (version, features, where)
+    assert elr == 1, (f"Kafka {version} formats with eligible.leader.replicas.version={elr}: correct {where}")

@@ -6,6 +6,7 @@ committed transaction). Its opening question (:data:`QUESTION`) is answered by :
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pandas as pd
@@ -15,9 +16,10 @@ from labkit.broker.multinode import EmbeddedCluster
 from labkit.broker.probe import KAFKA_LOG
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
-from labkit.errors import LabkitError
+from labkit.errors import BrokerUnreachableError, LabkitError
 from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.api_versions import broker_features
+from labkit.kafka.wire import Reader, Writer, call, error_name
 from labkit.lessons.broker_crashes import broker_restart_in_transaction
 from labkit.predictions import Question
 
@@ -30,8 +32,10 @@ QUESTION = Question(
      "lost": "Lost: the follower that missed them becomes leader, and the old leader, back, drops them",
      "offline": "Neither, yet: the partition stays offline until the old leader's broker returns"},
     {"kept": "A commit is as durable as the replicas that hold it: with the follower gone the leader alone made up "
-             "the ISR, and min.insync.replicas=1 let it take the records and the COMMIT marker (acks=all waits for the "
-             "ISR, here one replica: Partition.appendRecordsToLeader); nothing else ever held them.",
+             "the ISR, and min.insync.replicas=1 let it take the records and the COMMIT marker (the leader refuses an "
+             "acks=all write only while the ISR is smaller than min.insync.replicas, Partition.appendRecordsToLeader; "
+             "it answers one once the high watermark passes it, that is once every ISR member has it, here the leader "
+             "alone: DelayedProduce, Partition.checkEnoughReplicasReachOffset); nothing else ever held them.",
      "offline": "That is what the default, unclean.leader.election.enable=false, does (the part's control run shows "
                 "it). With it true on the topic, the KRaft controller elects any live replica once no in-sync one is "
                 "left (PartitionChangeBuilder), and does so as the follower's broker is unfenced."})
@@ -53,19 +57,78 @@ def pair(cluster: EmbeddedCluster) -> tuple[int, int, int]:
     return order[0], order[1], order[2]
 
 
-def elr_version(cluster: EmbeddedCluster) -> int | None:
-    """The cluster's finalized ``eligible.leader.replicas.version`` (KIP-966: 1 on, 0 off; ``None`` if not
-    finalized), as a running broker answers ApiVersions (KIP-584's FinalizedFeatures)."""
-    return broker_features(cluster.live_bootstrap).get("eligible.leader.replicas.version", {}).get("finalized")
+def elr_version(bootstrap: str) -> int | None:
+    """The finalized ``eligible.leader.replicas.version`` of the cluster of the broker at ``bootstrap``'s first
+    address (KIP-966: 1 on, 0 off; ``None`` if not finalized, as a cluster formatted before metadata version 4.1-IV0
+    and never upgraded answers), as the broker answers ApiVersions (KIP-584's FinalizedFeatures). Kafka's
+    ``EligibleLeaderReplicasVersion``: level 1 is the default of a cluster formatted at metadata version 4.1-IV0 or
+    later (its bootstrap metadata version).
+
+    Raises:
+        what :func:`labkit.kafka.api_versions.broker_features` raises (no answer within 5 s).
+    """
+    return broker_features(bootstrap).get("eligible.leader.replicas.version", {}).get("finalized")
+
+
+#: ListOffsets' API key, the version sent (6: the first flexible one) and its timestamp for the log's end (LATEST).
+_LIST_OFFSETS, _LIST_OFFSETS_VERSION, _LATEST = 2, 6, -1
+#: The replica id of a debugging client: Kafka answers its ListOffsets without an isolation level, with the log end.
+_DEBUGGING_REPLICA_ID = -2
+
+
+def log_end_offset(address: str, topic: str, partition: int = 0, timeout_s: float = 5.0) -> int | None:
+    """The log end offset of ``topic``'s ``partition`` on the broker at ``address`` (``"host:port"``): the offset
+    its next appended record would take, appended but not yet replicated records included. A ListOffsets request for
+    the latest offset sent as a debugging client (replica id -2): Kafka answers a consumer's (-1) with the high
+    watermark or the last stable offset, a debugging client's with the local log's end, and from any replica, not
+    only the leader (``ReplicaManager.fetchOffset``, ``Partition.fetchOffsetForTimestamp``). ``None`` if the broker
+    answers an error for the partition (e.g. it holds no replica of it).
+
+    Raises:
+        BrokerUnreachableError: no answer within ``timeout_s`` seconds (e.g. the broker is down).
+    """
+    def request_partition(w: Writer, p: int) -> None:
+        w.pack(">i", p).pack(">i", -1).pack(">q", _LATEST).no_tags()  # no current leader epoch: not fenced by it
+
+    def request_topic(w: Writer, name: str) -> None:
+        w.compact_string(name).compact_array([partition], request_partition).no_tags()
+
+    body = (Writer().pack(">i", _DEBUGGING_REPLICA_ID).pack(">b", 0)
+            .compact_array([topic], request_topic).no_tags().bytes())
+    r = call(address, _LIST_OFFSETS, _LIST_OFFSETS_VERSION, body, timeout_s)
+    r.int32()  # throttle
+
+    def answer_partition(r: Reader) -> int | None:
+        _index, code, _timestamp, offset, _epoch = r.int32(), r.int16(), r.int64(), r.int64(), r.int32()
+        r.tags()
+        return None if error_name(code) else offset
+
+    def answer_topic(r: Reader) -> list:
+        r.compact_string()
+        parts = r.compact_array(answer_partition)
+        r.tags()
+        return parts
+
+    ((offset,),) = r.compact_array(answer_topic)
+    return offset
 
 
 def _frame(states: list[dict]) -> pd.DataFrame:
-    """The moments' partition states as a table, an offline partition's leader and high watermark shown <NA>."""
-    return pd.DataFrame(states).astype({"leader": "Int64", "high_watermark": "Int64"})
+    """The moments' partition states as a table, an offline partition's leader, high watermark and leader's log end
+    offset shown <NA>."""
+    return pd.DataFrame(states).astype({"leader": "Int64", "high_watermark": "Int64", "log_end_offset": "Int64"})
 
 
-def _row(cluster: EmbeddedCluster, topic: str, moment: str) -> dict:
-    return {"moment": moment, **cluster.partition_state(topic)}
+def _moment(cluster: EmbeddedCluster, topic: str, moment: str, state: dict | None = None) -> dict:
+    """A row of a run's table: ``state`` (:meth:`EmbeddedCluster.partition_state`'s, read now if ``None``) at
+    ``moment``, with ``log_end_offset``, the log end offset of the replica on the broker ``state`` names leader
+    (:func:`log_end_offset`, read right after; ``None`` while the partition is offline or that broker is gone)."""
+    state = cluster.partition_state(topic) if state is None else state
+    leo = None
+    if state["leader"] is not None:
+        with contextlib.suppress(BrokerUnreachableError):  # that broker died since: as unknown as an offline leader's
+            leo = log_end_offset(cluster.brokers[state["leader"]].bootstrap_servers, topic)
+    return {"moment": moment, **state, "log_end_offset": leo}
 
 
 def _kill(exp: Experiment, cluster: EmbeddedCluster, node: int) -> None:
@@ -92,7 +155,8 @@ def leader_kill_in_transaction(exp: Experiment, cluster: EmbeddedCluster, client
     until it is back in the ISR.
 
     Returns:
-        ``{"runs": {client: run}, "states": DataFrame (moment, leader, replicas, isr, high_watermark, live),
+        ``{"runs": {client: run}, "states": DataFrame (moment, leader, replicas, isr, high_watermark, live,
+        log_end_offset: the leader's, :func:`log_end_offset`),
         "killed": node id, "leaderless_s": seconds from the kill to a new leader in the metadata}``; each ``run`` as
         :func:`~labkit.lessons.broker_crashes.broker_restart_in_transaction` returns it.
     Raises:
@@ -104,24 +168,24 @@ def leader_kill_in_transaction(exp: Experiment, cluster: EmbeddedCluster, client
 
     def kill_leader(runs: dict) -> int:
         out = next(iter(runs.values()))["output"]
-        states.append(_row(cluster, out, "before the kill"))
+        states.append(_moment(cluster, out, "before the kill"))
         killed = cluster.kill_leader(out)
         exp.history.append("crash", f"broker-{killed}")
         killed_ns = time.monotonic_ns()
         after = cluster.await_partition(out, lambda s: s["leader"] not in (None, killed), "a new leader")
         elected_ns = time.monotonic_ns()
         timing.update(killed=killed, leaderless_s=(elected_ns - killed_ns) / 1e9)
-        states.append({"moment": "new leader elected", **after})
+        states.append(_moment(cluster, out, "new leader elected", after))
         return elected_ns
 
     runs = broker_restart_in_transaction(exp, None, clients=clients, hold_ms=hold_ms, fault=kill_leader,
                                          output_replicas=[leader, follower, spare])
     out = next(iter(runs.values()))["output"]
-    states.append(_row(cluster, out, "processors done"))
+    states.append(_moment(cluster, out, "processors done"))
     killed = timing["killed"]
     _restart(exp, cluster, killed)
-    states.append({"moment": "killed broker back in the ISR",
-                   **cluster.await_partition(out, lambda s: killed in s["isr"], f"broker {killed} back in the ISR")})
+    states.append(_moment(cluster, out, "killed broker back in the ISR",
+                          cluster.await_partition(out, lambda s: killed in s["isr"], f"broker {killed} back in the ISR")))
     return {"runs": runs, "states": _frame(states), "killed": killed, "leaderless_s": timing["leaderless_s"]}
 
 
@@ -167,8 +231,9 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     to the leader; the second writers then write their transaction and a probe produce (:func:`probe_produce`) says
     whether the leader appends with acks=all (to a probe topic of the same brokers and configs).
 
-    - Refused (min.insync.replicas=2): the second writers' records are not appended; after ``offline_s`` the
-      follower's broker is restarted and the writers go on.
+    - Refused (min.insync.replicas=2): the leader does not append the second writers' records (``NOT_ENOUGH_REPLICAS``,
+      which both clients retry); after ``offline_s`` the follower's broker is restarted and the writers go on (as
+      they do only while the outage is shorter than their transaction and delivery timeouts).
     - Accepted (min.insync.replicas=1): the second writers commit on the leader alone; then the leader's broker is
       killed, the follower's restarted, and the lab watches for ``offline_s`` seconds (or until a leader is elected);
       then the old leader's broker is restarted and the lab waits for both replicas in the ISR.
@@ -177,7 +242,9 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
 
     Returns:
         ``{"output", "leader", "follower", "config", "probe" (error name or None), "states" (DataFrame, one row per
-        moment), "elected" (the node the controller elected while the old leader was down, None if it stayed
+        moment, columns as :func:`leader_kill_in_transaction`'s: the leader's log end offset says whether it appended
+        the second writers' records, which the high watermark cannot: Kafka 4.3 and 4.4 do not advance it while the
+        ISR is smaller than min.insync.replicas, ``Partition.maybeIncrementLeaderHW``, KIP-966), "elected" (the node the controller elected while the old leader was down, None if it stayed
         offline; min.insync.replicas=1 only), "restart_began_ns" (monotonic ns the lab began restarting the
         follower's broker, the refused case only: its ``start`` event comes once the lab sees it ready, and the writers
         may commit in between), "check"}``.
@@ -187,36 +254,36 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     leader, follower, _ = pair(cluster)
     out, probed = (exp.topic(label, replicas=[leader, follower], config=config) for label in ("output", "probe"))
     _finish(_writers(exp, out, clients, "first", 1, records))
-    states = [_row(cluster, out, "first transactions committed")]
+    states = [_moment(cluster, out, "first transactions committed")]
     _kill(exp, cluster, follower)
-    states.append({"moment": "follower's broker killed, ISR shrunk",
-                   **cluster.await_partition(out, lambda s: s["isr"] == [leader], "the ISR shrunk to the leader")})
+    states.append(_moment(cluster, out, "follower's broker killed, ISR shrunk",
+                          cluster.await_partition(out, lambda s: s["isr"] == [leader], "the ISR shrunk to the leader")))
     cluster.await_partition(probed, lambda s: s["isr"] == [leader], "the probe topic's ISR shrunk to the leader")
     second = _writers(exp, out, clients, "second", records + 1, records)
     probe = probe_produce(cluster.live_bootstrap, probed)  # a topic of the same brokers and configs: not the output
     elected = restart_began_ns = None
     if probe is not None:  # refused: the writers wait; the follower's return lets them on
         time.sleep(offline_s)
-        states.append(_row(cluster, out, f"{offline_s:g} s later, writers waiting"))
+        states.append(_moment(cluster, out, f"{offline_s:g} s later, writers waiting"))
         restart_began_ns = _restart(exp, cluster, follower)
         _finish(second)
-        states.append(_row(cluster, out, "follower back, second transactions committed"))
+        states.append(_moment(cluster, out, "follower back, second transactions committed"))
     else:
         _finish(second)
-        states.append(_row(cluster, out, "second transactions committed on the leader alone"))
+        states.append(_moment(cluster, out, "second transactions committed on the leader alone"))
         _kill(exp, cluster, leader)
-        states.append({"moment": "leader's broker killed",
-                       **cluster.await_partition(out, lambda s: s["leader"] is None, "the partition offline")})
+        states.append(_moment(cluster, out, "leader's broker killed",
+                              cluster.await_partition(out, lambda s: s["leader"] is None, "the partition offline")))
         _restart(exp, cluster, follower)
         try:
             state = cluster.await_partition(out, lambda s: s["leader"] is not None, "a leader", timeout_s=offline_s)
             elected = state["leader"]
         except TimeoutError:
             state = cluster.partition_state(out)
-        states.append({"moment": "follower's broker back", **state})
+        states.append(_moment(cluster, out, "follower's broker back", state))
         _restart(exp, cluster, leader)
-        states.append({"moment": "old leader's broker back, both in the ISR", **cluster.await_partition(
-            out, lambda s: s["isr"] == sorted([leader, follower]), "both replicas in the ISR")})
+        states.append(_moment(cluster, out, "old leader's broker back, both in the ISR", cluster.await_partition(
+            out, lambda s: s["isr"] == sorted([leader, follower]), "both replicas in the ISR")))
     exp.final_reads(out)
     return {"output": out, "leader": leader, "follower": follower, "config": dict(config), "probe": probe,
             "states": _frame(states), "elected": elected, "restart_began_ns": restart_began_ns, "check": exp.check(out)}
