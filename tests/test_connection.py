@@ -35,9 +35,9 @@ def test_unreachable_labkit_bootstrap_fails_fast_naming_it(monkeypatch):
 
 def test_the_lab_broker_is_found_through_its_state_file(home, bootstrap, capsys):
     (home / "lab" / "broker.json").write_text(json.dumps({"pid": os.getpid(), "bootstrap": bootstrap,
-                                                          "version": "4.3.1"}))
+                                                          "version": "4.3.2"}))
     assert labkit.connect() == bootstrap
-    assert f"Kafka 4.3.1 at {bootstrap} (the lab broker, make lab)" in capsys.readouterr().out
+    assert f"Kafka 4.3.2 at {bootstrap} (the lab broker, make lab)" in capsys.readouterr().out
 
 
 def test_without_lab_or_env_a_kernel_broker_starts(home):

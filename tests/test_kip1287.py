@@ -85,13 +85,13 @@ def test_bad_choices_name_the_options():
 
 
 def test_rule_of_a_release():
-    assert (rule_of("4.3.1"), rule_of("4.4.0"), rule_of("4.2.0")) == ("4.3", "4.4", "4.2")
+    assert (rule_of("4.3.2"), rule_of("4.4.0"), rule_of("4.2.0")) == ("4.3", "4.4", "4.2")
 
 
 def test_a_group_from_a_real_description_replays_the_attack():
     g = GroupModel.from_assignments({"A": [0], "B": [1]}, epoch=4, assigned_at={"B": {1: 2}})
     assert g.members["B"].assignment == {1: 2} and g.members["A"].assignment == {0: 4}
-    assert g.txn_offset_commit("B", 4, [0], rule="4.4", version=5) == {0: NONE}  # what Kafka 4.3.1 and 4.4.0 answered
+    assert g.txn_offset_commit("B", 4, [0], rule="4.4", version=5) == {0: NONE}  # what Kafka 4.3.2 and 4.4.0 answered
     assert g.txn_offset_commit("B", 4, [0], rule="kip1287") == {0: UNASSIGNED_PARTITION}
     assert g.txn_offset_commit("B", 3, [1], rule="4.4", version=5) == {1: NONE}
 

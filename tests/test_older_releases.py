@@ -1,6 +1,6 @@
 """The notebooks whose lessons depend on the Kafka release (00: the storage and transactions every later notebook
 builds on; 05: KAFKA-20191 on stock Kafka; 09: leader elections and KIP-966's defaults, on a cluster of the
-release's own), run whole on every other release labkit supports (4.3.1 next to the
+release's own), run whole on every other release labkit supports (4.3.2 next to the
 default 4.4.0), each on a broker of that release: a cell that raises fails the test, as under nbval. One test item
 per notebook, so the parallel suite runs them beside everything else instead of in a second pass."""
 

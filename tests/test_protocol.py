@@ -36,11 +36,11 @@ def test_without_the_error_codes_no_jar_or_java_is_needed(bootstrap, monkeypatch
     assert all(r["taken"] == kafka_at_least("4.4") for r in rows), rows
 
 
-@pytest.mark.skipif("4.3.1" not in FEATURES_BY_VERSION, reason="4.3.1 is no longer supported")
-def test_kafka_4_3_1_has_no_error_134():
-    """4.3.1's jar (cached beside 4.4.0's): code 134 is free (its broker's API key 93 and TxnOffsetCommit v6:
-    notebook 05 on 4.3.1, tests/test_older_releases.py)."""
-    assert error_names([134, 133], "4.3.1") == {134: None, 133: "SHARE_SESSION_LIMIT_REACHED"}
+@pytest.mark.skipif("4.3.2" not in FEATURES_BY_VERSION, reason="4.3.2 is no longer supported")
+def test_kafka_4_3_2_has_no_error_134():
+    """4.3.2's jar (cached beside 4.4.0's): code 134 is free (its broker's API key 93 and TxnOffsetCommit v6:
+    notebook 05 on 4.3.2, tests/test_older_releases.py)."""
+    assert error_names([134, 133], "4.3.2") == {134: None, 133: "SHARE_SESSION_LIMIT_REACHED"}
 
 
 def test_a_missing_jar_names_the_fix(monkeypatch, tmp_path):

@@ -17,7 +17,7 @@ its fact from the installed thing itself:
 An upgrade that changes one fails with a message naming where the notebooks (and the lessons behind them) state it:
 the notebook, the cell's index in the ``.ipynb`` (0-based), its section heading and a quoted phrase of it.
 :data:`STATED` holds those phrases; a test checks they are all still there, so the messages cannot go stale.
-Each test runs on the release the lab runs (``LABKIT_KAFKA_VERSION``: 4.4.0 by default, or 4.3.1): the facts that
+Each test runs on the release the lab runs (``LABKIT_KAFKA_VERSION``: 4.4.0 by default, or 4.3.2): the facts that
 differ between them are asserted per release, and a release with no recorded expectation is skipped with a reason.
 """
 
@@ -55,20 +55,25 @@ STATED = {
         ("labkit/share/roles/share_consumer.py", "which confluent-kafka 2.16.1 lacks"),
     ],
     "prepare_transaction": [
-        ("notebooks/07_share_transactions.ipynb", "accepted, its producer methods not public in Kafka 4.4.0"),
-        ("notebooks/07_share_transactions.ipynb", "KIP-939 (\"Support Participation in 2PC\", accepted) gives the producer `prepareTransaction` and"),
+        ("notebooks/07_share_transactions.ipynb", "accepted as of 2026-12, its producer methods not public in Kafka 4.4.0"),
+        ("notebooks/07_share_transactions.ipynb", "KIP-939 (\"Support Participation in 2PC\", accepted as of 2026-12) gives the producer `prepareTransaction` and"),
         ("notebooks/07_share_transactions.ipynb", "match. Kafka 4.4.0's `KafkaProducer` does not expose those methods yet"),
         ("notebooks/07_share_transactions.ipynb", "4.4.0: the config `transaction.two.phase.commit.enable`, the admin's `Admin.forceTerminateTransaction` and the"),
     ],
     "wire_numbers": [
         ("notebooks/05_unassigned_partition.ipynb", "error code 134 and TxnOffsetCommit version 6 (seed 001)"),
         ("notebooks/05_unassigned_partition.ipynb", "Kafka 4.4.0 has all three: error 134 is GROUP_DELETION_FAILED"),
-        ("notebooks/05_unassigned_partition.ipynb", "On 4.3.1 (which CI runs this notebook on too) the three numbers are still free"),
+        ("notebooks/05_unassigned_partition.ipynb", "On 4.3.2 (which CI runs this notebook on too) the three numbers are still free"),
         ("notebooks/05_unassigned_partition.ipynb", "only for that partition; its error code 134 and TxnOffsetCommit version 6 are already taken in Kafka 4.4.0"),
         ("notebooks/07_share_transactions.ipynb", "Kafka 4.4.0's `ApiKeys` has no such request"),
-        ("notebooks/07_share_transactions.ipynb", "StreamsGroupTopologyDescriptionUpdate (4.3.1 leaves it free): the proposal will need another number"),
+        ("notebooks/07_share_transactions.ipynb", "StreamsGroupTopologyDescriptionUpdate (4.3.2 leaves it free): the proposal will need another number"),
         ("notebooks/07_share_transactions.ipynb", "# The draft's API key 93 is taken on Kafka 4.4 (the broker's ApiVersions answer), free on 4.3."),
         ("labkit/kafka/protocol.py", "Kafka 4.4.0: all three are taken (GROUP_DELETION_FAILED"),
+    ],
+    "stale_member_epoch_error": [
+        ("notebooks/05_unassigned_partition.ipynb", "(`TxnOffsetCommitRequest.supportsStaleMemberEpochError`, which exists only in 4.4.0's kafka-clients"),
+        ("notebooks/05_unassigned_partition.ipynb", "KIP-1319); Kafka 4.3.2, whose TxnOffsetCommit stops at version 5, always sends ILLEGAL_GENERATION."),
+        ("labkit/models/kip1287.py", "(``TxnOffsetCommitRequest.supportsStaleMemberEpochError``, in 4.4.0's kafka-clients only), 4.3.2 always"),
     ],
     "kip_890": [
         ("notebooks/02_zombie_fencing.ipynb", "defence against hanging transactions. librdkafka has no KIP-890 support"),
@@ -225,13 +230,13 @@ def release_facts(version: str) -> dict:
 DRAFT_NUMBERS_BY_RELEASE = {
     "4.4.0": {"api key 93": "StreamsGroupTopologyDescriptionUpdate", "error code 134": "GROUP_DELETION_FAILED",
               "TxnOffsetCommit newest version": 6},
-    "4.3.1": {"api key 93": None, "error code 134": None, "TxnOffsetCommit newest version": 5},
+    "4.3.2": {"api key 93": None, "error code 134": None, "TxnOffsetCommit newest version": 5},
 }
 
 
 def test_the_drafts_wire_numbers_per_release():
     """KIP-1287's error code 134 and TxnOffsetCommit v6 and KIP-1289's API key 93 are all taken in 4.4.0 and all free
-    in 4.3.1 (``ApiKeys`` and ``Errors`` of kafka-clients, run on a JVM). None of the requests the drafts or seed 004
+    in 4.3.2 (``ApiKeys`` and ``Errors`` of kafka-clients, run on a JVM). None of the requests the drafts or seed 004
     name exists in either (TxnShareAcknowledge, AddShareAcksToTxn, a BeginTxn)."""
     version = kafka_version()
     facts = release_facts(version)
@@ -249,13 +254,38 @@ def test_the_drafts_wire_numbers_per_release():
         f"{DRAFT_NUMBERS_BY_RELEASE[version]}.\n{where('wire_numbers')}")
 
 
+#: Whether each release's kafka-clients has ``TxnOffsetCommitRequest.supportsStaleMemberEpochError`` (TxnOffsetCommit
+#: version 6, KIP-1319), and whether its group coordinator's ``OffsetMetadataManager`` asks it before it sends
+#: STALE_MEMBER_EPOCH as ILLEGAL_GENERATION (a release without it always sends ILLEGAL_GENERATION).
+STALE_MEMBER_EPOCH_BY_VERSION = {"4.4.0": True, "4.3.2": False}
+
+
+@pytest.mark.parametrize("version", sorted(STALE_MEMBER_EPOCH_BY_VERSION))
+def test_supports_stale_member_epoch_error_exists_in_4_4_0_only(version):
+    """Notebook 05 part 2 names ``TxnOffsetCommitRequest.supportsStaleMemberEpochError`` as what decides, by the
+    request's version, whether a refused TxnOffsetCommit says STALE_MEMBER_EPOCH or ILLEGAL_GENERATION: the method is
+    4.4.0's (``javap`` of kafka-clients), and only 4.4.0's ``OffsetMetadataManager`` (kafka-group-coordinator) calls
+    it; 4.3.2's catches StaleMemberEpochException and sends ILLEGAL_GENERATION whatever the version. Each release's
+    jars, read whether or not the lab runs on it (both are cached by ``make test``'s ``python -m labkit jars``)."""
+    request = javap(version, f"kafka-clients-{version}.jar", "org.apache.kafka.common.requests.TxnOffsetCommitRequest",
+                    "-public")
+    coordinator = javap(version, f"kafka-group-coordinator-{version}.jar",
+                        "org.apache.kafka.coordinator.group.OffsetMetadataManager", "-c", "-p")
+    found = {"method": "supportsStaleMemberEpochError(short)" in request,
+             "asked": "TxnOffsetCommitRequest.supportsStaleMemberEpochError" in coordinator}
+    expected = STALE_MEMBER_EPOCH_BY_VERSION[version]
+    assert found == {"method": expected, "asked": expected}, (
+        f"Kafka {version}: {found}, the notebooks say {expected} for both.\n{where('stale_member_epoch_error')}")
+    assert "StaleMemberEpochException" in coordinator and "Errors.ILLEGAL_GENERATION" in coordinator, version
+
+
 #: ``share.isolation.level``'s default per release (``GroupConfig.SHARE_ISOLATION_LEVEL_DEFAULT``).
-SHARE_ISOLATION_DEFAULT = {"4.4.0": "read_uncommitted", "4.3.1": "read_uncommitted"}
+SHARE_ISOLATION_DEFAULT = {"4.4.0": "read_uncommitted", "4.3.2": "read_uncommitted"}
 
 
 def test_share_isolation_level_default():
     """A share group delivers aborted transactional records unless ``share.isolation.level`` (a group config, KIP-932)
-    says otherwise: its default is read_uncommitted in 4.4.0 and 4.3.1 (the group coordinator's ``GroupConfig``).
+    says otherwise: its default is read_uncommitted in 4.4.0 and 4.3.2 (the group coordinator's ``GroupConfig``).
     Notebook 06 part 2 shows it on the real broker (labkit/lessons/share_isolation.py); a cell that names
     ``share.isolation.level`` must name the default too (checked here)."""
     version = kafka_version()

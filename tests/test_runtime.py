@@ -56,7 +56,7 @@ def test_failed_maven_run_leaves_no_half_cache(tmp_path):
     assert not runtime.jar_dir(env).exists()
 
 
-@pytest.mark.parametrize("version", ["4.4.0", "4.3.1"])
+@pytest.mark.parametrize("version", ["4.4.0", "4.3.2"])
 def test_cached_jars_are_the_kafka_closure_with_a_logging_backend(version):
     jars = runtime.ensure_jars(version=version, progress=False)
     assert {p.parent for p in jars} == {runtime.jar_dir(version=version)}  # one cache folder per release

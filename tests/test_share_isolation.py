@@ -30,7 +30,7 @@ def rows(run, level):
 
 
 def test_the_broker_reports_the_config_and_its_default(bootstrap):
-    """A group that never set it has the broker's default (read_uncommitted in the 4.3.1 and 4.4.0 jars:
+    """A group that never set it has the broker's default (read_uncommitted in the 4.3.2 and 4.4.0 jars:
     ``GroupConfig.SHARE_ISOLATION_LEVEL_DEFAULT``); setting it is reported as the group's own value."""
     fresh = isolation_config(bootstrap, f"iso-never-configured-{uuid.uuid4().hex[:6]}")
     if fresh is None:
@@ -72,11 +72,11 @@ def test_no_control_record_is_ever_delivered(run):
 
 
 def test_settings_without_the_config_are_skipped_with_a_reason(monkeypatch):
-    monkeypatch.setenv("LABKIT_KAFKA_VERSION", "4.3.1")
+    monkeypatch.setenv("LABKIT_KAFKA_VERSION", "4.3.2")
     assert runnable(("default", "read_committed"), {"value": "read_uncommitted", "default": True}) == (
         ("default", "read_committed"), None)
     settings, why = runnable(("default", "read_committed"), None)
-    assert settings == ("default",) and "Kafka 4.3.1" in why and CONFIG in why and "read_committed" in why
+    assert settings == ("default",) and "Kafka 4.3.2" in why and CONFIG in why and "read_committed" in why
     assert runnable(("default",), None) == (("default",), None)
     with pytest.raises(ValueError, match="setting must be one of " + ", ".join(SETTINGS)):
         runnable(("serializable",), None)

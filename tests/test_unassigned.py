@@ -17,8 +17,8 @@ def test_a_plain_offset_commit_of_another_members_partition_goes_through(bootstr
 def test_replay_commit_puts_the_real_answer_beside_each_rule():
     bug = {"assignments": {"A": [1], "B": [0]}, "b_broker_epoch": 3, "b_epoch": 3, "member_b": "B", "victim": 1,
            "answer": "NONE"}
-    rows = replay_commit(bug, "4.3.1")
+    rows = replay_commit(bug, "4.3.2")
     assert [r["answer"] for r in rows] == ["NONE", "NONE", "NONE", "NONE", "UNASSIGNED_PARTITION", "STALE_MEMBER_EPOCH"]
-    assert rows[0]["coordinator"] == "Kafka 4.3.1, real broker" and rows[2]["coordinator"].startswith("Kafka 4.3's rule")
+    assert rows[0]["coordinator"] == "Kafka 4.3.2, real broker" and rows[2]["coordinator"].startswith("Kafka 4.3's rule")
     lagging = replay_commit({**bug, "b_epoch": 2}, "4.4.0")
     assert [r["answer"] for r in lagging][1:3] == ["ILLEGAL_GENERATION", "ILLEGAL_GENERATION"]

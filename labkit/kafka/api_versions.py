@@ -41,7 +41,7 @@ API_NAMES: dict[int, str] = dict(enumerate((
 def broker_api_versions(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
     """Every API key the broker at ``bootstrap``'s first address accepts, with its oldest and newest version, as that
     broker answers an ApiVersions v3 request: ``{api_key: (min_version, max_version)}``, by key. Kafka 4.4.0's
-    broker listener, e.g., answers ``28: (0, 6)`` (TxnOffsetCommit) and ``93: (0, 0)``; 4.3.1's ``28: (0, 5)`` and
+    broker listener, e.g., answers ``28: (0, 6)`` (TxnOffsetCommit) and ``93: (0, 0)``; 4.3.2's ``28: (0, 5)`` and
     no 93.
 
     Args:

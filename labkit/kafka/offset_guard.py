@@ -1,5 +1,5 @@
 """The client-side guard an application can call today before it commits offsets inside a transaction (notebook 05):
-refuse offsets of partitions outside the consumer's assignment, which Kafka 4.3.1 and 4.4.0's group coordinator
+refuse offsets of partitions outside the consumer's assignment, which Kafka 4.3.2 and 4.4.0's group coordinator
 accepts in a TxnOffsetCommit (KAFKA-20191; KIP-1287 proposes the broker-side check)."""
 
 from __future__ import annotations

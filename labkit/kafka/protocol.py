@@ -65,7 +65,7 @@ def _error_names(codes: tuple[int, ...], version: str) -> dict[int, str | None]:
 def error_names(codes: list[int], version: str | None = None) -> dict[int, str | None]:
     """Error code to its name in Kafka ``version`` (``Errors.forCode`` in its kafka-clients jar, run on a
     JVM: about a second), ``None`` for a code the release does not define; e.g. ``{134:
-    "GROUP_DELETION_FAILED"}`` in 4.4.0, ``{134: None}`` in 4.3.1.
+    "GROUP_DELETION_FAILED"}`` in 4.4.0, ``{134: None}`` in 4.3.2.
 
     Raises:
         ProtocolError: the jar is missing, or the JVM failed (its error output quoted).
@@ -94,7 +94,7 @@ def draft_collisions(bootstrap: str, *, error_codes: bool = True, version: str |
     asked of the broker at ``bootstrap`` (ApiVersions: the request it accepts at that key, by Kafka's name, with its
     versions; the versions of TxnOffsetCommit it accepts); the error code is read from the release's jar
     (:func:`error_names`). Kafka 4.4.0: all three are taken (GROUP_DELETION_FAILED; TxnOffsetCommit v6, KIP-1319's;
-    StreamsGroupTopologyDescriptionUpdate); 4.3.1: none is.
+    StreamsGroupTopologyDescriptionUpdate); 4.3.2: none is.
 
     Args:
         bootstrap: "host:port" of a broker of the running release.

@@ -8,7 +8,7 @@ Two things confluent-kafka cannot show (the wire codec and the request client ar
   ACQUIRED is never persisted. Framing: key = int16 record type + key struct (v0, not flexible);
   value = int16 version + value struct (flexible: KIP-482 compact encoding and tagged fields); a
   null value is a tombstone. Source: apache/kafka ``share-coordinator`` message definitions
-  ``ShareSnapshotValue`` / ``ShareUpdateValue`` and ``CoordinatorRecordSerde`` (same in 4.3.1 and 4.4.0).
+  ``ShareSnapshotValue`` / ``ShareUpdateValue`` and ``CoordinatorRecordSerde`` (same in 4.3.2 and 4.4.0).
 * two admin requests, sent to the group coordinator over a plain socket: DescribeShareGroupOffsets
   (API key 90, v1: SPSO and lag per share partition) and ShareGroupDescribe (API key 77, v1:
   members, their epochs and assignments), after FindCoordinator (API key 10, v4).

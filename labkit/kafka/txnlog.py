@@ -7,7 +7,7 @@ added. The COMMIT and ABORT **control records** are not there: WriteTxnMarkers w
 partitions (and ``__consumer_offsets``) the transaction touched.
 
 Framing (apache/kafka ``transaction-coordinator`` message definitions ``TransactionLogKey`` and
-``TransactionLogValue``, the same in 4.3.1 and 4.4.0): key = int16 version (0) + ``TransactionalId``
+``TransactionLogValue``, the same in 4.3.2 and 4.4.0): key = int16 version (0) + ``TransactionalId``
 string; value = int16 version + ``ProducerId`` int64, ``ProducerEpoch`` int16, ``TransactionTimeoutMs``
 int32, ``TransactionStatus`` int8, ``TransactionPartitions`` (nullable array of topic + partition ids),
 ``TransactionLastUpdateTimestampMs`` int64, ``TransactionStartTimestampMs`` int64; version 1 is flexible

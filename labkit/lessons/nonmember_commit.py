@@ -5,7 +5,7 @@ The group coordinator skips every check of a TxnOffsetCommit that carries genera
 id and no group instance id, whether or not the group has members: ``ConsumerGroup.validateOffsetCommit``
 (KIP-848 groups) returns ``CommitPartitionValidator.NO_OP`` before it looks a member up (apache/kafka PR #17914,
 KAFKA-18060), and ``ClassicGroup.validateOffsetCommit`` checks a member only when one of the three fields is
-given (apache/kafka PR #7897, KIP-447); both alike in Kafka 4.3.1 and 4.4.0. A plain OffsetCommit with the same
+given (apache/kafka PR #7897, KIP-447); both alike in Kafka 4.3.2 and 4.4.0. A plain OffsetCommit with the same
 fields is refused in a group with members (UNKNOWN_MEMBER_ID).
 
 The outsider is run on both clients, against the same live group. On librdkafka (confluent-kafka,

@@ -3,7 +3,7 @@
 
 A share consumer has no ``isolation.level`` of its own: the broker reads the share partition for the whole group,
 at the level the *group* config ``share.isolation.level`` names. ``KafkaApis.handleFetchFromShareFetchRequest``
-(KafkaApis.scala line 3563 in the 4.4.0 jar, 3462 in 4.3.1) builds the fetch's
+(KafkaApis.scala line 3563 in the 4.4.0 jar, 3463 in 4.3.2) builds the fetch's
 ``FetchIsolation.of(-1, groupConfig.shareIsolationLevel, else GroupConfig.defaultShareIsolationLevel())``, and
 ``GroupConfig``'s static initialiser sets ``SHARE_ISOLATION_LEVEL_DEFAULT`` from ``IsolationLevel.READ_UNCOMMITTED``
 (both jars; ``javap -c``). So:

@@ -1,7 +1,7 @@
 """Notebook 05, the unassigned-partition bug (KAFKA-20191) on the real broker, and its opening question
 (:data:`QUESTION`, answered by :func:`epochs_outcome` from part 2's commits): a group member with its
 current member epoch commits, inside its transaction, an offset for a partition assigned to another
-member, and the broker (Kafka 4.3.1 and 4.4.0) accepts it. The other member, once it restarts, resumes
+member, and the broker (Kafka 4.3.2 and 4.4.0) accepts it. The other member, once it restarts, resumes
 from that offset. Which epochs the broker checks partition by partition (KIP-1251), shown with real
 commits at three epochs (:func:`epoch_paths`), and a plain OffsetCommit doing the same. Also the
 client-side guard an application can use today, before any broker validates the commit (KIP-1287,

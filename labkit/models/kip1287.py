@@ -7,7 +7,7 @@ recorded on the real broker through each of them:
 * ``"4.2"`` (history): the request's member epoch must equal the member's epoch at the broker; no partition
   is checked (``ConsumerGroup.validateOffsetCommit`` -> ``validateMemberEpoch``, strict equality, before
   apache/kafka PR #21692).
-* ``"4.3"`` and ``"4.4"`` (Kafka 4.3.1 and 4.4.0 alike; KIP-1251, "Assignment epochs for consumer groups",
+* ``"4.3"`` and ``"4.4"`` (Kafka 4.3.2 and 4.4.0 alike; KIP-1251, "Assignment epochs for consumer groups",
   apache/kafka PR #21692): ``ConsumerGroup.validateOffsetCommit`` returns a ``CommitPartitionValidator``:
 
   - client epoch == broker epoch (the **current-epoch path**): ``CommitPartitionValidator.NO_OP``, every
@@ -20,8 +20,9 @@ recorded on the real broker through each of them:
     partition fails the whole request, every partition with the same error.
 
   On TxnOffsetCommit, ``OffsetMetadataManager.commitTransactionalOffset`` sends STALE_MEMBER_EPOCH as
-  ILLEGAL_GENERATION below version 6 (``TxnOffsetCommitRequest.supportsStaleMemberEpochError``); version 6
-  exists in 4.4.0 only (KIP-1319, topic ids), 4.3.1 goes up to 5. The two rules differ in nothing else.
+  ILLEGAL_GENERATION below version 6: 4.4.0 by the request's version
+  (``TxnOffsetCommitRequest.supportsStaleMemberEpochError``, in 4.4.0's kafka-clients only), 4.3.2 always (its
+  TxnOffsetCommit goes up to 5; version 6 is 4.4.0's, KIP-1319, topic ids). The two rules differ in nothing else.
 * ``"kip1287"`` (proposed, seed 001): from TxnOffsetCommit version 6, every partition on every path must
   satisfy ``assignmentEpoch(partition) <= clientEpoch <= brokerEpoch`` (-1 for a partition not assigned to
   this member), answered partition by partition; versions 5 and below keep the release's rule. The draft
@@ -41,7 +42,7 @@ comes from no member at all. The same in consumer and classic groups:
 * The group has members, TxnOffsetCommit: accepted, **every partition, whoever holds it**, before any member is
   looked up (``ConsumerGroup.validateOffsetCommit`` returns ``CommitPartitionValidator.NO_OP``: apache/kafka PR
   #17914, KAFKA-18060, reviewed in November 2024; ``ClassicGroup.validateOffsetCommit`` checks a member only if one
-  of the three fields is given, since KIP-447's apache/kafka PR #7897). Read in the 4.3.1 and 4.4.0 jars alike;
+  of the three fields is given, since KIP-447's apache/kafka PR #7897). Read in the 4.3.2 and 4.4.0 jars alike;
   the "4.2" rule assumes it too (no 4.2 jar checked). It is what the Java client's ``new
   ConsumerGroupMetadata(groupId)`` sends (-1, "", no instance id), and a librdkafka consumer that never subscribed
   (:mod:`labkit.lessons.nonmember_commit`).
@@ -75,7 +76,7 @@ FIRST_STALE_MEMBER_EPOCH_VERSION = 6  # TxnOffsetCommit below it answers ILLEGAL
 
 
 def rule_of(release: str) -> str:
-    """The rule of a Kafka release: "4.3.1" -> "4.3", "4.4.0" -> "4.4", "4.2.0" -> "4.2".
+    """The rule of a Kafka release: "4.3.2" -> "4.3", "4.4.0" -> "4.4", "4.2.0" -> "4.2".
 
     Raises:
         ValueError: a release the model has no rule for (the message lists them).

@@ -3,7 +3,7 @@ request behind ``kafka-share-groups.sh --reset-offsets`` (``ShareGroupCommand``)
 ``Admin.alterShareGroupOffsets``; confluent-kafka 2.16 has no such call, so it is sent here over a plain socket, like
 :mod:`labkit.kafka.wire`'s two read-only requests (same framing, same coordinator lookup).
 
-What the broker does with it (apache/kafka, the same in 4.3.1 and 4.4.0): ``GroupMetadataManager
+What the broker does with it (apache/kafka, the same in 4.3.2 and 4.4.0): ``GroupMetadataManager
 .alterShareGroupOffsets`` refuses a group that still has members (``throwIfShareGroupIsNotEmpty``: NON_EMPTY_GROUP),
 then ``GroupCoordinatorService`` has the share coordinator initialize each named share partition's state at the given
 start offset (``InitializeShareGroupState``; ``ShareCoordinatorShard.initializeState`` writes a fresh ShareSnapshot to
