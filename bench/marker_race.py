@@ -8,7 +8,7 @@ Kafka's defaults for both (9 s, 2 s); a separate controller process and one brok
 controller and three brokers with replication factor 3 for data and internal topics (the broker that coordinates
 the transaction is the one killed).
 
-Run: ``.venv/bin/python bench/marker_race.py [kills per set-up] [Kafka releases...]`` (default 10 4.4.0 4.3.1;
+Run: ``.venv/bin/python bench/marker_race.py [kills per set-up] [Kafka releases...]`` (default 10 4.4.0 4.3.2;
 about 15 s per kill, a minute per cluster start).
 """
 
@@ -42,4 +42,4 @@ def main(kills: int, versions: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10, sys.argv[2:] or ["4.4.0", "4.3.1"])
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10, sys.argv[2:] or ["4.4.0", "4.3.2"])
