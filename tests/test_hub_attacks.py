@@ -2,7 +2,9 @@
 real code, asserting that it fails the way a safe room fails it (refused, bounded), where it got through before.
 
 * **The hub's locks** (:mod:`labkit.hub.rootlock`): a real unprivileged process (``nobody``, by ``setpriv``) tries to
-  open and ``flock`` the accounts lock and the set-up's lock, as an attendee's kernel did to stop every sign-in.
+  open and ``flock`` the accounts lock and the set-up's lock, as an attendee's kernel did to stop every sign-in; eight
+  real ``LabSpawner.start`` calls wait on a held accounts lock (a test's own, in a temporary folder) while the hub's
+  default thread pool must stay free.
 * **The live view's broker probe** (:func:`labkit.kafka.wire.call`): a real TCP server on this machine answers as an
   attendee's fake broker would, with a 2 GiB length, or a byte every 0.2 s.
 * **Sign-in** (:mod:`labkit.hub.auth`): the authenticator's real code, with real bcrypt and FirstUseAuthenticator,
@@ -63,6 +65,17 @@ def as_nobody(script: str, *args: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.fixture(scope="module")
+def hub_python() -> Path:
+    """The hub's venv's Python (JupyterHub, FirstUseAuthenticator and bcrypt are installed there only), made by the
+    hub's set-up (:func:`labkit.hub.install.install_shared`) if this machine has none; run it with the checkout's
+    labkit first on its path (``PYTHONPATH``)."""
+    python = install.venv_python(install.shared_prefix())
+    if not python.exists():
+        install.install_shared(say=lambda line: None)
+    return python
+
+
 # --- the hub's locks ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lock", ["accounts", "set-up"])
@@ -110,6 +123,61 @@ def test_a_held_lock_is_refused_at_its_deadline_naming_its_holder(tmp_path):
         holder.wait(10)
     with rootlock.held(path, 5.0, "A test lock"):  # free once its holder is gone
         pass
+
+
+#: Run in the hub's venv while another process holds the accounts lock ``argv[1]``: eight attendees' spawns
+#: (LabSpawner.start) wait for it; how long does the hub's default thread pool, which every poll and stop uses, take to
+#: run a call meanwhile, and what came of the spawns once the lock's deadline (2 s here) passed? Prints JSON, then
+#: exits at once: a spawn still waiting (the code before the fix) must never go on to make its Unix user.
+SPAWNS_ON_A_HELD_LOCK = r"""
+import asyncio, json, os, sys, time
+from pathlib import Path
+from types import SimpleNamespace
+from labkit.hub import spawner, users
+
+users.ACCOUNTS_LOCK, users.ACCOUNTS_WAIT_S = Path(sys.argv[1]), 2.0
+
+
+async def main():
+    starts = [asyncio.ensure_future(spawner.LabSpawner(user=SimpleNamespace(name=f"tz-wait{i}")).start())
+              for i in range(8)]
+    await asyncio.sleep(0.5)  # every spawn waits for the lock by now
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(asyncio.to_thread(lambda: None), 5)
+        free_s = time.monotonic() - started
+    except asyncio.TimeoutError:
+        free_s = None
+    done, _ = await asyncio.wait(starts, timeout=10)
+    print(json.dumps({"default_pool_s": free_s, "waiting": 8 - len(done), "spawns": sorted(
+        {f"{type(t.exception()).__name__}: {t.exception()}"[:90] for t in done})}), flush=True)
+    os._exit(0)  # not asyncio.run's end, which waits for every thread of the default pool
+
+
+asyncio.run(main())
+"""
+
+
+def test_spawns_waiting_for_a_held_accounts_lock_leave_the_hub_s_threads_free_and_end_at_its_deadline(hub_python,
+                                                                                                       tmp_path):
+    folder = tmp_path / "locks"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from labkit.hub import rootlock\nwith rootlock.held(Path(sys.argv[1]), 5, 'x'):\n"
+                               "    print('held', flush=True); time.sleep(60)", str(folder / "accounts.lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = subprocess.run([str(hub_python), "-c", SPAWNS_ON_A_HELD_LOCK, str(folder / "accounts.lock")],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:  # only once the spawns' process is gone: none of them may take the lock and make a user
+        holder.kill()
+        holder.wait(10)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["default_pool_s"] is not None and found["default_pool_s"] < 1.0, found
+    assert found["waiting"] == 0 and found["spawns"] == [
+        f"LabkitError: The lab's accounts lock ({folder / 'accounts.lock'}) has been held by pid {holder.pid}"[:90]
+    ], found
 
 
 # --- the live view's probe of an attendee's broker ------------------------------------------------------------------
@@ -288,13 +356,9 @@ asyncio.run(main())
 
 
 @pytest.fixture(scope="module")
-def attempts(tmp_path_factory) -> dict:
-    """What came of each sign-in attempt of :data:`ATTEMPTS`, run by the hub's venv (made by the hub's set-up,
-    :func:`labkit.hub.install.install_shared`, if this machine has none) with the checkout's labkit."""
-    python = install.venv_python(install.shared_prefix())
-    if not python.exists():
-        install.install_shared(say=lambda line: None)
-    done = subprocess.run([str(python), "-c", ATTEMPTS, str(tmp_path_factory.mktemp("passwords"))],
+def attempts(hub_python, tmp_path_factory) -> dict:
+    """What came of each sign-in attempt of :data:`ATTEMPTS`, run by the hub's venv with the checkout's labkit."""
+    done = subprocess.run([str(hub_python), "-c", ATTEMPTS, str(tmp_path_factory.mktemp("passwords"))],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
