@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# Kafka releases the suite checks: the full suite on the first (the default), notebooks 00 and 05 on the others
-# (tests/test_older_releases.py, in the same run).
+# Kafka releases the suite checks: the full suite on the first (the default), notebooks 00, 05 and 09 on the others
+# (tests/test_older_releases.py, in the same run), and the facts that differ per release (tests/test_java.py's
+# timed-out commit, tests/test_release_facts.py's jars).
 KAFKA_VERSIONS := 4.4.0 4.3.2
 # Parallel workers (pytest-xdist), each with its own broker; a file runs whole in one worker, the slowest first
 # (conftest.SLOWEST). The suite mostly waits on real timeouts, so it runs more workers than the 2 cores.

@@ -24,8 +24,9 @@ from labkit.broker.ports import RANGE_ENV, free_port, lab_ports
 from labkit.broker.runtime import cache_path, find_java, maven_jars
 from labkit.errors import LabkitError
 
-#: The Spark release of the pyspark pin and of the connector jars (the newest whose connector set is
-#: complete on Maven Central: 4.2.1 and 4.3.0 lack it).
+#: The Spark release of the pyspark pin and of the connector jars: the newest whose connector
+#: (``spark-sql-kafka-0-10_2.13``) is on Maven Central. 4.3.0 lacks it and ``spark-catalyst_2.13``, though its
+#: ``spark-core_2.13`` is there; 4.2.1 lacks it and ``spark-core_2.13`` (``mvn dependency:get``, 2026-12-07).
 SPARK_VERSION = "4.2.0"
 POM = Path(__file__).resolve().parents[2] / "jvm" / "spark-kafka.xml"
 LOG4J = Path(__file__).with_name("log4j2.properties")
