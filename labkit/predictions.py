@@ -4,11 +4,21 @@ demonstration's outcome first understand it better than those who only watch it 
 Phys. 72, 835 (2004)).
 
 A locked-in prediction is kept in the learner's working folder (``<work>/.predictions/<notebook>.json``,
-:func:`labkit.workspace.work_dir`): it survives a kernel restart and a reopened notebook, and a later lock-in replaces
-it. ``$LABKIT_PREDICTIONS`` (:data:`FOLDER_ENV`) names another folder: the test run gives each of its processes one,
-so that two runs of one notebook at once (on two Kafka releases) never read each other's prediction. A lesson states
-its :class:`Question` (the choices, and for each wrong one the usual reason behind it) and works
-out from its run which choice the broker bore out; :func:`reveal` compares. Nothing here knows a topic.
+:func:`labkit.workspace.work_dir`): it survives a kernel restart and a reopened notebook. ``$LABKIT_PREDICTIONS``
+(:data:`FOLDER_ENV`) names another folder: the test run gives each of its processes one, so that two runs of one
+notebook at once (on two Kafka releases) never read each other's prediction. A lesson states its :class:`Question`
+(the choices, and for each wrong one the usual reason behind it) and works out from its run which choice the broker
+bore out; :func:`reveal` compares. Nothing here knows a topic.
+
+**Locked means locked** (issue 66). The run starts with the notebook's first experiment: the first
+``("experiment", "started")`` mark the kernel's process published (:func:`labkit.marks.experiment_started_ms`: the lab
+publishes it where it creates a topic or runs a model, observed, never a flag the notebook sets), and, kept in the
+prediction's file as ``run_ms``, the first one any kernel saw while the question was shown (:func:`predict`) or
+locked in or revealed. A choice made before it is the prediction: it replaces an earlier one and is published as a
+``("prediction", choice)`` mark. A choice made after it is kept apart, as *chosen after the run*: never scored, never
+published (so the instructor's live view counts only predictions locked before the run), and the reveal says it was
+chosen after the run. The file: ``{"choice", "locked_ms", "run_ms", "after_run": {"choice", "chosen_ms"}}`` (times in
+ms since the epoch; each field absent until known).
 """
 
 from __future__ import annotations
@@ -71,11 +81,62 @@ def _file(question: Question, home: Path | None) -> Path:
     return folder / f"{question.notebook}.json"
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _read(path: Path) -> dict:
+    """The prediction file ``path`` as a dict; empty when there is none or it is no JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+#: The prediction files of the questions this process showed, locked in or revealed: the first experiment's start is
+#: written into each (:func:`_run_started`).
+_watched: set[Path] = set()
+
+
+def _run_ms(path: Path) -> int | None:
+    """When the run began for the prediction in ``path``, in ms since the epoch: the file's ``run_ms``, else this
+    process's first experiment (:func:`labkit.marks.experiment_started_ms`), written into the file then; None before
+    either. Watches ``path`` from now on."""
+    _watched.add(path)
+    data = _read(path)
+    if isinstance(data.get("run_ms"), int):
+        return data["run_ms"]
+    started = marks.experiment_started_ms()
+    if started is not None:
+        write_json(path, {**data, "run_ms": started})
+    return started
+
+
+def _run_started(kind: str, _state: str) -> None:
+    """The observer of :mod:`labkit.marks`: at this process's first experiment, write its start into every watched
+    prediction file that has none, so that a kernel restarted before the reveal still knows the run began. Never
+    raises (it runs inside the lab's call that started the experiment)."""
+    if kind != marks.EXPERIMENT:
+        return
+    for path in list(_watched):
+        try:
+            _run_ms(path)
+        except OSError:
+            pass
+
+
+marks.subscribe(_run_started)
+
+
 def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
-    """Keep ``choice`` (a key of ``question.choices``) as the learner's prediction, replacing an earlier one; what the
-    Lock in button does. ``home``: the lab's home (default ``$LABKIT_HOME``). Returns ``choice``. Once kept, the
-    choice is published as a ``("prediction", choice)`` mark (:mod:`labkit.marks`): on the workshop hub the
-    instructor's live view counts it, names hidden.
+    """Keep ``choice`` (a key of ``question.choices``); what the Lock in button does. ``home``: the lab's home
+    (default ``$LABKIT_HOME``). Returns ``choice``.
+
+    Before the run began (the module docstring: the notebook's first experiment) the choice is the prediction: it
+    replaces an earlier one and is published as a ``("prediction", choice)`` mark (:mod:`labkit.marks`), which on the
+    workshop hub the instructor's live view counts, names hidden. After it, the choice is kept apart as chosen after
+    the run (replacing an earlier such choice): the prediction, if any, stays as it was, and nothing is published.
 
     Raises:
         ValueError: ``choice`` is not one of the question's keys (the message lists them).
@@ -84,29 +145,73 @@ def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
     if choice not in question.choices:
         raise ValueError(f"{choice!r} is not a choice of notebook {question.notebook}'s question; choose one of "
                          f"{', '.join(repr(k) for k in question.choices)}")
-    write_json(_file(question, home), {"choice": choice, "locked_ms": int(time.time() * 1000)})
+    path = _file(question, home)
+    run_ms = _run_ms(path)
+    data = _read(path)
+    if run_ms is not None:
+        write_json(path, {**data, "after_run": {"choice": choice, "chosen_ms": _now_ms()}})
+        return choice
+    write_json(path, {"choice": choice, "locked_ms": _now_ms()})
     marks.publish(marks.PREDICTION, choice)
     return choice
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What a prediction file holds for a question: ``predicted`` (the choice locked in before the run, or None),
+    ``locked_ms``, ``run_ms`` (when the run began, None before), ``after_run`` (a choice made after the run began, or
+    None) and ``chosen_ms``; times in ms since the epoch."""
+
+    predicted: str | None = None
+    locked_ms: int | None = None
+    run_ms: int | None = None
+    after_run: str | None = None
+    chosen_ms: int | None = None
+
+
+def kept(question: Question, home: Path | None = None) -> Kept:
+    """What is kept for ``question`` (:class:`Kept`): a choice the question does not offer (any more) is left out, and
+    a choice whose lock-in time is not before the run's start counts as chosen after the run.
+
+    Raises:
+        OSError: the run began in this process and its start could not be written into the file.
+    """
+    path = _file(question, home)
+    run_ms = _run_ms(path)
+    data = _read(path)
+    choice, at = data.get("choice"), data.get("locked_ms")
+    late = data.get("after_run") if isinstance(data.get("after_run"), dict) else {}
+    after, chosen_ms = late.get("choice"), late.get("chosen_ms")
+    if choice not in question.choices or not isinstance(at, int):
+        choice, at = None, None
+    elif run_ms is not None and at >= run_ms:  # locked in after the run began: a late choice, however written
+        if after is None:
+            after, chosen_ms = choice, at
+        choice, at = None, None
+    if after not in question.choices or not isinstance(chosen_ms, int):
+        after, chosen_ms = None, None
+    return Kept(choice, at, run_ms, after, chosen_ms)
+
+
 def locked(question: Question, home: Path | None = None) -> str | None:
-    """The learner's locked-in prediction for ``question`` (a key of its choices), or None if there is none (or the
-    file holds no choice of this question: e.g. one the question no longer offers)."""
+    """The learner's prediction for ``question``: the choice locked in before the run began (a key of its choices), or
+    None if there is none (a choice made after the run is no prediction: :func:`kept` has it)."""
     try:
-        choice = json.loads(_file(question, home).read_text()).get("choice")
-    except (OSError, ValueError, AttributeError):
+        return kept(question, home).predicted
+    except OSError:
         return None
-    return choice if choice in question.choices else None
 
 
 @dataclass(frozen=True)
 class Reveal:
-    """What :func:`reveal` found: ``predicted`` (a key, or None: no prediction locked in), ``observed`` (the key the
-    run bore out) and ``message`` (Markdown, shown by the notebook)."""
+    """What :func:`reveal` found: ``predicted`` (a key, or None: no prediction locked in before the run), ``observed``
+    (the key the run bore out), ``message`` (Markdown, shown by the notebook) and ``after_run`` (a choice made after
+    the run began, shown as such and never scored; None if there is none)."""
 
     predicted: str | None
     observed: str
     message: str
+    after_run: str | None = None
 
     @property
     def right(self) -> bool:
@@ -120,25 +225,53 @@ class Reveal:
         return self.message
 
 
+#: How a reveal names a choice made after the run began.
+AFTER_RUN = "chosen after the run"
+
+
+def _span(ms: int) -> str:
+    """``ms`` milliseconds in words: "40 s", "3 min 5 s", "2 h 10 min"."""
+    s = max(0, round(ms / 1000))
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s" if s < 3600 else f"{s // 3600} h {s % 3600 // 60} min"
+
+
+def _when(at_ms: int, run_ms: int | None) -> str:
+    """When ``at_ms`` was, relative to the run's start ``run_ms`` (ms since the epoch)."""
+    if run_ms is None:
+        return f"at {time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))}, before any experiment of this notebook"
+    return f"{_span(run_ms - at_ms)} before the run began" if at_ms < run_ms else \
+        f"{_span(at_ms - run_ms)} after the run began"
+
+
 def reveal(question: Question, observed: str, home: Path | None = None) -> Reveal:
     """Set the learner's prediction beside ``observed``, the choice the notebook's run bore out (worked out by the
-    lesson from the run, never written in): "You predicted X; the broker did Y" (the broker or what
-    ``question.answered_by`` names), with the reason behind X when it is wrong. A learner who locked nothing in is told so, not scored.
+    lesson from the run, never written in): "You predicted X (locked in 2 min 5 s before the run began); the broker
+    did Y" (the broker or what ``question.answered_by`` names), with the reason behind X when it is wrong. Only a
+    prediction locked in before the run began is scored (:func:`lock_in`); a learner who locked nothing in then is told
+    so, and a choice made after the run began is shown as :data:`AFTER_RUN` with when it was made, not scored (with the
+    reason behind it when it is wrong).
 
     Raises:
         ValueError: ``observed`` is not one of the question's keys (the lesson's error, not the learner's).
+        OSError: the run began in this process and its start could not be written into the prediction's file.
     """
     if observed not in question.choices:
         raise ValueError(f"the run's outcome {observed!r} is not a choice of notebook {question.notebook}'s question")
-    predicted, did = locked(question, home), question.choices[observed]
-    if predicted is None:
-        text = f"You did not lock in a prediction, so nothing is scored. What {question.answered_by} did: **{did}**."
-    elif predicted == observed:
-        text = f"✅ You predicted **{did}**, and that is what {question.answered_by} did."
+    k, did = kept(question, home), question.choices[observed]
+    if k.predicted is None:
+        text = (f"You did not lock in a prediction before the run, so nothing is scored. What {question.answered_by} "
+                f"did: **{did}**.")
+    elif k.predicted == observed:
+        text = (f"✅ You predicted **{did}** (locked in {_when(k.locked_ms, k.run_ms)}), and that is what "
+                f"{question.answered_by} did.")
     else:
-        text = (f"You predicted **{question.choices[predicted]}**; {question.answered_by} did **{did}**. "
-                + question.reasons.get(predicted, ""))
-    return Reveal(predicted, observed, text.strip())
+        text = (f"You predicted **{question.choices[k.predicted]}** (locked in {_when(k.locked_ms, k.run_ms)}); "
+                f"{question.answered_by} did **{did}**. " + question.reasons.get(k.predicted, ""))
+    if k.after_run is not None:
+        text = (text.strip() + f"\n\nYou also chose **{question.choices[k.after_run]}**, {AFTER_RUN} "
+                f"({_when(k.chosen_ms, k.run_ms)}): not scored as a prediction. "
+                + ("" if k.after_run == observed else question.reasons.get(k.after_run, "")))
+    return Reveal(k.predicted, observed, text.strip(), k.after_run)
 
 
 class PredictionWidget:
@@ -153,7 +286,8 @@ class PredictionWidget:
 
     def __init__(self, question: Question, home: Path | None = None) -> None:
         self.question, self.home = question, home
-        already = locked(question, home)
+        now = kept(question, home)
+        already = now.after_run or now.predicted
         self.choices = widgets.RadioButtons(options=[(label, key) for key, label in question.choices.items()],
                                             value=already, layout=widgets.Layout(width="auto"))
         self.button = widgets.Button(description="Lock in", button_style="primary",
@@ -162,69 +296,95 @@ class PredictionWidget:
         self.button.on_click(lambda _button: self.lock_in(self.choices.value))
         self.widget = widgets.VBox([widgets.HTML(f"<b>Your prediction:</b> {question.text}"), self.choices,
                                     widgets.HBox([self.button, self.status])])
-        self._show(already)
+        self._show(now)
 
     def lock_in(self, choice: str | None) -> str | None:
-        """Lock ``choice`` in (:func:`lock_in`) and show it; None (nothing chosen yet) asks for a choice first.
+        """Lock ``choice`` in (:func:`lock_in`: after the run began, it is kept as chosen after the run) and show it;
+        None (nothing chosen yet) asks for a choice first.
 
         Raises:
             ValueError: ``choice`` is not one of the question's keys.
+            OSError: the working folder cannot be written.
         """
         if choice is None:
             self.status.value = "Choose one first."
             return None
         lock_in(self.question, choice, self.home)
         self.choices.value = choice
-        self._show(choice)
+        self._show(kept(self.question, self.home))
         return choice
 
-    def _show(self, choice: str | None) -> None:
-        self.status.value = ("Nothing locked in yet." if choice is None else
-                             f"Locked in: <b>{self.question.choices[choice]}</b>. The summary compares it with the run.")
+    def _show(self, now: Kept) -> None:
+        words = self.question.choices
+        said = (f"Locked in: <b>{words[now.predicted]}</b>, before the run. The summary compares it with the run."
+                if now.predicted else "Nothing locked in yet." if now.run_ms is None else
+                "Nothing was locked in before the run began: no prediction to score.")
+        if now.after_run:
+            said += f" Chosen after the run: <b>{words[now.after_run]}</b> (not scored as a prediction)."
+        elif now.run_ms is not None:
+            said += " The run has begun: a choice now is kept as chosen after the run, not scored."
+        self.status.value = said
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
 
 def predict(question: Question, home: Path | None = None) -> PredictionWidget:
-    """The widget for ``question`` (:class:`PredictionWidget`), to show before the notebook's first experiment."""
+    """The widget for ``question`` (:class:`PredictionWidget`), to show before the notebook's first experiment: only a
+    choice locked in before that experiment started is a prediction (:func:`lock_in`).
+
+    Raises:
+        OSError: the run began in this process and its start could not be written into the prediction's file.
+    """
     return PredictionWidget(question, home)
 
 
 def check_reveal(shown: Reveal, question: Question, widget: PredictionWidget | None = None) -> Reveal | None:
     """Check that ``shown`` (:func:`reveal` of ``question``) says what a reveal must: the words of the choice the run
-    bore out and what answered (``question.answered_by``), and for the prediction it scored: that none was locked in,
-    that it was right, or the usual reason behind the wrong choice. A notebook's claims cell calls it.
+    bore out and what answered (``question.answered_by``); for the prediction it scored: that none was locked in before
+    the run, that it was right, or the usual reason behind the wrong choice; and for a choice made after the run began:
+    its words, that it was :data:`AFTER_RUN`, and the reason behind it when it is wrong. A notebook's claims cell
+    calls it.
 
-    With ``widget`` (the test run, whose CI-only cell locked a prediction in through it): ``shown`` scored the widget's
-    choice; then the other kind of prediction (the run's outcome if ``shown``'s was wrong, else the first wrong choice
-    that has a reason) is locked in through the widget, revealed again and checked the same way, so that every
-    notebook's run checks a right and a wrong reveal.
+    With ``widget`` (the test run, whose CI-only cell locked a prediction in through it before the first experiment):
+    ``shown`` scored what is kept as the prediction locked before the run (:func:`kept`); then a wrong choice that has a
+    reason (another than a choice made after the run that ``shown`` showed, if one can be) is chosen through the widget,
+    now after the run, revealed again and checked the same way: it must be shown as chosen after the run, and the
+    scored prediction must not change.
 
     Returns:
         The second :class:`Reveal` (with ``widget``), else None.
     Raises:
-        AssertionError: a reveal's message lacks what it must say (named), or ``shown`` scored another prediction
-            than the widget's.
+        AssertionError: a reveal's message lacks what it must say (named), ``shown`` scored another prediction than
+            the one kept, or a choice made after the run was scored.
+        OSError: the working folder cannot be written (with ``widget``).
     """
     def check(r: Reveal) -> None:
         did = question.choices[r.observed]
         must = [did, question.answered_by] + (
             ["did not lock in"] if r.predicted is None else [f"that is what {question.answered_by} did"] if r.right
             else [question.choices[r.predicted], question.reasons.get(r.predicted, "")])
+        if r.after_run is not None:
+            must += [question.choices[r.after_run], AFTER_RUN] + (
+                [] if r.after_run == r.observed else [question.reasons.get(r.after_run, "")])
         if missing := [words for words in must if words not in r.message]:
             raise AssertionError(f"the reveal of notebook {question.notebook}'s prediction {r.predicted!r} (the run: "
-                                 f"{r.observed!r}) does not say {missing}: {r.message}")
+                                 f"{r.observed!r}, chosen after it: {r.after_run!r}) does not say {missing}: "
+                                 f"{r.message}")
 
     check(shown)
     if widget is None:
         return None
-    if shown.predicted != widget.choices.value:
-        raise AssertionError(f"the reveal scored {shown.predicted!r}, not the widget's lock-in {widget.choices.value!r}")
-    other = shown.observed if not shown.right else next(k for k in question.reasons if k != shown.observed)
+    now = kept(question, widget.home)
+    if (shown.predicted, shown.after_run) != (now.predicted, now.after_run):
+        raise AssertionError(f"the reveal scored {shown.predicted!r} (chosen after the run: {shown.after_run!r}), not "
+                             f"the prediction kept: {now.predicted!r} (chosen after the run: {now.after_run!r})")
+    wrong = [k for k in question.reasons if k != shown.observed]
+    other = next((k for k in wrong if k != shown.after_run), wrong[0])
     widget.lock_in(other)
     again = reveal(question, shown.observed, widget.home)
-    if again.predicted != other:
-        raise AssertionError(f"the second reveal scored {again.predicted!r}, not the lock-in {other!r}")
+    if (again.predicted, again.after_run) != (shown.predicted, other):
+        raise AssertionError(f"a choice made after the run ({other!r}) was revealed as predicted {again.predicted!r}, "
+                             f"chosen after the run {again.after_run!r}: it must be kept apart, not scored")
     check(again)
     return again

@@ -41,6 +41,7 @@ def test_a_report_names_a_notebook_a_kind_and_a_state_of_that_kind_only():
         (b'{"notebook": "00", "kind": "claims", "state": "held", "user": "bob"}', "the user is the token's"),
         (b'{"notebook": "10", "kind": "claims", "state": "held"}', "notebook must be one of"),
         (b'{"notebook": "00", "kind": "grade", "state": "held"}', "kind must be one of"),
+        (b'{"notebook": "00", "kind": "experiment", "state": "started"}', "kind must be one of exercise, claims"),
         (b'{"notebook": "00", "kind": "exercise", "state": "held"}', "state must be one of unanswered, wrong, right"),
         (b'{"notebook": "00", "kind": "claims", "state": "right"}', "state must be one of held, failed, error"),
         (b'{"notebook": "00", "kind": "exercise", "state": 1}', "state must be one of"),
@@ -185,13 +186,17 @@ def test_the_kernel_knows_its_notebook_and_every_claims_cell():
     assert report.notebook_of("/home/lab-ada/labkit/work/00_tour.ipynb") == "00"
     assert report.notebook_of("/home/lab-ada/labkit/work/Untitled.ipynb") is None
     assert report.notebook_of("08_broker_crashes.py") is None and report.notebook_of(None) is None
-    found = {}
+    found, asserting = {}, {}
     for path in sorted(SOURCES.glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
         found[path.name[:2]] = sum(map(claims.is_claims_cell, code))
-    # one claims cell per notebook (04's parts each assert theirs; its last cell says all held, after the reveal)
+        asserting[path.name[:2]] = sum(map(claims.is_assertion_cell, code))
+        assert all(claims.is_assertion_cell(c) for c in code if claims.is_claims_cell(c)), path.name
+    # one closing claims cell per notebook (04's parts each assert theirs; its last cell says all held, after the
+    # reveal); every assertion cell counts towards the claims mark: 04's seven
     assert found == {n: 1 for n in verdicts.NOTEBOOKS}, found
+    assert asserting["04"] >= 7 and all(n >= 1 for n in asserting.values()), asserting
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -234,7 +239,7 @@ def shell(monkeypatch, tmp_path):
     finally:
         if report._reporter is not None:
             ipython.events.unregister("post_run_cell", report._reporter.after_cell)
-            marks.unsubscribe(report._reporter.put)
+            marks.unsubscribe(report._reporter.heard)
         server.shutdown()
         server.server_close()
 
@@ -261,9 +266,10 @@ CLAIMS = 'import labkit\nassert x == {}, x\nlabkit.claims_hold("All claims hold 
 
 
 def test_a_kernel_reports_each_check_s_state_and_claims_cells_with_its_token(shell):
-    """Checks unanswered, wrong, right, raising (the cell fails: error); claims cells whose assertion fails (failed),
-    that raise something else (error), that hold (held); a cell printing the claims line without claims_hold, and a
-    Verdict made without a check, report nothing."""
+    """Checks unanswered, wrong, right, raising (the cell fails: error); a claims cell that holds (held), whose
+    assertion fails (failed), that raises something else (error), and run again once fixed (held again: each cell
+    counts by its latest run); a cell printing the claims line without claims_hold, and a Verdict made without a check,
+    report nothing."""
     ipython, recorder, url = shell
     reporter = report.install(ipython)
     assert reporter is not None and report.install(ipython) is reporter  # once per kernel
@@ -271,28 +277,110 @@ def test_a_kernel_reports_each_check_s_state_and_claims_cells_with_its_token(she
     for cell in ("check_sum(...)", "check_sum(3)", "check_sum(2)"):
         assert ipython.run_cell(cell).success
     assert not ipython.run_cell("check_down(2)").success  # the learner sees the error itself
-    assert not ipython.run_cell(CLAIMS.format(2)).success  # AssertionError: a claim did not hold
-    assert not ipython.run_cell("raise ConnectionError('the broker did not answer')\n" + CLAIMS.format(1)).success
     assert ipython.run_cell(CLAIMS.format(1)).success
+    assert not ipython.run_cell(CLAIMS.format(2)).success  # AssertionError: a claim did not hold
+    raising = "if x == 1:\n    raise ConnectionError('the broker did not answer')\n" + CLAIMS.format("x")
+    assert not ipython.run_cell(raising).success
+    ipython.run_cell("x = 2")
+    assert ipython.run_cell(CLAIMS.format(2)).success  # its claims line ran, but `raising`'s latest run raised
+    assert ipython.run_cell(raising).success  # fixed: every assertion cell's latest run held
     ipython.run_cell('print("All claims hold on the real broker.")\nfrom labkit.exercise import Verdict\n'
                      'Verdict("wrong", "made, not checked")')  # today's claims line without claims_hold: nothing
-    assert _wait(lambda: len(recorder.got) >= 7) and not _wait(lambda: len(recorder.got) > 7, 1.0), recorder.got
+    assert _wait(lambda: len(recorder.got) >= 9) and not _wait(lambda: len(recorder.got) > 9, 1.0), recorder.got
     assert {(path, auth) for path, auth, _ in recorder.got} == {("/services/liveview/api/report", "token token-of-ada")}
     assert [(body["kind"], body["state"]) for _, _, body in recorder.got] == [
         ("exercise", "unanswered"), ("exercise", "wrong"), ("exercise", "right"), ("exercise", "error"),
-        ("claims", "failed"), ("claims", "error"), ("claims", "held")]
+        ("claims", "held"), ("claims", "failed"), ("claims", "error"), ("claims", "error"), ("claims", "held")]
     assert {body["notebook"] for _, _, body in recorder.got} == {"03"}
-    assert reporter.sent == 7
+    assert reporter.sent == 9
 
 
-def test_a_kernel_reports_a_locked_in_prediction_as_its_choice_key(shell, tmp_path):
-    ipython, recorder, url = shell
+def test_a_failed_assertion_cell_without_claims_hold_reports_failed_and_keeps_the_claims_line_from_holding(shell):
+    """Notebook 04's shape: assertion cells of its own per part, the last one calling claims_hold. A part's failed
+    assertion reaches the live view at once, replacing an earlier held, and the claims line run after it does not
+    report held; a cell without an assertion that raises says nothing of the claims."""
+    ipython, recorder, _ = shell
     report.install(ipython)
-    assert ipython.run_cell(f"from pathlib import Path\nfrom labkit.predictions import Question, lock_in\n"
-                            f"q = Question('03', 'when?', {{'at_once': 'At once', 'at_end': 'At the end'}}, {{}})\n"
-                            f"lock_in(q, 'at_end', Path({str(tmp_path)!r}))").success
-    assert _wait(lambda: recorder.got) and [body for _, _, body in recorder.got] == [
-        {"notebook": "03", "kind": "prediction", "state": "at_end"}]
+    part = "# Assertions: what this part claims\nassert x == 2, x"
+    assert ipython.run_cell("x = 2").success and ipython.run_cell(part).success
+    assert ipython.run_cell(CLAIMS.format(2)).success  # held
+    assert not ipython.run_cell("x = 1\nraise KeyError('an experiment cell')").success  # no assertion: nothing
+    assert not ipython.run_cell(part).success  # failed, at once
+    assert ipython.run_cell(CLAIMS.format(1)).success  # the claims line ran, but the part failed: failed again
+    assert _wait(lambda: len(recorder.got) >= 3) and not _wait(lambda: len(recorder.got) > 3, 1.0), recorder.got
+    assert [(body["kind"], body["state"]) for _, _, body in recorder.got] == [
+        ("claims", "held"), ("claims", "failed"), ("claims", "failed")]
+
+
+def test_a_kernel_reports_a_prediction_locked_in_before_the_run_as_its_choice_key_and_no_later_choice(
+        shell, tmp_path, monkeypatch):
+    """Locked in before the kernel's first experiment: reported. The experiment's start is not reported, and a choice
+    made after it is not (the live view counts predictions locked before the run only)."""
+    ipython, recorder, url = shell
+    started = []  # this kernel's first experiment, as labkit.marks tells it (the test process made topics before)
+    monkeypatch.setattr(marks, "experiment_started_ms", lambda: started[0] if started else None)
+    report.install(ipython)
+    lock = (f"from pathlib import Path\nfrom labkit.predictions import Question, lock_in\n"
+            f"q = Question('03', 'when?', {{'at_once': 'At once', 'at_end': 'At the end'}}, {{}})\n"
+            f"lock_in(q, %r, Path({str(tmp_path)!r}))")
+    assert ipython.run_cell(lock % "at_end").success
+    started.append(int(time.time() * 1000))
+    marks.publish(marks.EXPERIMENT, "started")
+    assert ipython.run_cell(lock % "at_once").success
+    assert _wait(lambda: recorder.got) and not _wait(lambda: len(recorder.got) > 1, 1.0)
+    assert [body for _, _, body in recorder.got] == [{"notebook": "03", "kind": "prediction", "state": "at_end"}]
+
+
+def test_in_a_real_kernel_a_run_whose_first_assertion_cell_fails_shows_failed_not_an_earlier_held(tmp_path):
+    """A real kernel (ipykernel through nbclient, as JupyterLab's) of notebook 04 reports to a local stand-in of the
+    service, whose reports go through the service's own parsing into its store and table. Its first Run All holds
+    (C✓) after a prediction locked in before its experiment (a model's run) and a choice after it; the second Run All's
+    first assertion cell fails, without claims_hold: C✗ replaces C✓, and the claims line run after it does not bring it
+    back. The room's predictions count the prediction, not the later choice."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    recorder = type("Recorder", (_Recorder,), {"got": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**os.environ, report.URL_ENV: f"http://127.0.0.1:{server.server_address[1]}/services/liveview/",
+           report.TOKEN_ENV: "token-of-ada", report.SESSION_ENV: "/home/lab-ada/labkit/work/04_spark_pipeline.ipynb",
+           "LABKIT_PREDICTIONS": str(tmp_path / "predictions")}
+    cells = ["import labkit\nfrom labkit.predictions import Question, lock_in\n"
+             "q = Question('04', 'copies?', {'two_one': 'Two, one', 'one_one': 'One, one'}, {})\nx = 2",
+             "lock_in(q, 'two_one')",  # before the run: a prediction
+             "from labkit.models.kip1289 import World\nWorld()",  # the notebook's first experiment (a model's run)
+             "lock_in(q, 'one_one')",  # after it: no prediction
+             "# Assertions: part 1\nassert x == 2, x",
+             "# Assertions: the opening question\nassert x == 2, x\n"
+             "labkit.claims_hold('All claims hold on the real broker.')"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True)
+    try:
+        with client.setup_kernel(env=env):
+            for i in range(len(cells)):  # Run All
+                client.execute_cell(notebook.cells[i], i)
+            assert _wait(lambda: len(recorder.got) >= 2), recorder.got
+            held = [body for _, _, body in recorder.got]
+            notebook.cells[0].source = notebook.cells[0].source.replace("x = 2", "x = 1")
+            for i in range(len(cells)):  # Run All again, in the same kernel: its first assertion cell fails
+                client.execute_cell(notebook.cells[i], i)
+            assert _wait(lambda: len(recorder.got) >= 4) and not _wait(lambda: len(recorder.got) > 4, 1.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert held == [{"notebook": "04", "kind": "prediction", "state": "two_one"},
+                    {"notebook": "04", "kind": "claims", "state": "held"}], held
+    assert notebook.cells[4].outputs[0]["ename"] == "AssertionError"
+    store = verdicts.Store(tmp_path / verdicts.FILE_NAME)
+    for _, _, body in recorder.got:
+        store.record("ada", *verdicts.parse_report(json.dumps(body).encode()))
+    fragment = page.table_html([{"name": "ada", "servers": {}}], {}, store.marks(),
+                               {n: ("x", True) for n in verdicts.NOTEBOOKS}, now=time.time())
+    store.close()
+    assert [(b["kind"], b["state"]) for _, _, b in recorder.got[2:]] == [("claims", "failed"), ("claims", "failed")]
+    assert _badges(fragment, "ada", 4) == [("none", "E·"), ("no", "C✗")]
+    assert re.findall(r'data-choice="(\w+)">[^<]*<b>(\d+)</b>', fragment) == [("two_one", "1")]
 
 
 def test_outside_a_hub_kernel_nothing_reports(shell, monkeypatch):

@@ -1,7 +1,8 @@
 """Every notebook opens with its learning objectives, numbers its sections without gaps, ends with a "What you
 saw" summary, and links to the notebooks before and after it (issue 12); the README lists each one. A notebook
 imports labkit from one place, ``import labkit`` and its lessons' modules, and its claims cells are collapsed,
-define no function and end with one verdict line (issue 22)."""
+define no function and end with one verdict line (issue 22); its assertion cells are claims cells or CI-only, told
+apart by the kernel as Python's parse does (issue 66)."""
 
 import ast
 import json
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import labkit
+from labkit import claims
 
 REPO = Path(__file__).parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -94,6 +96,25 @@ def test_claims_cells_are_collapsed_define_nothing_and_end_with_a_verdict(nb):
             f"{nb.name}: the claims cell {first!r} does not end with its verdict line"
         prints = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"]
         assert len(prints) == (by == "print"), f"{nb.name}: the claims cell {first!r} prints more than its verdict"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_assertion_cells_are_what_the_kernel_counts_collapsed_claims_cells_or_ci_only(nb):
+    """An assertion cell (a cell with an ``assert`` statement) is what the kernel's claims mark counts: it tells one by
+    a line starting with ``assert`` (:func:`labkit.claims.is_assertion_cell`), which must agree with Python's parse of
+    every cell. Each is a collapsed claims cell, or a CI-only cell whose every ``assert`` runs under
+    ``if labkit.under_test():``; every claims cell is one (issue 66: a C✓ covers every assertion cell)."""
+    for cell, tree in code_cells(nb):
+        source, first = "".join(cell["source"]), "".join(cell["source"]).splitlines()[0]
+        asserts = [node for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+        assert claims.is_assertion_cell(source) == bool(asserts), f"{nb.name}: {first!r}: the line rule and the parse differ"
+        if is_claims_cell(cell, tree):
+            assert asserts, f"{nb.name}: the claims cell {first!r} asserts nothing"
+        elif asserts:
+            loose = [n for s in tree.body for n in _unguarded(s, lambda n: isinstance(n, ast.Assert))]
+            collapsed = cell["metadata"].get("jupyter", {}).get("source_hidden") is True
+            assert collapsed or not loose, (f"{nb.name}: {first!r} asserts outside `if labkit.under_test():` and is not "
+                                            "collapsed: make it a claims cell")
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,13 +1,17 @@
 """labkit.predictions: a locked-in prediction survives the kernel (read back by another process), a later one replaces
-it, a wrong choice is refused and writes nothing; the reveal scores right, wrong (with its reason) and no prediction;
+it, a wrong choice is refused and writes nothing; the reveal scores right, wrong (with its reason) and no prediction,
+and says when it was locked in; a choice made after the first experiment started is kept apart, shown as chosen after
+the run and never scored nor published (issue 66), also after a kernel restart, and on a real broker's first topic;
 the widget's Lock in button does what lock_in does. Notebooks 00's and 01's outcomes are read from the run: each of
 their choices from hand-written reads or checker verdicts, and a run that fits none is the lab's error."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from types import SimpleNamespace
 
@@ -21,11 +25,29 @@ from labkit.history import Event
 from labkit.lessons import (broker_crashes, fencing, idempotence, isolation, share_prediction, share_transactions,
                             spark_pipeline, tour, unassigned)
 from labkit.spark.timeline import BatchRow
-from labkit.predictions import PredictionWidget, Question, Reveal, check_reveal, lock_in, locked, reveal
+from labkit.predictions import (AFTER_RUN, PredictionWidget, Question, Reveal, check_reveal, kept, lock_in, locked,
+                                predict, reveal)
 from tests.test_spark_timeline import transactional_history
 
 Q = Question("99", "how many copies?", {"one": "One copy", "two": "Two copies", "none": "None"},
              {"two": "A retry is written once when the producer is idempotent.", "none": "The first send succeeded."})
+
+
+@pytest.fixture(autouse=True)
+def run(monkeypatch):
+    """This process's first experiment as :func:`labkit.marks.experiment_started_ms` tells it: none until a test
+    starts "the run" (``run.start()``); the test process's other tests create topics, which must not start these
+    tests' runs. ``run.restart()``: a new kernel, which has started no experiment."""
+    clock = SimpleNamespace(ms=None)
+
+    def start() -> None:  # a ms apart from what came before and what comes after
+        time.sleep(0.002)
+        clock.ms = int(time.time() * 1000)
+        time.sleep(0.002)
+
+    clock.start, clock.restart = start, lambda: setattr(clock, "ms", None)
+    monkeypatch.setattr(marks, "experiment_started_ms", lambda: clock.ms)
+    return clock
 
 
 def test_a_locked_in_prediction_outlives_the_kernel_and_a_later_one_replaces_it(tmp_path):
@@ -77,26 +99,30 @@ def test_the_reveal_scores_right_wrong_with_its_reason_and_no_prediction_as_unsc
     lock_in(Q, "two", tmp_path)
     wrong = reveal(Q, "one", tmp_path)
     assert (wrong.predicted, wrong.observed, wrong.right) == ("two", "one", False)
-    assert "You predicted **Two copies**; the broker did **One copy**" in wrong.message
+    assert re.search(r"You predicted \*\*Two copies\*\* \(locked in at \d\d:\d\d:\d\d, before any experiment of this "
+                     r"notebook\); the broker did \*\*One copy\*\*", wrong.message), wrong.message
     assert Q.reasons["two"] in wrong.message
     lock_in(Q, "one", tmp_path)
     right = reveal(Q, "one", tmp_path)
-    assert right.right and "You predicted **One copy**, and that is what the broker did" in right.message
+    assert right.right and "You predicted **One copy** (locked in " in right.message
+    assert "), and that is what the broker did" in right.message
     assert Q.reasons["two"] not in right.message
     with pytest.raises(ValueError, match="not a choice"):
         reveal(Q, "many", tmp_path)
 
 
-@pytest.mark.parametrize("predicted, other", [("two", "one"), ("one", "two"), (None, None)])
-def test_check_reveal_passes_a_true_reveal_and_with_the_widget_reveals_the_other_kind_too(tmp_path, predicted, other):
+@pytest.mark.parametrize("predicted", ["two", "one", None])
+def test_check_reveal_passes_a_true_reveal_and_with_the_widget_reveals_a_choice_made_after_the_run_unscored(
+        tmp_path, run, predicted):
     widget = PredictionWidget(Q, tmp_path)
     if predicted:
         widget.lock_in(predicted)
+    run.start()
     shown = reveal(Q, "one", tmp_path)
     assert check_reveal(shown, Q) is None
-    if predicted:
-        again = check_reveal(shown, Q, widget)
-        assert (again.predicted, again.right) == (other, other == "one") and locked(Q, tmp_path) == other
+    again = check_reveal(shown, Q, widget)  # "two": the first wrong choice with a reason
+    assert (again.predicted, again.after_run, again.right) == (predicted, "two", predicted == "one")
+    assert locked(Q, tmp_path) == predicted and f"You also chose **Two copies**, {AFTER_RUN}" in again.message
 
 
 @pytest.mark.parametrize("bad, lacks", [
@@ -117,9 +143,84 @@ def test_check_reveal_refuses_a_reveal_of_another_prediction_than_the_widget_s(t
     widget = PredictionWidget(Q, tmp_path)
     widget.lock_in("two")
     stale = reveal(Q, "one", tmp_path)
-    widget.lock_in("none")  # a lock-in after the reveal was made
-    with pytest.raises(AssertionError, match="scored 'two', not the widget's lock-in 'none'"):
+    widget.lock_in("none")  # a lock-in after the reveal was made (no experiment yet: it replaces the prediction)
+    with pytest.raises(AssertionError, match=r"scored 'two' \(chosen after the run: None\), not the prediction kept: "
+                                             r"'none'"):
         check_reveal(stale, Q, widget)
+
+
+def test_a_choice_made_after_the_first_experiment_is_kept_apart_shown_as_such_and_neither_scored_nor_published(
+        tmp_path, run):
+    heard = []
+
+    def observer(kind, state):
+        heard.append((kind, state))
+
+    marks.subscribe(observer)
+    try:
+        widget = predict(Q, tmp_path)
+        widget.lock_in("two")  # before the run: the prediction
+        run.start()
+        widget.lock_in("one")  # after it: kept apart
+        assert "Chosen after the run: <b>One copy</b> (not scored" in widget.status.value
+    finally:
+        marks.unsubscribe(observer)
+    assert heard == [("prediction", "two")]  # the live view is told of the prediction only
+    k = kept(Q, tmp_path)
+    assert (k.predicted, k.after_run) == ("two", "one") and k.locked_ms < k.run_ms <= k.chosen_ms
+    shown = reveal(Q, "one", tmp_path)
+    assert (shown.predicted, shown.after_run, shown.right) == ("two", "one", False)
+    assert "You predicted **Two copies** (locked in 0 s before the run began); the broker did **One copy**" in \
+        shown.message, shown.message
+    assert "You also chose **One copy**, chosen after the run (0 s after the run began): not scored" in shown.message
+
+
+def test_the_reveal_says_how_long_before_the_run_the_prediction_was_locked_in(tmp_path, run):
+    lock_in(Q, "one", tmp_path)
+    run.ms = int(time.time() * 1000) + 65_000
+    assert "You predicted **One copy** (locked in 1 min 5 s before the run began), and that is what the broker did" \
+        in reveal(Q, "one", tmp_path).message
+
+
+def test_with_no_prediction_before_the_run_a_later_choice_is_not_scored_but_shown_with_its_reason(tmp_path, run):
+    run.start()
+    lock_in(Q, "none", tmp_path)
+    shown = reveal(Q, "one", tmp_path)
+    assert (shown.predicted, shown.after_run) == (None, "none") and locked(Q, tmp_path) is None
+    assert "You did not lock in a prediction before the run, so nothing is scored" in shown.message
+    assert f"You also chose **None**, {AFTER_RUN}" in shown.message and Q.reasons["none"] in shown.message
+
+
+def test_the_run_s_start_is_kept_with_the_shown_question_so_a_restarted_kernel_cannot_predict_again(tmp_path, run):
+    """The widget shown, then the kernel's first experiment (its mark, as create_topic publishes it): the file keeps
+    when the run began; a new kernel, which has started no experiment, still takes a choice as made after the run."""
+    predict(Q, tmp_path)
+    run.start()
+    marks.publish(marks.EXPERIMENT, "started")
+    assert json.loads((tmp_path / "work" / ".predictions" / "99.json").read_text())["run_ms"] == run.ms
+    run.restart()
+    lock_in(Q, "two", tmp_path)
+    assert locked(Q, tmp_path) is None and kept(Q, tmp_path).after_run == "two"
+    assert "The run has begun" in predict(Q, tmp_path).status.value or "Chosen after the run" in \
+        predict(Q, tmp_path).status.value
+
+
+def test_on_a_real_broker_a_choice_after_the_first_topic_is_not_scored_and_one_before_is(tmp_path, bootstrap):
+    """A fresh process (a kernel's stand-in) locks in, creates a topic on the real broker (its first experiment), then
+    chooses again: the reveal scores the first choice and shows the second as chosen after the run."""
+    script = ("import json, sys\nfrom pathlib import Path\nfrom labkit import marks\n"
+              "from labkit.kafka.records import create_topic\nfrom labkit.predictions import lock_in, reveal\n"
+              "from tests.test_predictions import Q\nheard = []\nmarks.subscribe(lambda k, s: heard.append([k, s]))\n"
+              "home = Path(sys.argv[1])\nlock_in(Q, 'two', home)\ncreate_topic(sys.argv[2], 'prediction-lock')\n"
+              "lock_in(Q, 'one', home)\nr = reveal(Q, 'one', home)\n"
+              "print(json.dumps([r.predicted, r.after_run, r.right, r.message, heard]))")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), bootstrap], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    predicted, after_run, right, message, heard = json.loads(done.stdout.splitlines()[-1])
+    assert (predicted, after_run, right) == ("two", "one", False), message
+    assert f"You also chose **One copy**, {AFTER_RUN}" in message and "before the run began" in message
+    assert heard == [["prediction", "two"], ["experiment", "started"]]
 
 
 def test_the_lock_in_button_keeps_the_chosen_answer_and_a_new_widget_shows_it(tmp_path):

@@ -482,18 +482,3 @@ def wait_for_live_marks(page, name: str, pattern: str, notebook: int = 0, timeou
 LIVE_PREDICTIONS_JS = """n => Object.fromEntries([...document.querySelectorAll(
   `#predictions tr[data-notebook="${n}"] .choice`)].map(c => [c.dataset.choice, Number(c.querySelector('b').textContent)]))"""
 
-
-def wait_for_live_predictions(page, notebook: str, sum_at_least: int, timeout_s: float = 120.0) -> dict[str, int]:
-    """Wait until the live view open on ``page`` counts at least ``sum_at_least`` predictions for ``notebook`` (e.g.
-    "00"), by itself (the page refreshes itself); returns ``{choice key: count}`` as it shows them.
-
-    Raises:
-        LabkitError: not within ``timeout_s`` seconds (the counts shown and the page's text quoted).
-    """
-    try:
-        page.wait_for_function(f"([n, at_least]) => Object.values(({LIVE_PREDICTIONS_JS})(n)).reduce((a, b) => a + b, 0)"
-                               " >= at_least", arg=[notebook, sum_at_least], timeout=timeout_s * 1000)
-    except Exception:
-        raise LabkitError(f"the live view did not count {sum_at_least} predictions for notebook {notebook}: "
-                          f"{page.evaluate(LIVE_PREDICTIONS_JS, notebook)}\n{page.inner_text('body')[:2000]}") from None
-    return page.evaluate(LIVE_PREDICTIONS_JS, notebook)

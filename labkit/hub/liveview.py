@@ -1,7 +1,8 @@
 """The instructor's live view: a JupyterHub service (hub-managed, run as root like the hub) showing one row per attendee
 while the workshop runs: signed in, server up, broker up, and per notebook the latest exercise check's mark (unanswered,
-wrong, right, or error: the check raised, the lab's failure) and claims cell's (held, failed, error). ``python -m
-labkit.hub.liveview``, started by the hub (:mod:`labkit.hub.config`).
+wrong, right, or error: the check raised, the lab's failure) and claims mark (held: every assertion cell of the
+kernel's latest run held and the claims line ran; failed; error: :class:`labkit.claims.Run`); below, the predictions
+locked in before each notebook's run. ``python -m labkit.hub.liveview``, started by the hub (:mod:`labkit.hub.config`).
 
 Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached through the hub's proxy):
 

@@ -1,8 +1,9 @@
 """What the instructor's live view (:mod:`labkit.hub.liveview`) shows: its page and its table (HTML), one row per
 attendee, from the hub's user models, each attendee's broker status and their marks (:class:`labkit.hub.verdicts.Mark`):
-per notebook, the exercise check's state (unanswered, wrong, right, error) and the claims cell's (held, failed, error),
-each in a badge of its own; below, the room's predictions (:func:`predictions_html`: per notebook, how many locked one
-in and how many chose each choice, names hidden). Stdlib only (no JupyterHub), so it is tested in the project's venv.
+per notebook, the exercise check's state (unanswered, wrong, right, error) and the notebook's claims mark (held,
+failed, error: :class:`labkit.claims.Run`), each in a badge of its own; below, the room's predictions
+(:func:`predictions_html`: per notebook, how many locked one in before the run and how many chose each choice, names
+hidden). Stdlib only (no JupyterHub), so it is tested in the project's venv.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ def _badge(css: str, text: str, title: str) -> str:
 SHOWN = {"exercise": ("E", {"unanswered": ("ask", "…", "not answered (the answer cell still holds ...)"),
                             "wrong": ("no", "✗", "wrong"), "right": ("ok", "✓", "right"),
                             "error": ("err", "!", "error: the check raised (the lab's failure, not the answer)")}),
-         "claims": ("C", {"held": ("ok", "✓", "held"), "failed": ("no", "✗", "failed: an assertion did not hold"),
-                          "error": ("err", "!", "error: the cell raised before its assertions ended")})}
+         "claims": ("C", {"held": ("ok", "✓", "held: the claims line ran, and no assertion cell of the kernel's latest "
+                                           "run failed"),
+                          "failed": ("no", "✗", "failed: an assertion of an assertion cell did not hold"),
+                          "error": ("err", "!", "error: an assertion cell raised before its assertions ended")})}
 #: How each broker status is shown: (CSS class, word).
 BROKER_CSS = {"up": ("ok", "up"), "down": ("no", "down"), "none": ("wait", "not up yet")}
 
@@ -139,9 +142,11 @@ def table_html(users: list[dict], brokers: dict[str, str], marks: dict, titles: 
 
 
 def predictions_html(marks: list[dict], titles: dict) -> str:
-    """The room's predictions (an HTML fragment): for each notebook someone locked a prediction in for, how many of
-    the attendees (``marks``: each one's, as in :func:`table_html`) did and how many chose each choice (its key, most
-    chosen first), with no name: the instructor can show it to the room before the reveal. Empty when nobody did."""
+    """The room's predictions (an HTML fragment): for each notebook someone locked a prediction in for before its run,
+    how many of the attendees (``marks``: each one's, as in :func:`table_html`; a kernel reports no choice made after
+    the notebook's first experiment, :func:`labkit.predictions.lock_in`) did and how many chose each choice (its key,
+    most chosen first), with no name: the instructor can show it to the room before the reveal. Empty when nobody
+    did."""
     rows = []
     for notebook in NOTEBOOKS:
         chosen = [m[(notebook, PREDICTION)].state for m in marks if (notebook, PREDICTION) in m]
@@ -155,7 +160,8 @@ def predictions_html(marks: list[dict], titles: dict) -> str:
     if not rows:
         return ""
     return ('<h2>Predictions</h2><p class="legend">Per notebook: how many attendees locked in a prediction of its '
-            'opening question, and how many chose each choice. No names: show it to the room before the reveal.</p>'
+            'opening question before its first experiment (a choice made after it is not counted), and how many chose '
+            'each choice. No names: show it to the room before the reveal.</p>'
             '<table id="predictions"><thead><tr><th>Notebook</th><th>Locked in</th><th>Choices</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
 
@@ -187,9 +193,10 @@ h2 { font-size: 17px; margin: 22px 0 2px; } #predictions td.locked { font-weight
 <h1>Live view · labkit workshop</h1>
 <p class="legend">Per notebook: <span class="b ok">E✓</span> exercise right, <span class="b no">E✗</span> wrong,
 <span class="b ask">E…</span> checked unanswered, <span class="b err">E!</span> the check raised (the lab's error,
-not the answer's); <span class="b ok">C✓</span> claims cell held, <span class="b no">C✗</span> an assertion failed,
-<span class="b err">C!</span> it raised; <span class="b none">E·</span> not run; <span class="b na">–</span> no
-claims cell. Hover a mark for its time. Refreshes every $refresh s.</p>
+not the answer's); <span class="b ok">C✓</span> the claims line ran and every assertion cell of the kernel's latest
+run held, <span class="b no">C✗</span> an assertion cell failed, <span class="b err">C!</span> an assertion cell raised;
+<span class="b none">E·</span> not run; <span class="b na">–</span> no claims cell. Hover a mark for its time.
+Refreshes every $refresh s.</p>
 <p id="stale"></p><div id="live">$table</div>
 <script>
 async function refresh() {

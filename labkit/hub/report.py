@@ -1,24 +1,29 @@
 """An attendee's kernel reporting to the instructor's live view (:mod:`labkit.hub.liveview`): each exercise check's
-outcome and each claims cell's, with the attendee's own hub API token, never slowing or breaking the learner's cell.
+outcome, the notebook's claims mark and a prediction locked in before the run, with the attendee's own hub API token,
+never slowing or breaking the learner's cell.
 
 Active only in an IPython kernel on the workshop hub: ``import labkit`` calls :func:`install`, which does nothing
 unless the hub's spawner set :data:`URL_ENV` (the live view's address, ``Spawner.environment``) and the single-user
 server passed its ``JUPYTERHUB_API_TOKEN`` (:data:`TOKEN_ENV`) to its kernels, and an IPython shell runs this
 process (a participant or a Spark process importing labkit reports nothing). Then the reporter hears:
 
-* the **marks** the lab publishes where it observes them (:mod:`labkit.marks`, subscribed to): an exercise check's
-  ``unanswered``, ``wrong``, ``right`` or ``error`` (the check raised: the lab's failure, not the answer;
-  :func:`labkit.exercise.marked`), and a claims cell's ``held`` (its assertions ran to its last line,
-  ``labkit.claims_hold(...)``: :func:`labkit.claims.claims_hold`). The lab knows nothing of this module.
-* the **end of a claims cell** that did not get there (an IPython ``post_run_cell`` hook): a cell calling
-  ``claims_hold`` (:func:`labkit.claims.is_claims_cell`) whose run raised (``ExecutionResult.success`` false) reports
-  ``failed`` when it raised an ``AssertionError`` (a claim did not hold), else ``error``.
+* the **marks** the lab publishes where it observes them (:mod:`labkit.marks`, subscribed to; the kinds of
+  :data:`labkit.marks.REPORTED`): an exercise check's ``unanswered``, ``wrong``, ``right`` or ``error`` (the check
+  raised: the lab's failure, not the answer; :func:`labkit.exercise.marked`), and a prediction's choice key
+  (published only for a choice locked in before the notebook's first experiment: :func:`labkit.predictions.lock_in`).
+  The lab knows nothing of this module.
+* the **end of every cell** (an IPython ``post_run_cell`` hook), for the notebook's claims mark: each cell's end
+  goes to the kernel's :class:`labkit.claims.Run` (the cell told apart by JupyterLab's cell id,
+  ``ExecutionInfo.cell_id``, else by its source), with what it raised and whether the claims line
+  (``labkit.claims_hold(...)``, its ``("claims", "held")`` mark heard during the cell) ran; the mark it returns is
+  reported: ``failed`` or ``error`` as soon as any assertion cell fails, ``held`` only when the claims line ran and no
+  assertion cell of the kernel's latest run failed.
 * the **notebook** is the two digits its file name starts with, from ``JPY_SESSION_NAME`` (:data:`SESSION_ENV`:
   Jupyter Server's ``SessionManager.get_kernel_env`` gives each kernel its notebook's path); a kernel of another
   file (a console, ``scratch.ipynb``) reports nothing.
 
 Why an observer registry rather than reading each cell's result: a check's verdict is heard however the cell shows it
-(or stores it), a check that raised is told from any other failing cell, and a claims mark comes from the claims
+(or stores it), a check that raised is told from any other failing cell, and a held claims mark comes from the claims
 line having run, not from a cell's text.
 
 Reports go from a daemon thread through a bounded queue (:data:`QUEUE_SIZE`; a full queue drops the newest), each a
@@ -36,7 +41,8 @@ import re
 import sys
 import threading
 
-from labkit import claims, marks
+from labkit import marks
+from labkit.claims import Run
 
 #: The live view's address (``http://127.0.0.1:<port>/services/liveview/``), set by the hub for attendees only.
 URL_ENV = "LABKIT_LIVEVIEW_URL"
@@ -89,13 +95,23 @@ class Reporter:
         self.sent = 0  # reports the service accepted (tests read it)
         self._queue: queue.Queue[dict] = queue.Queue(QUEUE_SIZE)
         self._warned = False
+        self._claims = Run()  # this kernel's assertion cells: the claims mark
+        self._claims_line_ran = False  # in the running cell
         threading.Thread(target=self._run, name="labkit-liveview-report", daemon=True).start()
+
+    def heard(self, kind: str, state: str) -> None:
+        """The observer :func:`install` subscribes to :mod:`labkit.marks`: a mark of a kind the live view is told of
+        (:data:`labkit.marks.REPORTED`) is reported (:meth:`put`), but a claims line's ``held``, which waits for its
+        cell's end (:meth:`after_cell`); an experiment's start is not reported. Never blocks."""
+        if kind == "claims":
+            self._claims_line_ran = True
+        elif kind in marks.REPORTED:
+            self.put(kind, state)
 
     def put(self, kind: str, state: str) -> None:
         """Queue a report of the mark ``(kind, state)`` (:func:`labkit.marks.valid`: a state of
         :data:`labkit.marks.STATES`, or a prediction's choice key) for this kernel's notebook;
-        nothing if the kernel has none (:func:`notebook_of`) or the queue is full. Never blocks. The observer
-        :func:`install` subscribes to :mod:`labkit.marks`."""
+        nothing if the kernel has none (:func:`notebook_of`) or the queue is full. Never blocks."""
         notebook = notebook_of(os.environ.get(SESSION_ENV))
         if notebook is not None:
             try:
@@ -104,12 +120,14 @@ class Reporter:
                 self._warn("its queue is full (the live view does not answer): a report was dropped")
 
     def after_cell(self, result) -> None:
-        """IPython's ``post_run_cell`` hook: report a claims cell that raised before its last line (``result``:
-        IPython's ``ExecutionResult``): ``failed`` on an ``AssertionError``, else ``error``."""
+        """IPython's ``post_run_cell`` hook (``result``: IPython's ``ExecutionResult``): tell the kernel's
+        :class:`labkit.claims.Run` of the cell's end and report the claims mark it returns, if any."""
         source = getattr(result.info, "raw_cell", "") or ""
-        if claims.is_claims_cell(source) and not result.success:
-            raised = result.error_in_exec or result.error_before_exec
-            self.put("claims", "failed" if isinstance(raised, AssertionError) else "error")
+        cell = getattr(result.info, "cell_id", None) or f"source {source}"
+        raised = None if result.success else (result.error_in_exec or result.error_before_exec or RuntimeError())
+        ran, self._claims_line_ran = self._claims_line_ran, False
+        if (state := self._claims.cell_ended(cell, source, raised, ran)) is not None:
+            self.put("claims", state)
 
     def _warn(self, why: str) -> None:
         if not self._warned:
@@ -144,6 +162,6 @@ def install(shell=None) -> Reporter | None:
     if shell is None:
         return None
     _reporter = Reporter(url, token)
-    marks.subscribe(_reporter.put)
+    marks.subscribe(_reporter.heard)
     shell.events.register("post_run_cell", _reporter.after_cell)
     return _reporter

@@ -1,12 +1,14 @@
-"""The instructor's live view's store: each attendee's latest exercise and claims-cell mark per notebook, in SQLite
-(Python's ``sqlite3``), and what a report from a kernel may say.
+"""The instructor's live view's store: each attendee's latest exercise, claims and prediction mark per notebook, in
+SQLite (Python's ``sqlite3``), and what a report from a kernel may say.
 
 A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"09"``: the
-number a notebook's file name starts with), ``kind`` and ``state``, a mark of :data:`labkit.marks.STATES`:
-``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or ``"error"`` when the check raised)
-or ``"claims"`` (the claims cell: ``"held"``, ``"failed"``: an assertion did not hold, ``"error"``: it raised
-anything else), or ``"prediction"`` (the choice the attendee locked in for the notebook's opening question: one of
-that notebook's keys in :data:`labkit.marks.CHOICES`, no other words). It names no user: the service files it under the hub user its API token belongs to
+number a notebook's file name starts with), ``kind`` (one of :data:`labkit.marks.REPORTED`) and ``state``, a mark of
+:data:`labkit.marks.STATES`: ``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or
+``"error"`` when the check raised) or ``"claims"`` (the notebook's claims, :class:`labkit.claims.Run`: ``"held"``:
+the claims line ran and no assertion cell of the kernel's latest run failed, ``"failed"``: an assertion cell's
+assertion did not hold, ``"error"``: an assertion cell raised anything else), or ``"prediction"`` (the choice the
+attendee locked in for the notebook's opening question before its first experiment: one of that notebook's keys in
+:data:`labkit.marks.CHOICES`, no other words; a choice made after the run began is never reported). It names no user: the service files it under the hub user its API token belongs to
 (:mod:`labkit.hub.liveview`), so no attendee can report for another. The store keeps, per (user, notebook, kind), the
 latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode
 0700, root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not)
@@ -26,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.marks import CHOICES, KINDS, PREDICTION, STATES, valid
+from labkit.marks import CHOICES, PREDICTION, REPORTED, STATES, valid
 
 #: The notebooks a report may name: the two digits their file names start with (notebooks/00_tour.ipynb ...), each
 #: with its opening question's choices in :data:`labkit.marks.CHOICES` (a test holds them equal to the notebooks).
@@ -70,8 +72,8 @@ def parse_report(body: bytes) -> tuple[str, str, str]:
                         f"not {fields}")
     if report["notebook"] not in NOTEBOOKS:
         raise BadReport(f"notebook must be one of {', '.join(NOTEBOOKS)}")
-    if report["kind"] not in KINDS:
-        raise BadReport(f"kind must be one of {', '.join(KINDS)}")
+    if report["kind"] not in REPORTED:
+        raise BadReport(f"kind must be one of {', '.join(REPORTED)}")
     if report["kind"] == PREDICTION and report["state"] not in CHOICES[report["notebook"]]:
         raise BadReport(f"a prediction for notebook {report['notebook']} is one of its question's choice keys: "
                         f"{', '.join(CHOICES[report['notebook']])}")

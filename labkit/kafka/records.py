@@ -11,6 +11,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
+from labkit import marks
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.errors import TopicNotFoundError
 from labkit.kafka.ledger import record_created_topic
@@ -33,11 +34,15 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     cluster survives the loss of one broker; ``replicas`` (node ids, the preferred leader first) places every
     partition on those brokers instead (CreateTopics' replica assignment).
 
+    An experiment starts with its topics: this publishes the mark ``("experiment", "started")``
+    (:mod:`labkit.marks`), after which a notebook's prediction is no longer taken as one (:mod:`labkit.predictions`).
+
     Returns:
         The topic name.
     Raises:
         confluent_kafka.KafkaException: the broker refused (e.g. an invalid prefix).
     """
+    marks.publish(marks.EXPERIMENT, "started")
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     client = admin(bootstrap)  # keep a reference: the futures fail if the client is collected
     placed = {"replica_assignment": [list(replicas)] * partitions} if replicas else {"replication_factor": -1}

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from labkit import marks
 from labkit.broker.settings import SHARE_LOCK_MS
 from labkit.history import Event
 from labkit.models import invariants
@@ -86,7 +87,8 @@ class World(CoordinatorSteps):
         lock_ms, txn_timeout_ms: ``group.share.record.lock.duration.ms`` and ``transaction.timeout.ms``:
             a lock expiry or a timeout moves the clock to when it would happen.
         step_ms: virtual ms a step takes.
-        history: record events (False for the explorer: faster).
+        history: record events (False for the explorer: faster); a world with its history is a run of the model,
+            as a notebook shows one, and publishes ``("experiment", "started")`` (:mod:`labkit.marks`).
     Raises:
         ValueError: an unknown fault, or ``state_partitions`` not one per share partition.
     """
@@ -119,6 +121,8 @@ class World(CoordinatorSteps):
         self.lock_ms, self.txn_timeout_ms, self.step_ms = lock_ms, txn_timeout_ms, step_ms
         self.clock_ms, self.acquired_ms = 0, {}
         self.events: list[Event] | None = [] if history else None
+        if history:  # a run of the model, as a notebook shows one: an experiment (labkit.marks), not an exploration
+            marks.publish(marks.EXPERIMENT, "started")
         self.clients: dict[str, Client] = {}
         for i, sp in enumerate(self.sps):
             for o in range(sp.records):
