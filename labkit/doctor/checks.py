@@ -83,8 +83,9 @@ def check_os(platform: str | None = None) -> Check:
     uname = os.uname() if hasattr(os, "uname") else None
     where = f"{uname.sysname} {uname.release} {uname.machine}" if uname else platform
     if platform.startswith("linux"):
-        return Check("operating system", OK, f"{where}: every fault works (crash, pause, the fault proxy, children "
-                                             "die with the lab); tested here")
+        return Check("operating system", OK, f"{where}: Linux, the system the lab's test suite runs every fault on "
+                                             "(crash, pause, the fault proxy, children dying with the lab: `make test`); "
+                                             "this check probes none of them")
     if platform == "darwin":
         return Check("operating system", WARN, f"{where}: crash, pause and the fault proxy work; a lab killed hard "
                      "leaves its children running (no parent-death signal off Linux); not tested here",
