@@ -40,7 +40,7 @@ from labkit import lab
 from labkit.broker import runtime
 from labkit.broker.ports import PORT_RANGE
 from labkit.errors import LabkitError
-from labkit.hub import config, drive, firewall, install, leftovers, names, observed, report, run, sandbox, users
+from labkit.hub import config, drive, firewall, install, names, observed, report, run, sandbox, users
 from labkit.hub.config import MEMORY_MIB, TASKS
 from labkit.hub.config import HubSettings, configure
 from labkit.hub.drive import sign_in as _sign_in
@@ -244,7 +244,6 @@ def test_the_configuration_gives_each_attendee_the_cache_and_the_hubs_table(monk
     assert c.JupyterHub.hub_ip == sandbox.GATEWAY and c.Spawner.environment[report.URL_ENV].startswith(
         f"http://{sandbox.GATEWAY}:")
     assert liveview in firewall.HUB_PORTS and c.LabSpawner.private_tmp == "/s/tmp"
-    assert c.Spawner.environment[leftovers.STATE_ENV] == "/s"  # how the next hub on /s finds the labs this one left
     assert (c.LabSpawner.memory_mib, c.LabSpawner.tasks) == (MEMORY_MIB, TASKS)
 
 

@@ -41,7 +41,6 @@ from pathlib import Path
 
 from labkit.broker.ports import free_port
 from labkit.hub.firewall import HUB_PORTS, table_name
-from labkit.hub.leftovers import STATE_ENV
 from labkit.hub.sandbox import GATEWAY, private_root
 
 #: The environment variable holding the attendees' shared password (at least 8 characters).
@@ -137,7 +136,6 @@ def configure(c, settings: dict) -> None:
     liveview_port = free_port(ports=HUB_PORTS)
     liveview = f"http://{GATEWAY}:{liveview_port}"  # the instructor's live view, where attendees' kernels report
     c.Spawner.environment["LABKIT_LIVEVIEW_URL"] = f"{liveview}/services/liveview/"  # labkit.hub.report.URL_ENV
-    c.Spawner.environment[STATE_ENV] = s.state  # labkit.hub.leftovers: which hub's lab a process is
     c.Spawner.environment["LABKIT_BROKER_HEAP_MB"] = "256"  # embedded.HEAP_ENV: each attendee's brokers, bench/hub.py
     c.Spawner.start_timeout = 120  # a first sign-in on a loaded machine: copies, then JupyterLab's first start
     c.Spawner.poll_interval = 10  # LabSpawner.poll refreshes the attendee's memory notice (30 s is JupyterHub's default)

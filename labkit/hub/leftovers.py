@@ -12,9 +12,14 @@ Found, never assumed (psutil, as root):
 
 * the old hub's own processes: root's, working in the state folder (JupyterHub runs its proxy and services there),
   whose command line is JupyterHub's, the proxy's or a service's (:data:`HUB_COMMANDS`);
-* each attendee's lab: the processes of the attendee uids (:data:`labkit.hub.sandbox.ATTENDEE_UIDS`) whose
-  environment names this state folder (:data:`STATE_ENV`, which the hub's spawner gives every lab:
-  :mod:`labkit.hub.config`); then the attendee's sandbox (namespace, cgroups) once no process of theirs is left.
+* each attendee's lab: the processes in the attendee's own groups (:func:`labkit.hub.sandbox.cgroups`, each
+  controller's ``cgroup.procs``, which only root can write: a lab's process cannot leave them) whose real uid is that
+  attendee's (:data:`labkit.hub.sandbox.ATTENDEE_UIDS`), for each attendee this hub made a sandbox for (their private
+  folder in its state folder, :func:`labkit.hub.sandbox.private_tmp`, root's); then the attendee's sandbox
+  (namespace, cgroups) once no process is left in their groups. Nothing the attendee controls (an environment
+  variable, a command line, a session) decides: ``env -u ... setsid sleep`` stays in its groups and is found (issue
+  63). A process the lab did not make is never signalled: another uid's (a root process moved into the group, a
+  process of a uid this hub made no sandbox for) or one outside the attendee's groups.
 """
 
 from __future__ import annotations
@@ -29,8 +34,6 @@ import psutil
 from labkit import procs
 from labkit.hub import sandbox
 
-#: The environment variable naming the state folder of the hub that started a lab (every process of the lab has it).
-STATE_ENV = "LABKIT_HUB_STATE"
 #: What the command line of a hub's own process contains: JupyterHub, its proxy, its two services.
 HUB_COMMANDS = ("bin/jupyterhub", "configurable-http-proxy", "labkit.hub.liveview", "jupyterhub_idle_culler")
 #: Seconds between SIGTERM and SIGKILL.
@@ -50,26 +53,38 @@ def hub_processes(state: Path | str) -> list[psutil.Process]:
     return found
 
 
-def lab_processes(state: Path | str) -> dict[int, list[psutil.Process]]:
-    """``{uid: processes}``: the attendees' processes started by a hub on ``state`` (their environment's
-    :data:`STATE_ENV`)."""
-    where = str(Path(state).resolve())
-    found: dict[int, list[psutil.Process]] = {}
-    for proc in psutil.process_iter(["uids"]):
-        uid = proc.info["uids"].real if proc.info["uids"] else -1
-        if uid not in sandbox.ATTENDEE_UIDS:
-            continue
+def in_groups(uid: int) -> set[int]:
+    """The pids in attendee ``uid``'s groups (every controller's ``cgroup.procs``, read now); empty without groups."""
+    pids: set[int] = set()
+    for group in sandbox.cgroups(uid):
         try:
-            if proc.environ().get(STATE_ENV) == where:
-                found.setdefault(uid, []).append(proc)
-        except psutil.Error:  # ended meanwhile
+            pids.update(int(line) for line in (group / "cgroup.procs").read_text().split())
+        except FileNotFoundError:  # no group (never made, or released)
             continue
+    return pids
+
+
+def lab_processes(state: Path | str) -> dict[int, list[psutil.Process]]:
+    """``{uid: processes}``: the processes of the labs a hub on ``state`` made (module docstring: the attendee's uid
+    and groups, for the uids with a private folder under ``state``), as the OS says, never as a process says."""
+    root = sandbox.private_root(Path(state).resolve())
+    found: dict[int, list[psutil.Process]] = {}
+    for uid in sandbox.ATTENDEE_UIDS:
+        if not sandbox.private_tmp(root, uid).is_dir():
+            continue
+        for pid in sorted(in_groups(uid)):
+            try:
+                proc = psutil.Process(pid)
+                if proc.uids().real == uid:
+                    found.setdefault(uid, []).append(proc)
+            except psutil.Error:  # ended meanwhile
+                continue
     return found
 
 
 def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[str]:
     """Stop what a hub on ``state`` left running (module docstring): the labs first (every process SIGTERM, SIGKILL
-    after :data:`GRACE_S` s; then the sandbox, unless a process of the uid started by something else is left), then
+    after :data:`GRACE_S` s; then the sandbox, unless a process the lab did not make is left in its groups), then
     the hub's own processes. Says (``say``) and returns one line per lab or process stopped; nothing when nothing was
     left. Call it only with the state folder's lock held (:func:`labkit.hub.run.lock_state`).
 
@@ -84,11 +99,11 @@ def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[
              "(attendees keep their files; their next sign-in starts a fresh lab)."]
     for uid, found in sorted(labs.items()):
         procs.terminate(found, GRACE_S, GRACE_S)
-        left = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+        left = in_groups(uid)
         if not left:
             sandbox.release(uid)
         lines.append(f"  stopped {_user(uid)}'s lab: {len(found)} processes"
-                     + ("" if not left else f"; its sandbox kept: {len(left)} other processes of the uid run"))
+                     + ("" if not left else f"; its sandbox kept: {len(left)} processes of another uid in its groups"))
     procs.terminate(hub, GRACE_S, GRACE_S)
     lines += hub_lines
     for line in lines:
