@@ -103,9 +103,10 @@ class LabSpawner(LocalProcessSpawner):
         return await super().start()
 
     async def _wall(self) -> None:
-        """The hub's wall (:func:`labkit.hub.firewall.wall_once`: once per hub process, under a lock)."""
+        """The hub's wall (:func:`labkit.hub.firewall.keep_wall`: made by the first spawn, checked at every poll and
+        made again with a warning in the hub's log if it went)."""
         if self.firewall_table:
-            await asyncio.to_thread(firewall.wall_once, self.firewall_table, sandbox.GATEWAY)
+            await asyncio.to_thread(firewall.keep_wall, self.firewall_table, sandbox.GATEWAY, self.log.warning)
 
     async def poll(self):
         """As ``LocalProcessSpawner.poll`` (None while the server's process lives), after making sure of the hub's
