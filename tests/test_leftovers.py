@@ -38,7 +38,7 @@ def left_lab(tmp_path):
     except LabkitError as exc:
         pytest.skip(f"no sandbox here: {exc}")
     state = tmp_path / "state"
-    sandbox.prepare(ATTENDEE, ATTENDEE, sandbox.Limits(memory_mib=512, tasks=256), sandbox.private_root(state))
+    sandbox.prepare(ATTENDEE, sandbox.Limits(memory_mib=512, tasks=256), sandbox.private_root(state))
     started: list[subprocess.Popen] = []
     try:
         yield state, started

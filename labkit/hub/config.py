@@ -18,7 +18,7 @@ setting, named as JupyterHub names it:
   ``Authenticator.admin_users``: the instructor's name; ``JupyterHub.template_paths``: the lab's sign-in form
   (:data:`TEMPLATES`, with the workshop code field).
 * ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`, with the attendees' private temporary folders (``private_tmp``, in the
-  state folder) and the limits (``memory_mib``, ``tasks``: :class:`HubSettings`); ``Spawner.cmd``: the shared venv's Python
+  state folder) and the limits (``memory_mib``, ``tasks``, ``tmp_mib``: :class:`HubSettings`); ``Spawner.cmd``: the shared venv's Python
   running :mod:`labkit.hub.singleuser`; ``Spawner.environment``: the shared venv first on ``PATH``;
   ``Spawner.env_keep``: only the locale (nothing of root's environment, e.g. its ``VIRTUAL_ENV`` or a password,
   reaches an attendee).
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from labkit.broker.ports import free_port
 from labkit.hub.firewall import HUB_PORTS, table_name
-from labkit.hub.sandbox import GATEWAY, private_root
+from labkit.hub.sandbox import GATEWAY, TMP_MIB, private_root
 
 #: The environment variable holding the attendees' shared password (at least 8 characters).
 PASSWORD_ENV = "LABKIT_HUB_PASSWORD"
@@ -67,7 +67,8 @@ class HubSettings:
     """What :func:`configure` needs: addresses (``ip`` str, ``port``, ``hub_port``, ``proxy_api_port`` TCP ports),
     folders (``prefix`` the shared install, ``state`` the hub's own 0700 folder, ``proxy`` the proxy command), the
     instructor's hub name ``admin``, ``cull_idle_s`` seconds, the TLS ``ssl_cert``/``ssl_key`` paths (or ""), and each
-    attendee's limits: ``memory_mib`` (MiB) and ``tasks`` (processes and threads)."""
+    attendee's limits: ``memory_mib`` (MiB), ``tasks`` (processes and threads) and ``tmp_mib`` (MiB, the size of each of
+    their ``/tmp`` and ``/dev/shm``: :attr:`labkit.hub.sandbox.Limits.tmp_mib`)."""
 
     ip: str
     port: int
@@ -82,6 +83,7 @@ class HubSettings:
     ssl_key: str = ""
     memory_mib: int = MEMORY_MIB
     tasks: int = TASKS
+    tmp_mib: int = TMP_MIB
     extra: dict = field(default_factory=dict)
 
     @property
@@ -143,7 +145,7 @@ def configure(c, settings: dict) -> None:
     c.LabSpawner.shared_cache = str(Path(s.prefix) / "cache")  # labkit.hub.install.cache_dir: jars, compiled Java
     c.LabSpawner.firewall_table = table_name(s.state)  # labkit.hub.firewall: the wall around the namespaces
     c.LabSpawner.private_tmp = str(private_root(state))  # labkit.hub.sandbox: each attendee's /tmp in it
-    c.LabSpawner.memory_mib, c.LabSpawner.tasks = s.memory_mib, s.tasks
+    c.LabSpawner.memory_mib, c.LabSpawner.tasks, c.LabSpawner.tmp_mib = s.memory_mib, s.tasks, s.tmp_mib
 
     c.JupyterHub.services = [{"name": "idle-culler", "command": [
         str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_idle_s}",

@@ -1,7 +1,7 @@
 """``make hub``: check what the workshop hub needs, set it up (:mod:`labkit.hub.install`), then run JupyterHub as root.
 
 Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password PW] [--admin-password PW]
-[--prefix DIR] [--state DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N]``, or through make:
+[--prefix DIR] [--state DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N] [--tmp MIB]``, or through make:
 ``make hub ARGS="--ip 0.0.0.0 --port 8000"``. The passwords come from ``--password``/``--admin-password`` or, better
 (a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
@@ -29,6 +29,7 @@ import psutil
 from labkit.broker.ports import ensure_free, free_port
 from labkit.errors import LabkitError, PortInUseError
 from labkit.hub import firewall, install, leftovers, sandbox
+from labkit.hub.sandbox import TMP_MIB
 from labkit.hub.config import (ADMIN_PASSWORD_ENV, CULL_IDLE_S, MEMORY_MIB, PASSWORD_ENV, TASKS, HubSettings,
                                write_config_file)
 from labkit.hub.names import why_refused
@@ -139,7 +140,7 @@ def _exiting(pid: str) -> bool:
 def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instructor",
             prefix: Path | str | None = None, state: Path = STATE, cull_idle_s: int = CULL_IDLE_S,
             ssl_cert: str = "", ssl_key: str = "", extra: dict | None = None, memory_mib: int = MEMORY_MIB,
-            tasks: int = TASKS, say=print) -> tuple[list[str], HubSettings]:
+            tasks: int = TASKS, tmp_mib: int = TMP_MIB, say=print) -> tuple[list[str], HubSettings]:
     """Everything before JupyterHub starts: root and port checks, the set-up (:func:`labkit.hub.install.install_shared`,
     :func:`~labkit.hub.install.install_proxy`), the checks that attendees can be kept apart (:func:`labkit.hub.sandbox.check`)
     and the gateway address (:func:`~labkit.hub.sandbox.ensure_gateway`), the config file in ``state``. ``port`` None: a free one. Returns the
@@ -163,12 +164,14 @@ def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instru
     proxy = install.install_proxy(say=say)
     firewall.check()
     sandbox.check()
+    if (warning := sandbox.pid_room(tasks)):  # every attendee account's lab at its task limit at once
+        say(f"warning: {warning}")
     sandbox.ensure_gateway()
     settings = HubSettings(ip=ip, port=port, hub_port=free_port(ports=firewall.HUB_PORTS),
                            proxy_api_port=free_port(ports=firewall.HUB_PORTS), prefix=str(prefix),
                            state=str(Path(state).resolve()), proxy=str(proxy), admin=admin, cull_idle_s=cull_idle_s,
                            ssl_cert=ssl_cert, ssl_key=ssl_key, memory_mib=memory_mib, tasks=tasks,
-                           extra=extra or {})
+                           tmp_mib=tmp_mib, extra=extra or {})
     Path(settings.state).mkdir(parents=True, exist_ok=True)
     Path(settings.state).chmod(0o700)
     config = write_config_file(settings)
@@ -228,6 +231,9 @@ def main(argv: list[str]) -> int:
                         help=f"each attendee's memory limit, MiB (default {MEMORY_MIB}: notebook 04's peak and room)")
     parser.add_argument("--tasks", type=int, default=TASKS,
                         help=f"each attendee's limit of processes and threads (default {TASKS})")
+    parser.add_argument("--tmp", type=int, default=TMP_MIB,
+                        help=f"the size of each attendee's /tmp and /dev/shm, MiB (default {TMP_MIB}; tmpfs: what is "
+                        "written there counts toward their --memory)")
     args = parser.parse_args(argv)
     on_cli = [name for name in ("--password", "--admin-password")
               if any(arg == name or arg.startswith(f"{name}=") for arg in argv)]
@@ -236,7 +242,7 @@ def main(argv: list[str]) -> int:
     fd = lock_state(args.state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
     leftovers.stop_left_by(args.state)
     command, settings = prepare(args.ip, args.port, args.admin, args.prefix, args.state, int(args.timeout * 60),
-                                args.ssl_cert, args.ssl_key, memory_mib=args.memory, tasks=args.tasks)
+                                args.ssl_cert, args.ssl_key, memory_mib=args.memory, tasks=args.tasks, tmp_mib=args.tmp)
     if on_cli:
         print(f"note: {' and '.join(on_cli)} on the command line can be read by every user of this machine (ps): "
               f"prefer {PASSWORD_ENV} / {ADMIN_PASSWORD_ENV}.")

@@ -1,8 +1,34 @@
-"""Each attendee's lab alone (issue 49): a network namespace, cgroups and temporary folders of its own.
+"""Each attendee's lab alone (issues 49, 63): a network namespace, cgroups, an IPC namespace, temporary folders and a
+``/proc`` of its own.
 
 Everything an attendee's lab starts (JupyterLab, kernels, the broker, participants, Spark, a second broker) inherits
 what :func:`enter_command` gives its first process, so nothing of one attendee's lab listens where another's can
-connect **or bind**, and one attendee's runaway cell cannot take the machine:
+connect **or bind**, and one attendee's runaway cell cannot take the machine.
+
+**The sandbox's contract.** Each line is a property a backend keeps (today's: ``ip netns``, cgroup v1 and a mount and
+IPC namespace per lab made by :func:`prepare` and :func:`enter_command`; a systemd / cgroup v2 backend must keep every
+one), and the test that tries to break it as an attendee would:
+
+* *Network alone*: a network namespace whose only reachable address is :data:`GATEWAY`
+  (``test_an_attendee_reaches_the_hubs_ports_on_the_gateway_and_nothing_of_another``).
+* *Limits*: memory (:attr:`Limits.memory_mib`), equal CPU shares, tasks (:attr:`Limits.tasks`)
+  (``test_an_attendee_runs_as_its_uid_in_its_cgroups_with_a_private_tmp``).
+* *IPC alone*: SysV shared memory, semaphores and message queues of a lab are seen by no other and die with the lab's
+  last process (``test_sysv_shared_memory_and_queues_of_a_lab_die_with_it_and_never_reach_the_next``).
+* *Temporary folders in the lab's memory*: ``/tmp`` (``/var/tmp`` the same folder), ``/dev/shm`` and ``/run/lock`` are
+  the lab's own, size-limited (:attr:`Limits.tmp_mib`, :data:`RUN_LOCK_MIB`: past it ENOSPC), charged to its memory
+  group, never to a disk, and gone with the lab
+  (``test_a_lab_s_temporary_folders_are_size_limited_tmpfs_charged_to_its_memory_group``).
+* *Nothing handed over*: a new lab of a uid gets no folder, file or segment of an earlier lab of that uid, however
+  that one ended or its user was removed (``test_a_new_lab_of_a_uid_gets_nothing_of_the_last_one_even_after_userdel``).
+* *Its limit visible*: the lab's own memory group is where the JVM reads it, so a JVM's default heap is a quarter of
+  the lab's limit, not of the machine's memory (``test_a_jvm_in_a_lab_sizes_its_heap_from_the_lab_s_memory_limit``).
+* *Processes unseen*: another user's processes (other attendees', the hub's) are not in the lab's ``/proc``; its own
+  are, whole (``test_an_attendee_cannot_see_another_s_processes_in_proc_and_sees_its_own``).
+* *The machine's pids*: the room's labs at their task limit fit ``kernel.pid_max`` (:func:`pid_room`, said by
+  ``make hub``: ``test_pid_room_says_how_many_labs_fit_pid_max_and_the_fix``).
+
+Today's backend:
 
 * **A network namespace** ``labkit-<uid>`` (``ip netns``, iproute2): its own loopback, where the lab's broker and
   kernels listen, and one end of a veth pair (``lkn<uid>``, address :func:`address`); the other end (``lkh<uid>``)
@@ -17,11 +43,19 @@ connect **or bind**, and one attendee's runaway cell cannot take the machine:
   their group), ``cpu.shares`` (1024 each: equal shares of a busy machine) and ``pids.max`` (tasks: processes and
   threads; a fork bomb stops there). cgroup v2 (a unified hierarchy, what systemd machines mount) is not supported:
   :func:`check` says so; jupyterhub-systemdspawner's ``systemd-run --scope`` is the way there, untested here.
-* **Private temporary folders**: ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are bind mounts, in the mount namespace
-  ``ip netns exec`` makes for the lab, of the attendee's folders under the hub's state (:func:`private_tmp`), so the
-  JVM's perf data, Spark's scratch and the broker's temporary folders are theirs, and :func:`remove_files` removes
-  every one of them with the attendee. ``/run/labkit`` is their ``info`` folder, root's: what the hub observed of
-  their memory group (:func:`write_info`), which their notebook reports (:mod:`labkit.hub.memory_notice`).
+* **A mount and an IPC namespace** (``ip netns exec`` makes the mount namespace, ``unshare --ipc``, util-linux, the
+  IPC one; both end with the lab's last process, and everything in them with it). In the mount namespace: ``/tmp``
+  (and ``/var/tmp``, the same folder) and ``/dev/shm``, each a tmpfs of :attr:`Limits.tmp_mib`, and ``/run/lock`` one
+  of :data:`RUN_LOCK_MIB`: a tmpfs page is charged to the memory group of the process that writes it (cgroup v1
+  as v2: the kernel's ``shmem`` charge, ``memory.stat``'s ``shmem``), so a full ``/tmp`` costs the lab its own memory,
+  never the machine's disk. ``/proc`` mounted again with ``hidepid=invisible`` (Linux 5.8 or later; per mount). The
+  hierarchies the JVM reads (cpuset, cpu, cpuacct, memory, pids: OpenJDK's ``CgroupSubsystemFactory`` wants all of
+  them) at ``/sys/fs/cgroup/<name>``, read-only, each bound at the lab's own group (its root is the process's path,
+  which OpenJDK's ``CgroupV1Controller`` reads as a container's): ``ip netns exec`` mounts a fresh sysfs with an empty
+  ``/sys/fs/cgroup``, where a JVM saw no limit and sized its heap from the machine's memory. ``/run/labkit`` is their
+  ``info`` folder, root's: what the hub observed of their memory group (:func:`write_info`), which their notebook
+  reports (:mod:`labkit.hub.memory_notice`); :func:`prepare` makes it afresh, the only folder of the lab's under the
+  hub's state.
 
 The processes then run as the attendee (``setpriv --reuid --regid --clear-groups --no-new-privs``, util-linux: a
 set-uid program cannot give them root back). Every call here runs as root, in the hub.
@@ -54,16 +88,30 @@ CGROUP_PARENT = "labkit"
 INFO_MOUNT = Path("/run/labkit")
 #: Seconds any ``ip`` call may take.
 IP_TIMEOUT_S = 30
+#: The size of each of a lab's ``/tmp`` and ``/dev/shm`` (tmpfs, MiB), unless the instructor sets one (``--tmp``): the
+#: JVMs' perf data, Spark's scratch and JupyterLab's files take a few MiB; the pages written count toward the lab's
+#: memory limit (the module docstring), so this bounds what a full ``/tmp`` takes of it.
+TMP_MIB = 512
+#: The size of a lab's ``/run/lock`` (tmpfs, MiB): lock files are empty.
+RUN_LOCK_MIB = 1
+#: The cgroup v1 hierarchies a JVM reads (OpenJDK's ``CgroupSubsystemFactory`` takes a v1 machine's limits only when it
+#: finds all of cpuset, cpu, cpuacct and memory in ``/proc/self/mountinfo``; pids it reads when there).
+JVM_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "pids")
+#: Tasks (processes and threads) ``kernel.pid_max`` keeps for the machine beyond the room's labs: the hub, its proxy,
+#: the system's services.
+PID_HEADROOM = 4096
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one attendee's lab may use: ``memory_mib`` (MiB, ``memory.limit_in_bytes``), ``tasks`` (processes and
-    threads, ``pids.max``) and ``cpu_shares`` (``cpu.shares``, 1024 for everyone: equal shares)."""
+    threads, ``pids.max``), ``cpu_shares`` (``cpu.shares``, 1024 for everyone: equal shares) and ``tmp_mib`` (MiB,
+    the size of each of its ``/tmp`` and ``/dev/shm``; written pages count toward ``memory_mib``)."""
 
     memory_mib: int
     tasks: int
     cpu_shares: int = 1024
+    tmp_mib: int = TMP_MIB
 
 
 def address(uid: int) -> str:
@@ -74,7 +122,7 @@ def address(uid: int) -> str:
     """
     if uid not in ATTENDEE_UIDS:
         raise LabkitError(f"uid {uid} is not an attendee's uid ({ATTENDEE_UIDS.start}-{ATTENDEE_UIDS.stop - 1}): "
-                          "remove that user (userdel -r) and sign in again.")
+                          "remove that user (python -m labkit.hub.users remove NAME) and sign in again.")
     n = uid - ATTENDEE_UIDS.start
     return f"10.127.{1 + n // 250}.{2 + n % 250}"
 
@@ -104,7 +152,8 @@ def private_root(state: Path | str) -> Path:
 
 
 def private_tmp(tmp_root: Path | str, uid: int) -> Path:
-    """Attendee ``uid``'s temporary folders' parent under ``tmp_root`` (the hub's state): ``tmp`` and ``shm`` in it."""
+    """Attendee ``uid``'s folder under ``tmp_root`` (the hub's state): its ``info`` folder (the lab's temporary folders
+    are tmpfs of the lab's own, :func:`enter_command`; an older labkit kept ``tmp`` and ``shm`` here)."""
     return Path(tmp_root) / str(uid)
 
 
@@ -167,9 +216,11 @@ def ensure_gateway() -> None:
         _ip("addr", "add", f"{GATEWAY}/32", "dev", "lo")
 
 
-def prepare(uid: int, gid: int, limits: Limits, tmp_root: Path | str) -> str:
+def prepare(uid: int, limits: Limits, tmp_root: Path | str) -> str:
     """Make attendee ``uid``'s namespace afresh (an old one, from a lab that ended, is replaced), their cgroups with
-    ``limits``, and their temporary folders (owned by ``uid``:``gid``, mode 0700); return their lab's address.
+    ``limits``, and their folder under ``tmp_root`` afresh (whatever an earlier lab of ``uid`` left there, e.g. after
+    ``userdel``, removed: nothing is handed over; the lab's temporary folders are made at its start,
+    :func:`enter_command`); return their lab's address.
 
     Raises:
         LabkitError: an ``ip`` call failed, or ``uid`` is not an attendee's.
@@ -195,12 +246,10 @@ def prepare(uid: int, gid: int, limits: Limits, tmp_root: Path | str) -> str:
     (memory / "memory.limit_in_bytes").write_text(str(limits.memory_mib * 2**20))
     (cpu / "cpu.shares").write_text(str(limits.cpu_shares))
     (pids / "pids.max").write_text(str(limits.tasks))
-    for sub in ("tmp", "shm"):
-        folder = private_tmp(tmp_root, uid) / sub
-        folder.mkdir(parents=True, exist_ok=True)
-        os.chown(folder, uid, gid)
-        folder.chmod(0o700)
-    (private_tmp(tmp_root, uid) / "info").mkdir(mode=0o755, exist_ok=True)  # root's: what the hub observed
+    folder = private_tmp(tmp_root, uid)
+    if folder.exists():  # an earlier lab's (its user removed without the lab's removal): never handed over
+        shutil.rmtree(folder)
+    (folder / "info").mkdir(mode=0o755, parents=True)  # root's: what the hub observed
     INFO_MOUNT.mkdir(mode=0o755, exist_ok=True)  # where the lab sees it (labkit.hub.memory_notice.INFO)
     write_info(uid, tmp_root)
     return lab
@@ -232,15 +281,89 @@ def join_cgroups(uid: int) -> None:
         (group / "cgroup.procs").write_text("0")  # 0: the writing process
 
 
-def enter_command(uid: int, gid: int, tmp_root: Path | str) -> list[str]:
-    """The command prefix that runs the rest of a command line in attendee ``uid``'s namespace, with their private
-    ``/tmp``, ``/var/tmp`` and ``/dev/shm``, in ``$HOME``, as ``uid``:``gid`` with no supplementary groups and no new
-    privileges. Run it as root, after :func:`prepare` and :func:`join_cgroups`."""
-    script = ('mount --bind "$1/tmp" /var/tmp && mount --bind "$1/shm" /dev/shm && mount --bind "$1/info" /run/labkit '
-              '&& mount --bind "$1/tmp" /tmp && uid=$2 gid=$3 && shift 3 && cd "$HOME" '
-              '&& exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --no-new-privs -- "$@"')
-    return [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec", netns(uid), "sh", "-c", script, "sh", str(private_tmp(tmp_root, uid)), str(uid),
-            str(gid)]
+def _hierarchies(uid: int) -> list[str]:
+    """For each cgroup v1 hierarchy of :data:`JVM_CONTROLLERS` mounted here: its folder's name, its mount options
+    (``/proc/self/mounts``) and the group a process of attendee ``uid``'s lab is in (``/labkit/<uid>`` where
+    :func:`join_cgroups` moves it, else the calling process's own, which the lab inherits), three words each."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        own[frozenset(names.split(","))] = path
+    words = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, where, kind, options, *_ = line.split()
+        names = frozenset(options.split(",")) & set(JVM_CONTROLLERS)
+        if kind == "cgroup" and names and Path(where).parent == CGROUP_ROOT:
+            path = f"/{CGROUP_PARENT}/{uid}" if names & set(CONTROLLERS) else own.get(names, "/")
+            words += [Path(where).name, options, path]
+    return words
+
+
+#: :func:`enter_command`'s script, run as root in the lab's new mount and IPC namespaces; its arguments: the lab's
+#: folder, uid, gid, the sizes of /tmp and /run/lock (MiB), then three words per cgroup hierarchy (:func:`_hierarchies`)
+#: up to ``--``, then the command. The info folder is bound first: the lab's folder may be under /tmp (a test's).
+ENTER_SCRIPT = r'''set -e
+folder=$1 uid=$2 gid=$3 tmp=$4 lock=$5
+shift 5
+mount -t proc -o nosuid,nodev,noexec,hidepid=invisible proc /proc
+mount --bind "$folder/info" /run/labkit
+mount -t tmpfs -o "nosuid,nodev,size=${tmp}m,mode=1777" tmpfs /tmp
+mount --bind /tmp /var/tmp
+mount -t tmpfs -o "nosuid,nodev,size=${tmp}m,mode=1777" tmpfs /dev/shm
+mkdir -p /run/lock
+mount -t tmpfs -o "nosuid,nodev,noexec,size=${lock}m,mode=1777" tmpfs /run/lock
+mount -t tmpfs -o size=64k,mode=755 cgroup /sys/fs/cgroup
+while [ "$1" != -- ]; do
+  mkdir /sys/fs/cgroup/$1 /sys/fs/cgroup/.all
+  mount -t cgroup -o "$2" cgroup /sys/fs/cgroup/.all
+  mount --bind "/sys/fs/cgroup/.all$3" /sys/fs/cgroup/$1
+  mount -o remount,bind,ro /sys/fs/cgroup/$1
+  umount /sys/fs/cgroup/.all
+  rmdir /sys/fs/cgroup/.all
+  shift 3
+done
+shift
+mount -o remount,ro /sys/fs/cgroup
+cd "$HOME"
+exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --no-new-privs -- "$@"
+'''
+
+
+def enter_command(uid: int, gid: int, tmp_root: Path | str, tmp_mib: int = TMP_MIB) -> list[str]:
+    """The command prefix that runs the rest of a command line in attendee ``uid``'s lab (the module docstring's
+    contract): their network namespace (``ip netns exec``, whose new mount namespace holds the rest), a new IPC
+    namespace (``unshare --ipc``), tmpfs ``/tmp`` (``/var/tmp``) and ``/dev/shm`` of ``tmp_mib`` MiB each and
+    ``/run/lock`` of :data:`RUN_LOCK_MIB`, ``/proc`` with ``hidepid=invisible``, their cgroups where a JVM reads them,
+    in ``$HOME``, as ``uid``:``gid`` with no supplementary groups and no new privileges. Run it as root, after
+    :func:`prepare` and :func:`join_cgroups`; a mount that fails stops the command before it runs (``set -e``). Each
+    run is a lab of its own in the namespace: its own ``/tmp``, ``/dev/shm`` and IPC, not those of a lab already there.
+
+    Raises:
+        OSError: ``/proc/self/cgroup`` or ``/proc/self/mounts`` could not be read.
+    """
+    return [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec", netns(uid),
+            shutil.which("unshare") or "/usr/bin/unshare", "--ipc", "--", "sh", "-c", ENTER_SCRIPT, "sh",
+            str(private_tmp(tmp_root, uid)), str(uid), str(gid), str(tmp_mib), str(RUN_LOCK_MIB),
+            *_hierarchies(uid), "--"]
+
+
+def pid_room(tasks: int, labs: int = len(ATTENDEE_UIDS)) -> str:
+    """What ``kernel.pid_max`` holds of ``labs`` labs at ``tasks`` tasks each, beyond :data:`PID_HEADROOM` for the
+    machine: "" when all fit, else a warning naming how many fit and the fix (raise ``kernel.pid_max``, or lower
+    ``--tasks``). A lab at its task limit takes that many pids (``pids.max`` counts tasks, each with a pid of the
+    machine's one pid namespace); past ``pid_max`` no process of anyone, the hub's included, can fork.
+
+    Raises:
+        OSError: ``/proc/sys/kernel/pid_max`` could not be read.
+    """
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    needed = labs * tasks + PID_HEADROOM
+    if needed <= pid_max:
+        return ""
+    fit = max(0, (pid_max - PID_HEADROOM) // tasks)
+    return (f"kernel.pid_max is {pid_max}: {fit} labs at {tasks} tasks each fit beside {PID_HEADROOM} for the machine; "
+            f"more, each at its limit, leave no pid for anyone, the hub included. For {labs} labs, raise it "
+            f"(sysctl -w kernel.pid_max={needed}) or lower --tasks to {max(1, (pid_max - PID_HEADROOM) // labs)}.")
 
 
 def oom_kills(uid: int) -> int:
@@ -296,7 +419,7 @@ def owned_by(uid: int) -> list[Path]:
 
 
 def remove_files(uid: int, tmp_root: Path | str) -> list[str]:
-    """Remove attendee ``uid``'s private temporary folders and every file or folder of ``uid`` in
+    """Remove attendee ``uid``'s folder under ``tmp_root`` and every file or folder of ``uid`` in
     :data:`SHARED_WRITABLE` (:func:`owned_by`), so a later attendee given the same uid inherits nothing. Returns
     the paths removed.
 

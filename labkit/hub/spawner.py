@@ -12,8 +12,9 @@ its ``user_env``: ``USER``, ``HOME``, ``SHELL``), creates that user if needed (:
   set-up installed once, read-only (:mod:`labkit.hub.cache`);
 * a lab of its own (:mod:`labkit.hub.sandbox`): its network namespace, where the attendee's JupyterLab listens on
   the namespace's address (``Spawner.ip``, which the hub's proxy connects to); cgroups with the hub's limits
-  (:attr:`LabSpawner.memory_mib`, :attr:`LabSpawner.tasks`, equal CPU shares); private ``/tmp``, ``/var/tmp`` and
-  ``/dev/shm`` under :attr:`LabSpawner.private_tmp`. ``LocalProcessSpawner``'s own step (setuid in ``preexec_fn``) is
+  (:attr:`LabSpawner.memory_mib`, :attr:`LabSpawner.tasks`, equal CPU shares); its own IPC, ``/proc`` and tmpfs
+  ``/tmp``, ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (:attr:`LabSpawner.tmp_mib`), its info folder under
+  :attr:`LabSpawner.private_tmp`. ``LocalProcessSpawner``'s own step (setuid in ``preexec_fn``) is
   replaced by joining the cgroups there, as root, and :func:`labkit.hub.sandbox.enter_command` in front of the
   command, which drops to the attendee's uid once inside.
 
@@ -58,6 +59,8 @@ class LabSpawner(LocalProcessSpawner):
     private_tmp = Unicode(config=True, help="The folder of the attendees' private temporary folders (root's).")
     memory_mib = Integer(2048, config=True, help="Each attendee's memory limit (MiB, their cgroup's).")
     tasks = Integer(4096, config=True, help="Each attendee's limit of processes and threads (pids.max).")
+    tmp_mib = Integer(sandbox.TMP_MIB, config=True, help="The size of each attendee's /tmp and /dev/shm (MiB, tmpfs "
+                      "charged to their memory limit).")
     end_grace_s = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL to the attendee's processes.")
 
     def __init__(self, *args, **kwargs):
@@ -97,9 +100,10 @@ class LabSpawner(LocalProcessSpawner):
         """
         entry = await asyncio.get_running_loop().run_in_executor(ACCOUNTS_EXECUTOR, users.create, self.user.name)
         await self._wall()
-        limits = sandbox.Limits(memory_mib=self.memory_mib, tasks=self.tasks)
-        self.ip = await asyncio.to_thread(sandbox.prepare, entry.pw_uid, entry.pw_gid, limits, self.private_tmp)
-        self.cmd = [*sandbox.enter_command(entry.pw_uid, entry.pw_gid, self.private_tmp), *self.lab_cmd]
+        limits = sandbox.Limits(memory_mib=self.memory_mib, tasks=self.tasks, tmp_mib=self.tmp_mib)
+        self.ip = await asyncio.to_thread(sandbox.prepare, entry.pw_uid, limits, self.private_tmp)
+        self.cmd = [*sandbox.enter_command(entry.pw_uid, entry.pw_gid, self.private_tmp, limits.tmp_mib),
+                    *self.lab_cmd]
         return await super().start()
 
     async def _wall(self) -> None:

@@ -59,8 +59,9 @@ def create(name: str) -> pwd.struct_passwd:
             uid = next((uid for uid in ATTENDEE_UIDS if uid not in taken), None)
             if uid is None:
                 raise LabkitError(f"All {len(ATTENDEE_UIDS)} attendee accounts of this machine are taken (uids "
-                                  f"{ATTENDEE_UIDS.start}-{ATTENDEE_UIDS.stop - 1}): remove old ones (userdel -r "
-                                  "lab-<name>).") from None
+                                  f"{ATTENDEE_UIDS.start}-{ATTENDEE_UIDS.stop - 1}): remove old ones with the lab's "
+                                  "own removal, which also removes their files outside the home (python -m "
+                                  "labkit.hub.users remove <name>).") from None
             done = subprocess.run(["useradd", "--create-home", "--user-group", "--uid", str(uid), "--shell", SHELL,
                                    "--comment", f"{COMMENT} {name}", user], capture_output=True, text=True, timeout=60)
             if done.returncode != 0:
