@@ -182,13 +182,14 @@ def _sysctl(*args: str) -> str:
 
 
 def check() -> None:
-    """Check that attendees can be kept apart here: ``ip`` (iproute2) and ``setpriv`` (util-linux) present, IP
-    forwarding off, and cgroup v1's :data:`CONTROLLERS` mounted and writable.
+    """Check that attendees can be kept apart here: ``ip`` (iproute2), ``setpriv`` and ``unshare`` (util-linux)
+    present, IP forwarding off, and cgroup v1's :data:`CONTROLLERS` mounted and writable.
 
     Raises:
         LabkitError: one is not (the message names the fix).
     """
-    for tool, package in (("ip", "iproute2"), ("setpriv", "util-linux"), ("sysctl", "procps")):
+    tools = (("ip", "iproute2"), ("setpriv", "util-linux"), ("unshare", "util-linux"), ("sysctl", "procps"))
+    for tool, package in tools:
         if not shutil.which(tool):
             raise LabkitError(f"The hub keeps each attendee's lab apart with `{tool}`, which is missing: "
                               f"apt-get install {package}.")
