@@ -375,9 +375,12 @@ def shut_down_kernels(page) -> None:
     page.locator(".jp-Dialog .jp-Dialog-button.jp-mod-accept").click()
 
 
-#: Runs ``cells`` one after the other in a new kernel of the page's Jupyter server (``base``: ``.../user/<name>/``),
-#: as a notebook session of ``path``: the server's REST API (a session, with the page's XSRF cookie) then the kernel's
-#: websocket (Jupyter's messaging protocol 5.3). Returns each cell's status and output.
+#: Runs ``cells`` one after the other in the kernel of the page's Jupyter server (``base``: ``.../user/<name>/``)
+#: that runs the notebook session of ``path`` (Jupyter Server gives an existing session of that path, else makes one
+#: with a new kernel): the server's REST API (a session, with the page's XSRF cookie) then the kernel's websocket
+#: (Jupyter's messaging protocol 5.3). A cell is its code, or ``[cellId, code]``: sent with that ``cellId`` in the
+#: request's metadata, as JupyterLab sends a notebook cell's id (ipykernel gives it to IPython's ``run_cell``).
+#: Returns each cell's status and output.
 RUN_CELLS_JS = """async ({base, path, cells, timeoutMs}) => {
   const xsrf = decodeURIComponent((document.cookie.match(/(?:^|;\\s*)_xsrf=([^;]*)/) || [null, ''])[1]);
   const made = await fetch(base + 'api/sessions', {method: 'POST', body: JSON.stringify(
@@ -389,7 +392,8 @@ RUN_CELLS_JS = """async ({base, path, cells, timeoutMs}) => {
                            + session.id);
   await new Promise((ok, fail) => { ws.onopen = ok; ws.onerror = () => fail(new Error('websocket refused')); });
   const results = [];
-  for (const code of cells) {
+  for (const cell of cells) {
+    const [cellId, code] = Array.isArray(cell) ? cell : [null, cell];
     const id = crypto.randomUUID();
     const done = new Promise((resolve, fail) => {
       const out = []; let status = null, idle = false;
@@ -407,7 +411,7 @@ RUN_CELLS_JS = """async ({base, path, cells, timeoutMs}) => {
       };
     });
     ws.send(JSON.stringify({header: {msg_id: id, msg_type: 'execute_request', username: '', session: session.id,
-      date: new Date().toISOString(), version: '5.3'}, parent_header: {}, metadata: {}, channel: 'shell',
+      date: new Date().toISOString(), version: '5.3'}, parent_header: {}, metadata: cellId ? {cellId} : {}, channel: 'shell',
       content: {code, silent: false, store_history: true, user_expressions: {}, allow_stdin: false,
                 stop_on_error: false}}));
     results.push(await done);
@@ -417,10 +421,11 @@ RUN_CELLS_JS = """async ({base, path, cells, timeoutMs}) => {
 }"""
 
 
-def run_cells(page, url: str, name: str, cells: list[str], path: str = "00_tour.ipynb",
+def run_cells(page, url: str, name: str, cells: list[str | tuple[str, str]], path: str = "00_tour.ipynb",
               timeout_s: float = 240.0) -> list[dict]:
-    """Run ``cells`` (code strings) one after the other in a new kernel of ``name``'s Jupyter server, as a notebook
-    session of ``path``, from ``page`` (signed in as ``name`` to the hub at ``url``, its JupyterLab open):
+    """Run ``cells`` (code strings, or ``(cell id, code)`` pairs: the same id is the same notebook cell run again)
+    one after the other in the kernel of ``name``'s notebook session of ``path`` (a new one if there is none), from
+    ``page`` (signed in as ``name`` to the hub at ``url``, its JupyterLab open):
     :data:`RUN_CELLS_JS`. Returns each cell's ``{"status": "ok"|"error", "output"}``.
 
     Raises:
