@@ -12,6 +12,9 @@ real code, asserting that it fails the way a safe room fails it (refused, bounde
   the instructor's name, forged ``X-Real-IP`` and ``X-Forwarded-For``, megabyte names, a 73-byte password, each a
   real HTTP request. Run in the hub's venv (JupyterHub and bcrypt are installed there only), with the checkout's
   labkit first on its path.
+* **A forgotten password's reset** (:mod:`labkit.hub.resets`): the same authenticator and server, a real Unix user of
+  the lab's, the admin page's *Delete User* and the instructor's ``python -m labkit.hub reset-password``: an attacker
+  with the workshop code tries to take the name first.
 
 Root only (the locks are root's, and ``nobody`` is reached by ``setpriv``): skipped otherwise, saying why.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import struct
 import subprocess
@@ -393,3 +397,82 @@ def test_a_password_over_72_bytes_is_refused_with_its_reason_not_an_http_500(att
     for how in ("long_password_first", "long_password_taken"):
         assert attempts[how]["status"] == 200 and attempts[how]["result"] is None, attempts[how]
         assert "at most 72 bytes" in attempts[how]["said"], attempts[how]
+
+
+# --- the instructor's reset of a forgotten password (issue 63 #6) ---------------------------------------------------
+
+#: Run in the hub's venv as root: LabAuthenticator behind a real tornado HTTPServer, the hub's state folder
+#: ``argv[1]``, attendee ``argv[2]``. The owner signs in first and gets their Unix user (users.create, as the
+#: spawner makes it then); the instructor's *Delete User* drops their password (FirstUseAuthenticator.delete_user, what the admin page calls);
+#: then an attacker with the workshop code, the instructor's CLI reset, and the owner with the one-time code. Prints
+#: ``{attempt: result or the form's message}`` as JSON.
+RESET_ATTEMPTS = r"""
+import asyncio, json, os, subprocess, sys, types, urllib.parse
+from tornado import httpclient, httpserver, netutil, web
+from labkit.hub import auth, users
+
+CODE, STATE, NAME = "the-workshop-code", sys.argv[1], sys.argv[2]
+authenticator = auth.LabAuthenticator(workshop_code=CODE, admin_password="i" * 40, admin_users={"inst"},
+                                      dbm_path=os.path.join(STATE, "passwords.dbm"))
+
+
+class Login(web.RequestHandler):
+    async def post(self):
+        self.custom_login_error = ""
+        data = {k: self.get_body_argument(k, "") for k in ("username", "password", "workshop_code")}
+        result = await authenticator.authenticate(self, data)
+        self.finish({"result": result, "said": self.custom_login_error})
+
+
+async def main():
+    sockets = netutil.bind_sockets(0, "127.0.0.1")
+    server = httpserver.HTTPServer(web.Application([(r"/hub/login", Login)]), xheaders=True)
+    server.add_sockets(sockets)
+    client, url = httpclient.AsyncHTTPClient(), f"http://127.0.0.1:{sockets[0].getsockname()[1]}/hub/login"
+
+    async def sign_in(password, code="", via="198.51.100.9"):
+        body = urllib.parse.urlencode({"username": NAME, "password": password, "workshop_code": code})
+        answer = await client.fetch(url, method="POST", body=body, headers={"X-Forwarded-For": via})
+        out = json.loads(answer.body)
+        return out["result"] or out["said"]
+
+    found = {"owner_first": await sign_in("owners-password", CODE)}
+    users.create(NAME)  # the owner's lab: their Unix user and home
+    authenticator.delete_user(types.SimpleNamespace(name=NAME))  # the admin page's Delete User
+    found["taker_after_delete"] = await sign_in("takers-password", CODE, via="198.51.100.66")
+    reset = subprocess.run([sys.executable, "-m", "labkit.hub", "reset-password", NAME, "--state", STATE],
+                           capture_output=True, text=True, timeout=120)
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    one_time = reset.stdout.split(f"One-time code for {NAME}: ", 1)[1].split()[0]
+    found["taker_workshop_code"] = await sign_in("takers-password", CODE, via="198.51.100.66")
+    found["taker_wrong_code"] = await sign_in("takers-password", "0" * 12, via="198.51.100.66")
+    found["owner_old_password"] = await sign_in("owners-password")
+    found["owner_one_time"] = await sign_in("owners-new-password", one_time)
+    found["taker_same_code_again"] = await sign_in("takers-password", one_time, via="198.51.100.66")
+    found["owner_new_password"] = await sign_in("owners-new-password")
+    print(json.dumps(found))
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_deleted_attendee_s_name_is_not_taken_with_the_workshop_code_and_its_owner_returns_with_a_one_time_code(
+        hub_python, tmp_path):
+    name = f"tz-reset-{secrets.token_hex(3)}"  # its own: another run of this module at once has another
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    try:
+        done = subprocess.run([str(hub_python), "-c", RESET_ATTEMPTS, str(state), name], capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        users.remove(name, tmp_path / "private")
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    owner = {"name": name, "admin": False}
+    assert found["owner_first"] == owner, found
+    assert "has a lab on this machine already" in found["taker_after_delete"], found  # the workshop code: refused
+    for attempt in ("taker_workshop_code", "taker_wrong_code", "owner_old_password"):  # its one-time code only
+        assert "was reset" in found[attempt], found
+    assert found["owner_one_time"] == owner and found["owner_new_password"] == owner, found
+    assert found["taker_same_code_again"] == f"The name {name} is taken: choose another.", found  # used up

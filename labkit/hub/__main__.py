@@ -1,11 +1,17 @@
-"""``python -m labkit.hub``: :func:`labkit.hub.run.main` (what ``make hub`` runs)."""
+"""``python -m labkit.hub``: :func:`labkit.hub.run.main` (what ``make hub`` runs); ``python -m labkit.hub
+reset-password NAME [--state DIR]``: :func:`labkit.hub.resets.main` (the instructor's reset of a forgotten password)."""
 
 import sys
 
 from labkit.errors import LabkitError
-from labkit.hub.run import main
 
 try:
+    if sys.argv[1:2] == ["reset-password"]:
+        from labkit.hub.resets import main as reset_main
+
+        sys.exit(reset_main(sys.argv[2:]))
+    from labkit.hub.run import main
+
     sys.exit(main(sys.argv[1:]))
 except LabkitError as exc:
     print(f"labkit hub: {exc}", file=sys.stderr)

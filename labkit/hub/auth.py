@@ -3,15 +3,20 @@
 :class:`LabAuthenticator` is jupyterhub-firstuseauthenticator's ``FirstUseAuthenticator`` (PyPI, JupyterHub's own
 organisation): the first sign-in under a name sets that name's password (bcrypt, in a dbm file of the hub's state
 folder), which every later sign-in needs. Chosen over NativeAuthenticator because that is the model a room needs and
-nothing more: one form, no separate sign-up page or approval step; the instructor resets a forgotten password with
-JupyterHub's own admin page (*Delete User* drops the password, ``FirstUseAuthenticator.delete_user``; the attendee's
-Unix user and files stay, and their next sign-in sets a new one). What the workshop adds:
+nothing more: one form, no separate sign-up page or approval step. What the workshop adds:
 
 * **The workshop's code** (the shared password, ``workshop_code``, at least 8 characters) is asked on the first
   sign-in under a name only: the form's third field (the lab's ``login.html``, :data:`labkit.hub.config.TEMPLATES`). A first sign-in
   without it, or with a wrong one, is refused; so is an own password shorter than 8 characters or equal to the code.
 * **A name already taken** is refused as taken when the code is given with a wrong password (a newcomer who chose a
-  name in use), as a wrong password otherwise; nothing starts.
+  name in use), as a wrong password otherwise; nothing starts. A name whose Unix user the lab made
+  (:func:`labkit.hub.users.is_lab_user_name`) is taken even when it has no password (JupyterHub's *Delete User*
+  dropped it, ``FirstUseAuthenticator.delete_user``): refused with the workshop code too, so nobody signs in first
+  under it and gets its owner's files (issue 63).
+* **A forgotten password**: the instructor makes a one-time code for the name (:mod:`labkit.hub.resets`,
+  ``python -m labkit.hub reset-password NAME``); from then on the old password is refused, and a sign-in with the
+  name, a new password of the attendee's own and that code in the code field sets the new password, once. A wrong
+  code is a failed sign-in of the address.
 * **Throttled failures, by address**: after :attr:`LabAuthenticator.allowed_failures_per_address` failed sign-ins
   from one address within :attr:`LabAuthenticator.window_s` seconds, that address is refused, before any password is
   checked, until the window has passed since its last failure, the message saying how long. The address is the one
@@ -31,17 +36,21 @@ Unix user and files stay, and their next sign-in sets a new one). What the works
 
 from __future__ import annotations
 
+import asyncio
 import dbm
 import hmac
 import time
 from collections import OrderedDict, deque
+from pathlib import Path
 
 from firstuseauthenticator import FirstUseAuthenticator
 from firstuseauthenticator.firstuseauthenticator import CustomLoginHandler
 from traitlets import Float, Integer, Unicode
 
+from labkit.hub import resets
 from labkit.hub.names import shown, why_refused
 from labkit.hub.sandbox import GATEWAY
+from labkit.hub.users import is_lab_user_name
 
 #: The least length of the workshop code and of an attendee's own password (characters).
 MIN_PASSWORD = 8
@@ -124,7 +133,11 @@ class LabAuthenticator(FirstUseAuthenticator):
         that gave the workshop code), else ``None`` with the reason on the form (``handler.custom_login_error``,
         which ``FirstUseAuthenticator``'s login handler shows): a name that cannot be an attendee's Unix user, an
         address that failed too often (:func:`client_address`), a password over :data:`MAX_PASSWORD_BYTES`, a wrong
-        password or code. A right password is never refused for failures under its name (module docstring)."""
+        password or code, a name of the lab without a password (module docstring) or with a pending reset and no
+        right one-time code. A right password is never refused for failures under its name (module docstring).
+
+        Raises:
+            labkit.errors.LabkitError: the reset file's lock was held (:func:`labkit.hub.resets.redeem`)."""
         name = self.normalize_username(data.get("username", ""))
         password, code = data.get("password", ""), data.get("workshop_code", "")
         if name not in self.admin_users and (why := why_refused(name)):
@@ -143,11 +156,17 @@ class LabAuthenticator(FirstUseAuthenticator):
             if self.admin_password and hmac.compare_digest(password.encode(), self.admin_password.encode()):
                 return {"name": name, "admin": True}
             return self._failed(handler, name, address, "Invalid username or password.")
+        state = Path(self.dbm_path).parent
+        if resets.pending(state, name):
+            return await self._reset(handler, name, password, code, address, state)
         if self._has_password(name):
             if await super().authenticate(handler, {"username": name, "password": password}):
                 return {"name": name, "admin": False}
             return self._failed(handler, name, address, f"The name {name} is taken: choose another." if code else
                                 "Invalid username or password (a first sign-in gives the workshop code too).")
+        if is_lab_user_name(name):  # its password dropped (Delete User): its files stay its owner's
+            return self._failed(handler, name, address, f"{name} has a lab on this machine already: if it is yours and "
+                                "you forgot your password, ask the instructor for a one-time code.")
         if not hmac.compare_digest(code.encode(), self.workshop_code.encode()):
             return self._failed(handler, name, address, f"{name} is a new name here: its first sign-in needs the "
                                 "workshop code (ask the instructor) and a password of your own.")
@@ -156,6 +175,20 @@ class LabAuthenticator(FirstUseAuthenticator):
                                           "workshop code: you will need it to sign in again.")
             return None
         return {"name": await super().authenticate(handler, {"username": name, "password": password}), "admin": False}
+
+    async def _reset(self, handler, name: str, password: str, code: str, address: str, state: Path):
+        """A sign-in under ``name``, which has a pending reset: the new ``password`` set and the name signed in when
+        ``code`` is its one-time code (used up), else refused (a wrong code counted as a failure of ``address``)."""
+        if len(password) < MIN_PASSWORD or password == code:
+            handler.custom_login_error = (f"Choose a new password of your own, at least {MIN_PASSWORD} characters, and "
+                                          "type the one-time code the instructor gave you in the code field.")
+            return None
+        if not await asyncio.to_thread(resets.redeem, state, name, code):
+            return self._failed(handler, name, address, f"The password of {name} was reset: sign in with the one-time "
+                                "code the instructor gave you in the code field and a new password of your own.")
+        self.reset_password(name, password)
+        self.log.info("%s set a new password with the instructor's one-time code", name)
+        return {"name": name, "admin": False}
 
     def reset_password(self, username: str, new_password: str) -> str:
         """As ``FirstUseAuthenticator.reset_password`` (its change-password page), but a password over
