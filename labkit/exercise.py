@@ -25,7 +25,7 @@ UNANSWERED = ...
 #: A verdict's states (a check that raised is the fourth mark, ``"error"``: :func:`marked`).
 VERDICTS = ("unanswered", "wrong", "right")
 #: How a notebook shows each state, before the verdict's message (Markdown): an unanswered exercise is no mistake.
-SHOWN = {"unanswered": "✏️ **Your answer first.** ", "wrong": "❌ **Not yet.** ", "right": "✅ **Right.** "}
+SHOWN = {"unanswered": "✎ **Your answer first.** ", "wrong": "✗ **Not yet.** ", "right": "✓ **Right.** "}
 #: Added to an exception a check raises: whose failure it is.
 ERROR_NOTE = ("labkit: the check could not judge your answer: the error above is the lab's (the broker or the run), "
               "not your answer's. Run the check again; if it fails again, ask the instructor.")

@@ -262,7 +262,7 @@ def reveal(question: Question, observed: str, home: Path | None = None) -> Revea
         text = (f"You did not lock in a prediction before the run, so nothing is scored. What {question.answered_by} "
                 f"did: **{did}**.")
     elif k.predicted == observed:
-        text = (f"✅ You predicted **{did}** (locked in {_when(k.locked_ms, k.run_ms)}), and that is what "
+        text = (f"✓ You predicted **{did}** (locked in {_when(k.locked_ms, k.run_ms)}), and that is what "
                 f"{question.answered_by} did.")
     else:
         text = (f"You predicted **{question.choices[k.predicted]}** (locked in {_when(k.locked_ms, k.run_ms)}); "

@@ -322,7 +322,7 @@ def test_allow_failures_publishes_the_failed_cell_marked_as_failed(tmp_path: Pat
     assert failed.select_one(".cell_input").get_text().strip().startswith("assert records == 4")  # not collapsed
     note, traceback = failed.select_one(".cell_output").find_all(recursive=False)
     error = f"{FAILED_ERROR[0]}: {FAILED_ERROR[1]}"
-    assert note.get_text().startswith(f"❌ This cell failed in the book’s run ({error})"), note.get_text()
+    assert note.get_text().startswith(f"✗ This cell failed in the book’s run ({error})"), note.get_text()
     assert "traceback" in traceback["class"] and "\x1b" not in traceback.get_text()
     assert traceback.get_text().strip().splitlines()[1:] == [f"{FAILED_ERROR[0]}  Traceback (most recent call last)",
                                                              "File labkit/notebooks/failed_run.ipynb:1", error]

@@ -63,8 +63,8 @@ def test_every_notebook_exercise_ships_unanswered_with_a_solution_and_a_wrong_an
 def test_verdicts():
     assert unanswered(3, "a number") is None and unanswered(..., "a number").state == "unanswered"
     assert compare(1, 1, "yes", "no") == Verdict("right", "yes") and compare(1, 2, "yes", "no") == Verdict("wrong", "no")
-    assert Verdict("wrong", "try again")._repr_markdown_().startswith("❌ **Not yet.**")
-    assert Verdict("unanswered", "write it")._repr_markdown_().startswith("✏️ **Your answer first.**")
+    assert Verdict("wrong", "try again")._repr_markdown_().startswith("✗ **Not yet.**")
+    assert Verdict("unanswered", "write it")._repr_markdown_().startswith("✎ **Your answer first.**")
     assert [repr(Verdict(s, "m")) for s in ("right", "wrong", "unanswered")] == ["RIGHT: m", "NOT YET: m",
                                                                                "UNANSWERED: m"]
     with pytest.raises(ValueError, match="one of unanswered, wrong, right"):

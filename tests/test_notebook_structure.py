@@ -7,6 +7,9 @@ apart by the kernel as Python's parse does (issue 66)."""
 import ast
 import json
 import re
+import shutil
+import subprocess
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -284,3 +287,20 @@ def test_the_stated_time_covers_reading_and_running(nb):
     needed = reading_minutes(nb) + RUN_S[nb.name[:2]] / 60
     assert needed <= stated < 2 * needed + 5, (f"{nb.name} says about {stated} minutes; reading it takes "
                                                f"{reading_minutes(nb):.1f} and running it {RUN_S[nb.name[:2]] / 60:.1f}")
+
+
+def test_every_sign_the_lab_shows_is_drawn_by_debians_default_font():
+    """Every symbol a learner or the instructor is shown (Unicode categories So, Sm, Sk outside ASCII, and emoji
+    variation selectors) in labkit's code and templates and in the notebooks is drawn by DejaVu Sans
+    (``fonts-dejavu-core``, which Debian's chromium and JupyterLab fall back to), as fontconfig reports it: no ✅ or ❌,
+    which need an emoji font and showed as empty boxes in a room's browsers (issue 65)."""
+    if shutil.which("fc-list") is None:
+        pytest.skip("no fontconfig (fc-list) on this machine: the fonts cannot be asked")
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("labkit/**/*.py"), *root.glob("labkit/**/*.html"), *root.glob("notebooks/*.ipynb"),
+             *root.glob("notebooks/*.md")]
+    signs = {c for f in files for c in f.read_text(encoding="utf-8")
+             if (ord(c) > 127 and unicodedata.category(c) in ("So", "Sm", "Sk")) or 0xFE00 <= ord(c) <= 0xFE0F}
+    undrawn = sorted(c for c in signs if "DejaVu Sans" not in subprocess.run(
+        ["fc-list", f":charset={ord(c):x}", "family"], capture_output=True, text=True, timeout=30, check=True).stdout)
+    assert not undrawn, [f"{c} U+{ord(c):04X} {unicodedata.name(c, '?')}" for c in undrawn]

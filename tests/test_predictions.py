@@ -130,9 +130,9 @@ def test_check_reveal_passes_a_true_reveal_and_with_the_widget_reveals_a_choice_
      "A retry is written once"),  # wrong, with no reason
     (Reveal("two", "one", "You predicted **Two copies**. A retry is written once when the producer is idempotent."),
      "One copy"),  # the run's outcome not said
-    (Reveal("one", "one", "✅ You predicted **One copy**."), "that is what the broker did"),  # right, unsaid
+    (Reveal("one", "one", "✓ You predicted **One copy**."), "that is what the broker did"),  # right, unsaid
     (Reveal(None, "one", "What the broker did: **One copy**."), "did not lock in"),  # no prediction, unsaid
-    (Reveal("two", "one", "✅ You predicted **One copy**, and that is what the broker did."),
+    (Reveal("two", "one", "✓ You predicted **One copy**, and that is what the broker did."),
      "Two copies")])  # a wrong prediction told it was right
 def test_check_reveal_names_what_a_false_reveal_leaves_unsaid(bad, lacks):
     with pytest.raises(AssertionError, match=re.escape(lacks)):

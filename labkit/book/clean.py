@@ -46,7 +46,7 @@ UNANSWERED = SHOWN["unanswered"]
 EXERCISE_NOTE = ("*An exercise for you: the book leaves it unanswered. In the lab (`make lab`), write your answer in "
                  "the cell above, run it, then run this cell: it checks your answer against the run.*")
 #: Over a failed cell's error (``{error}``: its name and message), on the page.
-FAILED_NOTE = ("❌ **This cell failed in the book's run** ({error}): its error is below, as raised. The run is a "
+FAILED_NOTE = ("✗ **This cell failed in the book's run** ({error}): its error is below, as raised. The run is a "
                "failed run: what this page shows after this cell may lack what the cell would have made.")
 #: What a test-only cell's outputs show in place of its code (its ``if labkit.under_test():`` branches).
 TEST_ONLY_NOTE = ("*The book's run, like the test run, did here what the cell's `if labkit.under_test():` branch does "
