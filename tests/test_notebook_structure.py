@@ -294,8 +294,9 @@ def test_every_sign_the_lab_shows_is_drawn_by_debians_default_font():
     variation selectors) in labkit's code and templates and in the notebooks is drawn by DejaVu Sans
     (``fonts-dejavu-core``, which Debian's chromium and JupyterLab fall back to), as fontconfig reports it: no ✅ or ❌,
     which need an emoji font and showed as empty boxes in a room's browsers (issue 65)."""
-    if shutil.which("fc-list") is None:
-        pytest.skip("no fontconfig (fc-list) on this machine: the fonts cannot be asked")
+    if shutil.which("fc-list") is None or "DejaVu Sans" not in subprocess.run(
+            ["fc-list", ":family=DejaVu Sans", "family"], capture_output=True, text=True, timeout=30).stdout:
+        pytest.skip("no fontconfig or no DejaVu Sans (fonts-dejavu-core) on this machine: the fonts cannot be asked")
     root = Path(__file__).resolve().parents[1]
     files = [*root.glob("labkit/**/*.py"), *root.glob("labkit/**/*.html"), *root.glob("notebooks/*.ipynb"),
              *root.glob("notebooks/*.md")]
