@@ -1,4 +1,4 @@
-"""The instructor's live view (labkit/hub/liveview.py, page.py, verdicts.py, report.py, observed.py; issues 38, 48).
+"""The instructor's live view (labkit/hub/liveview.py, page.py, verdicts.py, report.py, observed.py; issues 38, 48, 65).
 
 The store and what a report may say, the table telling each mark's state apart, the kernel side's hook in a real
 IPython shell reporting to a real HTTP server (never slowing a cell, failures logged once), and the broker observation
@@ -63,11 +63,12 @@ def test_a_prediction_report_carries_one_of_its_notebook_s_choice_keys_and_nothi
             verdicts.parse_report(json.dumps({"notebook": "05", "kind": "prediction", "state": state}).encode())
 
 
-def test_the_live_view_s_choice_keys_are_each_notebook_s_question_s():
-    questions = {q.notebook: tuple(q.choices) for q in (getattr(importlib.import_module(f"labkit.lessons.{m.name}"),
-                                                                "QUESTION", None)
-                                                        for m in pkgutil.iter_modules(lessons.__path__)) if q}
-    assert questions == marks.CHOICES and tuple(sorted(marks.CHOICES)) == verdicts.NOTEBOOKS
+def test_the_live_view_s_choices_are_each_notebook_s_question_s_keys_and_words_in_order():
+    questions = {q.notebook: list(q.choices.items()) for q in (
+        getattr(importlib.import_module(f"labkit.lessons.{m.name}"), "QUESTION", None)
+        for m in pkgutil.iter_modules(lessons.__path__)) if q}
+    assert questions == {n: list(c.items()) for n, c in marks.CHOICES.items()}
+    assert tuple(sorted(marks.CHOICES)) == verdicts.NOTEBOOKS
 
 
 def test_the_notebooks_a_report_may_name_are_the_lab_s():
@@ -135,10 +136,10 @@ def test_the_table_tells_unanswered_wrong_right_and_error_apart():
     assert "exercise, of the 4 attendees: 1 unanswered, 1 wrong, 1 right, 1 error" in first
 
 
-def test_the_room_s_predictions_are_counted_per_notebook_with_no_name():
+def test_the_room_s_predictions_are_counted_per_notebook_in_the_learners_words_with_no_name():
     """Three attendees predict notebook 00 differently and two of them notebook 05 alike, a fourth predicts nothing:
-    the panel counts each choice (most chosen first) and who locked one in, names no attendee, and shows no notebook
-    nobody predicted; their rows show no prediction either."""
+    the panel counts each choice (most chosen first) in the words the learners chose from, and who locked one in,
+    names no attendee, and shows no notebook nobody predicted; their rows show no prediction either."""
     chose = {"ann": {"00": "gone", "05": "both"}, "bea": {"00": "nobody", "05": "both"}, "cy": {"00": "gone"},
              "dan": {}}
     marks_ = {u: {(n, "prediction"): verdicts.Mark(c, 100.0, 1) for n, c in mine.items()} for u, mine in chose.items()}
@@ -151,6 +152,8 @@ def test_the_room_s_predictions_are_counted_per_notebook_with_no_name():
     assert re.findall(r'<td class="locked">([^<]*)</td>', rows["00"]) == ["3 of 4"]
     assert re.findall(r'data-choice="(\w+)">[^<]*<b>(\d+)</b>', rows["00"]) == [("gone", "2"), ("nobody", "1")]
     assert re.findall(r'data-choice="(\w+)">[^<]*<b>(\d+)</b>', rows["05"]) == [("both", "2")]
+    assert re.findall(r'data-choice="\w+">([^<]*) <b>', rows["00"]) == [
+        "Not in the log: the abort removes them", "In the log, but no consumer returns them"]  # 00_tour's own words
     assert not any(name in panel for name in chose)
     assert all(_badges(fragment, u, 0) == [("none", "E·"), ("none", "C·")] for u in chose)  # no choice in a row
     assert "<h2>Predictions</h2>" not in page.table_html(users, {}, {}, titles, now=200.0)
@@ -238,10 +241,16 @@ def shell(monkeypatch, tmp_path):
         yield ipython, recorder, url
     finally:
         if report._reporter is not None:
+            ipython.events.unregister("pre_run_cell", report._reporter.before_cell)
             ipython.events.unregister("post_run_cell", report._reporter.after_cell)
             marks.unsubscribe(report._reporter.heard)
         server.shutdown()
         server.server_close()
+
+
+def _marks(recorder) -> list:
+    """What ``recorder`` got but the kernel's states (busy, idle, raised: tested on their own)."""
+    return [got for got in recorder.got if got[2]["kind"] != marks.KERNEL]
 
 
 def _wait(predicate, timeout_s: float = 30.0) -> bool:
@@ -286,13 +295,14 @@ def test_a_kernel_reports_each_check_s_state_and_claims_cells_with_its_token(she
     assert ipython.run_cell(raising).success  # fixed: every assertion cell's latest run held
     ipython.run_cell('print("All claims hold on the real broker.")\nfrom labkit.exercise import Verdict\n'
                      'Verdict("wrong", "made, not checked")')  # today's claims line without claims_hold: nothing
-    assert _wait(lambda: len(recorder.got) >= 9) and not _wait(lambda: len(recorder.got) > 9, 1.0), recorder.got
+    assert _wait(lambda: len(_marks(recorder)) >= 9), _marks(recorder)
+    assert not _wait(lambda: len(_marks(recorder)) > 9, 1.0), _marks(recorder)
     assert {(path, auth) for path, auth, _ in recorder.got} == {("/services/liveview/api/report", "token token-of-ada")}
-    assert [(body["kind"], body["state"]) for _, _, body in recorder.got] == [
+    assert [(body["kind"], body["state"]) for _, _, body in _marks(recorder)] == [
         ("exercise", "unanswered"), ("exercise", "wrong"), ("exercise", "right"), ("exercise", "error"),
         ("claims", "held"), ("claims", "failed"), ("claims", "error"), ("claims", "error"), ("claims", "held")]
-    assert {body["notebook"] for _, _, body in recorder.got} == {"03"}
-    assert reporter.sent == 9
+    assert {body["notebook"] for _, _, body in _marks(recorder)} == {"03"}
+    assert _wait(lambda: reporter.sent == len(recorder.got))  # the kernel's states too (_marks leaves them out)
 
 
 def test_a_failed_assertion_cell_without_claims_hold_reports_failed_and_keeps_the_claims_line_from_holding(shell):
@@ -307,8 +317,9 @@ def test_a_failed_assertion_cell_without_claims_hold_reports_failed_and_keeps_th
     assert not ipython.run_cell("x = 1\nraise KeyError('an experiment cell')").success  # no assertion: nothing
     assert not ipython.run_cell(part).success  # failed, at once
     assert ipython.run_cell(CLAIMS.format(1)).success  # the claims line ran, but the part failed: failed again
-    assert _wait(lambda: len(recorder.got) >= 3) and not _wait(lambda: len(recorder.got) > 3, 1.0), recorder.got
-    assert [(body["kind"], body["state"]) for _, _, body in recorder.got] == [
+    assert _wait(lambda: len(_marks(recorder)) >= 3), _marks(recorder)
+    assert not _wait(lambda: len(_marks(recorder)) > 3, 1.0), _marks(recorder)
+    assert [(body["kind"], body["state"]) for _, _, body in _marks(recorder)] == [
         ("claims", "held"), ("claims", "failed"), ("claims", "failed")]
 
 
@@ -327,8 +338,8 @@ def test_a_kernel_reports_a_prediction_locked_in_before_the_run_as_its_choice_ke
     started.append(int(time.time() * 1000))
     marks.publish(marks.EXPERIMENT, "started")
     assert ipython.run_cell(lock % "at_once").success
-    assert _wait(lambda: recorder.got) and not _wait(lambda: len(recorder.got) > 1, 1.0)
-    assert [body for _, _, body in recorder.got] == [{"notebook": "03", "kind": "prediction", "state": "at_end"}]
+    assert _wait(lambda: _marks(recorder)) and not _wait(lambda: len(_marks(recorder)) > 1, 1.0)
+    assert [body for _, _, body in _marks(recorder)] == [{"notebook": "03", "kind": "prediction", "state": "at_end"}]
 
 
 def test_in_a_real_kernel_a_run_whose_first_assertion_cell_fails_shows_failed_not_an_earlier_held(tmp_path):
@@ -360,12 +371,12 @@ def test_in_a_real_kernel_a_run_whose_first_assertion_cell_fails_shows_failed_no
         with client.setup_kernel(env=env):
             for i in range(len(cells)):  # Run All
                 client.execute_cell(notebook.cells[i], i)
-            assert _wait(lambda: len(recorder.got) >= 2), recorder.got
-            held = [body for _, _, body in recorder.got]
+            assert _wait(lambda: len(_marks(recorder)) >= 2), _marks(recorder)
+            held = [body for _, _, body in _marks(recorder)]
             notebook.cells[0].source = notebook.cells[0].source.replace("x = 2", "x = 1")
             for i in range(len(cells)):  # Run All again, in the same kernel: its first assertion cell fails
                 client.execute_cell(notebook.cells[i], i)
-            assert _wait(lambda: len(recorder.got) >= 4) and not _wait(lambda: len(recorder.got) > 4, 1.0)
+            assert _wait(lambda: len(_marks(recorder)) >= 4) and not _wait(lambda: len(_marks(recorder)) > 4, 1.0)
     finally:
         server.shutdown()
         server.server_close()
@@ -373,14 +384,166 @@ def test_in_a_real_kernel_a_run_whose_first_assertion_cell_fails_shows_failed_no
                     {"notebook": "04", "kind": "claims", "state": "held"}], held
     assert notebook.cells[4].outputs[0]["ename"] == "AssertionError"
     store = verdicts.Store(tmp_path / verdicts.FILE_NAME)
-    for _, _, body in recorder.got:
+    for _, _, body in _marks(recorder):
         store.record("ada", *verdicts.parse_report(json.dumps(body).encode()))
     fragment = page.table_html([{"name": "ada", "servers": {}}], {}, store.marks(),
                                {n: ("x", True) for n in verdicts.NOTEBOOKS}, now=time.time())
     store.close()
-    assert [(b["kind"], b["state"]) for _, _, b in recorder.got[2:]] == [("claims", "failed"), ("claims", "failed")]
+    assert [(b["kind"], b["state"]) for _, _, b in _marks(recorder)[2:]] == [("claims", "failed"), ("claims", "failed")]
     assert _badges(fragment, "ada", 4) == [("none", "E·"), ("no", "C✗")]
     assert re.findall(r'data-choice="(\w+)">[^<]*<b>(\d+)</b>', fragment) == [("two_one", "1")]
+
+
+class _Service(http.server.BaseHTTPRequestHandler):
+    """The service's report route as the service files a report (:func:`verdicts.parse_report`, then
+    :meth:`verdicts.Store.record` at its arrival), under the user ``ada`` (the service names its token's owner)."""
+
+    store: verdicts.Store
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).store.record("ada", *verdicts.parse_report(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _iso(at: float) -> str:
+    """``at`` (seconds since the epoch) as the hub's ISO 8601 time."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(at))
+
+
+def _kernel_states(fragment: str) -> list[tuple[str, str]]:
+    """The (notebook, state) of each kernel the table ``fragment`` shows."""
+    return re.findall(r'<span class="k \w+" data-notebook="(\d\d)" data-state="(\w+)"', fragment)
+
+
+def test_a_real_kernel_busy_past_the_threshold_is_flagged_stuck_then_idle_and_a_raising_cell_shows_a_failed_run(
+        tmp_path, monkeypatch):
+    """A real kernel (ipykernel through nbclient, as JupyterLab's) of notebook 09 reports to the service's report
+    route (its parsing and store): a cell sleeping past the threshold (2 s here) is shown busy, then "stuck?" in the
+    table (its row and the room's count flagged) and on the page, looked at in Chromium at 1280x800; idle once the
+    cell ended; a cell that raises shows a failed run until a later cell ends well."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setattr(page, "STUCK_S", 2.0)
+    store = verdicts.Store(tmp_path / verdicts.FILE_NAME)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Service", (_Service,), {"store": store}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**os.environ, report.URL_ENV: f"http://127.0.0.1:{server.server_address[1]}/services/liveview/",
+           report.TOKEN_ENV: "token-of-ada", report.SESSION_ENV: "/home/lab-ada/labkit/work/09_replication.ipynb"}
+    user = {"name": "ada", "servers": {"": {"ready": True, "started": _iso(time.time() - 1)}}}
+    cells = ["import labkit", "import time\ntime.sleep(6)", "raise ValueError('an experiment cell that fails')",
+             "x = 1"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True)
+
+    def table() -> str:
+        return page.table_html([user], {}, store.marks(), {n: ("x", True) for n in verdicts.NOTEBOOKS}, time.time())
+
+    def shown(state: str) -> bool:
+        return _kernel_states(table()) == [("09", state)]
+
+    try:
+        with client.setup_kernel(env=env):
+            client.execute_cell(notebook.cells[0], 0)
+            assert _wait(lambda: shown("idle")), table()
+            sleeping = threading.Thread(target=client.execute_cell, args=(notebook.cells[1], 1), daemon=True)
+            sleeping.start()
+            assert _wait(lambda: shown("busy"), 1.5), table()  # within the threshold: busy, not flagged
+            assert _wait(lambda: shown("stuck"), 4), table()
+            stuck = table()
+            html_page = page.page_html(stuck, 5, "")
+            sleeping.join(30)
+            assert _wait(lambda: shown("idle"), 10), table()
+            idle = table()
+            client.execute_cell(notebook.cells[2], 2)
+            assert _wait(lambda: shown("raised")), table()
+            failed = table()
+            client.execute_cell(notebook.cells[3], 3)
+            assert _wait(lambda: shown("idle")), table()
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+    assert '<tr class="stuck"><th class="who">ada</th>' in stuck and '<b class="alarm" id="stuck">1</b>' in stuck
+    assert re.search(r'data-state="stuck"[^>]*>09 stuck\? \d s</span>', stuck), stuck
+    assert '<tr class="stuck">' not in idle and '<b class="" id="stuck">0</b>' in idle
+    assert re.search(r'data-state="raised"[^>]*>09 failed \d s</span>', failed) and '<b id="failed">1</b>' in failed
+    from labkit.browser import chromium, missing, wide_tables
+
+    if missing():
+        return  # the table is checked; the page's look needs Chromium
+    with chromium() as browser_page:
+        browser_page.set_content(html_page)
+        flagged = browser_page.locator('tr.stuck .k[data-state="stuck"]')
+        assert flagged.inner_text().startswith("09 stuck? ") and flagged.is_visible()
+        assert "busy for over 2 s" in browser_page.inner_text(".legend")
+        assert wide_tables(browser_page.locator("body").element_handle(), "live view") == []
+        shot = tmp_path / "liveview-stuck.png"
+        browser_page.screenshot(path=str(shot))
+        print(f"screenshot: {shot}")
+
+
+def test_a_stalled_participant_is_reported_once_and_shown_in_its_notebook_s_cell(shell, tmp_path):
+    """A real participant process whose call outlasts the lab's deadline (its own watchdog writes its stalled event;
+    tests/stall_role.py, no broker needed): the kernel reports ("participant", "stalled") once however often its
+    status is read, and the table shows it in notebook 03's cell."""
+    from labkit.crashlab.participant import Participant
+    from labkit.history import History
+
+    ipython, recorder, _ = shell
+    report.install(ipython)
+    p = Participant("stuck", "tests.stall_role", history=History(tmp_path / "history.jsonl"),
+                    bootstrap="127.0.0.1:1", topic="none", wait_s=120.0, call_deadline_ms=500).start()
+    try:
+        assert _wait(lambda: p.status == "stalled", 20), p.status
+        assert all(p.status == "stalled" for _ in range(5)) and p.stalled_in == "wait"
+        assert _wait(lambda: _marks(recorder), 10) and not _wait(lambda: len(_marks(recorder)) > 1, 1.0)
+    finally:
+        p.crash()
+    assert [body for _, _, body in _marks(recorder)] == [{"notebook": "03", "kind": "participant", "state": "stalled"}]
+    mark = {("03", "participant"): verdicts.Mark("stalled", 100.0, 1)}
+    fragment = page.table_html([{"name": "ada", "servers": {}}], {}, {"ada": mark},
+                               {n: ("x", True) for n in verdicts.NOTEBOOKS}, now=200.0)
+    assert _badges(fragment, "ada", 3) == [("stall", "P!"), ("none", "E·"), ("none", "C·")]
+
+
+def test_an_attendee_s_memory_is_their_memory_group_s_usage_against_its_limit(tmp_path):
+    """A real memory cgroup (v1) with a 1 GiB limit and a process in it holding 200 MiB: the reader gives its usage
+    and limit as the kernel accounts them, and the table shows "0.2 / 1.0 GiB"; an OOM kill is shown beside it; a
+    lab without a group shows none."""
+    from labkit.hub.sandbox import CGROUP_ROOT, memory_of
+
+    memory_root = CGROUP_ROOT / "memory"
+    if os.geteuid() != 0 or not (memory_root / "cgroup.procs").exists():
+        pytest.skip("makes a cgroup v1 memory group: run as root where /sys/fs/cgroup/memory is mounted")
+    group = memory_root / f"labkit-test-{secrets.token_hex(4)}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(2**30))
+        holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nb = bytearray(200 * 2**20)\n"
+                                   "print('held', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True,
+                                  preexec_fn=lambda: (group / "cgroup.procs").write_text("0"))
+        try:
+            assert holder.stdout.readline() == "held\n"
+            usage, limit = memory_of(group)
+        finally:
+            holder.kill()
+            holder.wait(30)
+    finally:
+        _wait(lambda: not (group / "cgroup.procs").read_text().strip(), 10)
+        group.rmdir()
+    assert limit == 2**30 and 200 * 2**20 <= usage < 400 * 2**20, (usage, limit)
+    assert memory_of(group) is None  # the group is gone: the lab is not running
+    users = [{"name": n, "servers": {}} for n in ("ada", "bea", "cy")]
+    fragment = page.table_html(users, {}, {}, {n: ("x", True) for n in verdicts.NOTEBOOKS}, now=200.0,
+                               memory={"ada": (usage, limit, 0), "bea": (usage, limit, 2), "cy": None})
+    assert re.findall(r'<th class="who">(\w+)</th>.*?<td class="mem ?(\w*)"[^>]*>(.*?)</td>', fragment) == [
+        ("ada", "", "0.2 / 1.0 GiB"), ("bea", "no", "0.2 / 1.0 GiB<small>2 OOM kill(s)</small>"), ("cy", "", "–")]
 
 
 def test_outside_a_hub_kernel_nothing_reports(shell, monkeypatch):

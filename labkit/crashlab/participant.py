@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from labkit import marks
 from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP
 from labkit.crashlab import java
 from labkit.crashlab.cell import current_cell
@@ -134,6 +135,7 @@ class Participant:
         self._stopped = False
         self._stderr_from = 0  # the stderr log's size when the process started: what it wrote comes after
         self._failure: tuple[subprocess.Popen, str] | None = None  # (an ended process, why it failed), read once
+        self._stall_told: int | None = None  # the stalled event last published as a mark (its mono_ns)
         # a new process and its cleared flags are swapped in together, and status reads them together: a
         # supervisor's thread starts the participant while the notebook's or a panel's reads its status
         self._swap = threading.Lock()
@@ -327,11 +329,18 @@ class Participant:
     @property
     def stalled_in(self) -> str | None:
         """The client call the running process is stuck in past the lab's deadline (its last event is a
-        ``stalled`` one), else ``None``."""
+        ``stalled`` one), else ``None``. The first read that finds a stalled event publishes the mark
+        ``("participant", "stalled")`` (:mod:`labkit.marks`), once per event."""
         if not self._alive():
             return None
         last = next((e for e in reversed(self.history.events()) if e.participant == self.name), None)
-        return last.step if last is not None and last.kind == "stalled" else None
+        if last is None or last.kind != "stalled":
+            return None
+        with self._swap:  # told once per stalled event, however many threads read the status
+            told, self._stall_told = self._stall_told, last.mono_ns
+        if told != last.mono_ns:
+            marks.publish(marks.PARTICIPANT, "stalled")  # labkit.marks: the workshop hub's live view hears it
+        return last.step
 
     @property
     def stderr_log(self) -> Path:

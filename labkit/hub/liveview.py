@@ -1,8 +1,10 @@
 """The instructor's live view: a JupyterHub service (hub-managed, run as root like the hub) showing one row per attendee
-while the workshop runs: signed in, server up, broker up, and per notebook the latest exercise check's mark (unanswered,
-wrong, right, or error: the check raised, the lab's failure) and claims mark (held: every assertion cell of the
-kernel's latest run held and the claims line ran; failed; error: :class:`labkit.claims.Run`); below, the predictions
-locked in before each notebook's run. ``python -m labkit.hub.liveview``, started by the hub (:mod:`labkit.hub.config`).
+while the workshop runs: signed in, server up, broker up, the lab's memory against its limit, each kernel busy (since
+when; "stuck?" past :data:`labkit.hub.page.STUCK_S`), idle or stopped by a cell that raised, and per notebook the
+latest exercise check's mark (unanswered, wrong, right, or error: the check raised, the lab's failure), claims mark
+(held: every assertion cell of the kernel's latest run held and the claims line ran; failed; error:
+:class:`labkit.claims.Run`) and a participant seen stalled; below, the predictions locked in before each notebook's
+run, in the learners' words. ``python -m labkit.hub.liveview``, started by the hub (:mod:`labkit.hub.config`).
 
 Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached through the hub's proxy):
 
@@ -19,9 +21,13 @@ Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached th
 * ``oauth_callback``: JupyterHub's ``HubOAuthCallbackHandler``.
 
 What a row shows is observed: the hub's own user and server models (the hub API, with this service's token: scopes
-``list:users``, ``read:users``, ``read:servers``) and the attendee's broker (:func:`labkit.hub.observed.broker_status`,
-probed as root); the verdicts come from the attendees' kernels, stored in SQLite in the hub's state folder
-(:class:`labkit.hub.verdicts.Store`, ``$LABKIT_HUB_STATE/liveview.sqlite``). Admins get no row. The page and its
+``list:users``, ``read:users``, ``read:servers``), the attendee's broker (:func:`labkit.hub.observed.broker_status`,
+probed as root) and their lab's memory group (:func:`labkit.hub.sandbox.memory_of`: the kernel's accounting of its
+usage against its limit, and :func:`labkit.hub.sandbox.oom_kills`); their kernels' states (busy, idle, a cell that
+raised) and the verdicts come from the attendees' kernels (:mod:`labkit.hub.report`), stored in SQLite in the hub's
+state folder (:class:`labkit.hub.verdicts.Store`, ``$LABKIT_HUB_STATE/liveview.sqlite``). A kernel's state counts only
+if it came since the attendee's server started (the server model's ``started``): a stopped server has no kernel.
+Admins get no row. The page and its
 table are :mod:`labkit.hub.page`'s.
 """
 
@@ -42,8 +48,8 @@ from tornado import httpclient, ioloop, web
 
 from labkit.hub.names import is_lab_user, unix_name
 from labkit.hub.observed import broker_status
-from labkit.hub.sandbox import netns
-from labkit.hub.page import PAGE, notebook_titles, table_html
+from labkit.hub.sandbox import cgroups, memory_of, netns, oom_kills
+from labkit.hub.page import notebook_titles, page_html, table_html
 from labkit.hub.verdicts import FILE_NAME, BadReport, Store, parse_report
 
 #: The environment variable naming the hub's state folder (the SQLite store's folder), set by the hub's config.
@@ -81,21 +87,25 @@ class LiveView:
             if self._cached and time.monotonic() - self._cached[0] < CACHE_S:
                 return self._cached[1]
             users = [u for u in await self.users() if not u.get("admin")]
-            statuses = await asyncio.gather(*(asyncio.to_thread(_broker_of, u["name"]) for u in users))
-            fragment = table_html(users, dict(zip([u["name"] for u in users], statuses)), self.store.marks(),
-                                  self.titles, time.time())
+            names = [u["name"] for u in users]
+            seen = await asyncio.gather(*(asyncio.to_thread(_observe, name) for name in names))
+            fragment = table_html(users, {n: broker for n, (broker, _) in zip(names, seen)}, self.store.marks(),
+                                  self.titles, time.time(), {n: memory for n, (_, memory) in zip(names, seen)})
             self._cached = (time.monotonic(), fragment)
             return fragment
 
 
-def _broker_of(name: str) -> str:
+def _observe(name: str) -> tuple[str, tuple[int, int, int] | None]:
+    """Hub user ``name``'s broker status and ``(usage, limit, OOM kills)`` of their memory group (None: no group)."""
     try:
         entry = pwd.getpwnam(unix_name(name))
     except KeyError:
-        return "none"
+        return "none", None
     if not is_lab_user(entry):
-        return "none"
-    return broker_status(entry.pw_dir, entry.pw_uid, netns(entry.pw_uid), PROBE_TIMEOUT_S)
+        return "none", None
+    memory = memory_of(cgroups(entry.pw_uid)[0])
+    usage = None if memory is None else (*memory, oom_kills(entry.pw_uid))
+    return broker_status(entry.pw_dir, entry.pw_uid, netns(entry.pw_uid), PROBE_TIMEOUT_S), usage
 
 
 class _Admin(HubOAuthenticated, web.RequestHandler):
@@ -108,8 +118,7 @@ class PageHandler(_Admin):
 
     @web.authenticated
     async def get(self) -> None:
-        self.write(PAGE.substitute(table=await self.view.table(), refresh=REFRESH_S,
-                                   xsrf=json.dumps(self.xsrf_token.decode())))
+        self.write(page_html(await self.view.table(), REFRESH_S, self.xsrf_token.decode()))
 
 
 class TableHandler(_Admin):

@@ -264,11 +264,11 @@ def write_info(uid: int, tmp_root: Path | str) -> None:
     Raises:
         OSError: the folder could not be written.
     """
-    limit = cgroups(uid)[0] / "memory.limit_in_bytes"
+    memory = memory_of(cgroups(uid)[0])
     folder = private_tmp(tmp_root, uid) / "info"
-    if not limit.exists() or not folder.is_dir():
+    if memory is None or not folder.is_dir():
         return
-    write_json(folder / "memory.json", {"limit_mib": int(limit.read_text()) // 2**20, "oom_kills": oom_kills(uid)})
+    write_json(folder / "memory.json", {"limit_mib": memory[1] // 2**20, "oom_kills": oom_kills(uid)})
 
 
 def join_cgroups(uid: int) -> None:
@@ -365,6 +365,18 @@ def pid_room(tasks: int, labs: int = len(ATTENDEE_UIDS)) -> str:
     return (f"kernel.pid_max is {pid_max}: {fit} labs at {tasks} tasks each fit beside {PID_HEADROOM} for the machine; "
             f"more, each at its limit, leave no pid for anyone, the hub included. For {labs} labs, raise it "
             f"(sysctl -w kernel.pid_max={needed}) or lower --tasks to {max(1, (pid_max - PID_HEADROOM) // labs)}.")
+
+
+def memory_of(group: Path | str) -> tuple[int, int] | None:
+    """``(usage, limit)`` in bytes of the cgroup v1 memory group ``group`` (a folder under
+    ``/sys/fs/cgroup/memory``): its ``memory.usage_in_bytes`` and ``memory.limit_in_bytes``, the kernel's own
+    accounting of the group's pages (page cache and tmpfs included, as the OOM killer counts them); ``None`` without
+    the group (the attendee's lab is not running)."""
+    try:
+        return (int((Path(group) / "memory.usage_in_bytes").read_text()),
+                int((Path(group) / "memory.limit_in_bytes").read_text()))
+    except (OSError, ValueError):
+        return None
 
 
 def oom_kills(uid: int) -> int:

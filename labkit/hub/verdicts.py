@@ -8,7 +8,10 @@ number a notebook's file name starts with), ``kind`` (one of :data:`labkit.marks
 the claims line ran and no assertion cell of the kernel's latest run failed, ``"failed"``: an assertion cell's
 assertion did not hold, ``"error"``: an assertion cell raised anything else), or ``"prediction"`` (the choice the
 attendee locked in for the notebook's opening question before its first experiment: one of that notebook's keys in
-:data:`labkit.marks.CHOICES`, no other words; a choice made after the run began is never reported). It names no user: the service files it under the hub user its API token belongs to
+:data:`labkit.marks.CHOICES`, no other words; a choice made after the run began is never reported), ``"participant"``
+(``"stalled"``: a participant of the notebook's kernel seen stuck in a client call) or ``"kernel"`` (the kernel's
+state: ``"busy"``, ``"idle"``, ``"raised"``: its latest cell raised; the time the report came is the time the state
+began). It names no user: the service files it under the hub user its API token belongs to
 (:mod:`labkit.hub.liveview`), so no attendee can report for another. The store keeps, per (user, notebook, kind), the
 latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode
 0700, root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not)
