@@ -32,9 +32,10 @@ def notebook_titles(sources: Path = SOURCES) -> dict[str, tuple[str, bool]]:
     return titles
 
 
-#: A kernel busy for longer than this (seconds) is flagged "stuck?": three minutes, beyond any one cell of the
-#: notebooks' Run All on the test machine (a whole notebook takes 15 to 270 s, tests/test_notebook_structure.py's
-#: RUN_S, in many cells), so a learner waiting that long on one cell needs a look.
+#: A kernel busy for longer than this (seconds) is flagged "stuck?": three minutes. Eight notebooks run whole (Run All)
+#: in less on the test machine (tests/test_notebook_structure.py's RUN_S: 15 to 176 s), so no cell of theirs takes
+#: that long; 04 and 06 run whole in 270 s, their longest cell not measured alone. A "?": a slow cell on a loaded hub
+#: may pass it too, and the instructor looks.
 STUCK_S = 180.0
 
 
