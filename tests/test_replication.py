@@ -103,6 +103,6 @@ def test_a_freshly_formatted_node_of_each_release_finalizes_eligible_leader_repl
     with EmbeddedBroker(tmp_path / "b", version=version) as broker:
         features = broker_features(broker.bootstrap_servers)
         elr = rp.elr_version(broker.bootstrap_servers)
-    where = "notebooks/09_replication.ipynb cells 14 and 29 (ELR on by default) and the README's line on 09"
+    where = "notebooks/09_replication.ipynb's part 3 and 'What you saw' (ELR on by default) and the README's line on 09"
     assert features["metadata.version"]["finalized"] >= METADATA_VERSION_4_1_IV0, (version, features, where)
     assert elr == 1, (f"Kafka {version} formats with eligible.leader.replicas.version={elr}: correct {where}")
