@@ -22,6 +22,7 @@ from labkit.kafka.api_versions import broker_features
 from labkit.kafka.wire import Reader, Writer, call, error_name
 from labkit.lessons.broker_crashes import broker_restart_in_transaction
 from labkit.predictions import Question
+from labkit.waiting import wait_for
 
 #: The notebook's opening question, on part 3's run (answered by :func:`loss_outcome`).
 QUESTION = Question(
@@ -48,11 +49,26 @@ LOWERED = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 def pair(cluster: EmbeddedCluster) -> tuple[int, int, int]:
     """``(leader, follower, spare)`` node ids for an output partition of parts 1 to 3: the leader and the follower
     lead neither ``__transaction_state`` nor ``__consumer_offsets`` where the cluster allows it (their kills then
-    move no coordinator; part 4 kills a coordinator on purpose). Raises :class:`LabkitError` for fewer than 3
-    brokers."""
+    move no coordinator; part 4 kills a coordinator on purpose). On a fresh cluster it first waits for both topics to
+    have leaders (asking for them has them created).
+
+    Raises:
+        LabkitError: fewer than 3 brokers.
+        TimeoutError: either topic without a leader after 30 s.
+    """
     if len(cluster.brokers) < 3:
         raise LabkitError(f"notebook 09 needs a cluster of 3 brokers or more, not {len(cluster.brokers)}")
-    busy = cluster.leaders("__transaction_state") | cluster.leaders("__consumer_offsets")
+    leaders: dict[str, set[int]] = {}
+
+    def both_led() -> bool:
+        leaders.update({topic: cluster.leaders(topic) for topic in ("__transaction_state", "__consumer_offsets")})
+        return all(leaders.values())
+
+    # a fresh cluster has neither topic: the Metadata request that names them has them created (seen on 4.4.0: led
+    # within 2 s), and reading "no leaders" then picked the coordinators' broker as the leader to kill
+    wait_for(both_led, "leaders of __transaction_state and __consumer_offsets", timeout_s=30.0,
+             hint="the nodes' server.log files")
+    busy = set().union(*leaders.values())
     order = sorted(cluster.brokers, key=lambda n: (n in busy, n))
     return order[0], order[1], order[2]
 
