@@ -32,7 +32,7 @@ from typing import Callable
 import psutil
 
 from labkit import procs
-from labkit.hub import sandbox
+from labkit.hub import firewall, sandbox
 
 #: What the command line of a hub's own process contains: JupyterHub, its proxy, its two services.
 HUB_COMMANDS = ("bin/jupyterhub", "configurable-http-proxy", "labkit.hub.liveview", "jupyterhub_idle_culler")
@@ -85,7 +85,8 @@ def lab_processes(state: Path | str) -> dict[int, list[psutil.Process]]:
 def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[str]:
     """Stop what a hub on ``state`` left running (module docstring): the labs first (every process SIGTERM, SIGKILL
     after :data:`GRACE_S` s; then the sandbox, unless a process the lab did not make is left in its groups), then
-    the hub's own processes. Says (``say``) and returns one line per lab or process stopped; nothing when nothing was
+    the hub's own processes, then its wall (:func:`labkit.hub.firewall.table_name`: a hub killed with SIGKILL never
+    removed it) unless a lab's sandbox was kept. Says (``say``) and returns one line per lab or process stopped; nothing when nothing was
     left. Call it only with the state folder's lock held (:func:`labkit.hub.run.lock_state`).
 
     Raises:
@@ -97,15 +98,22 @@ def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[
     hub_lines = [f"  stopped the old hub's {command_of(p)} (pid {p.pid})" for p in hub]
     lines = [f"A hub on {state} ended without stopping what it ran (killed, or it crashed): stopping it now "
              "(attendees keep their files; their next sign-in starts a fresh lab)."]
+    kept = False
     for uid, found in sorted(labs.items()):
         procs.terminate(found, GRACE_S, GRACE_S)
         left = in_groups(uid)
         if not left:
             sandbox.release(uid)
+        kept = kept or bool(left)
         lines.append(f"  stopped {_user(uid)}'s lab: {len(found)} processes"
                      + ("" if not left else f"; its sandbox kept: {len(left)} processes of another uid in its groups"))
     procs.terminate(hub, GRACE_S, GRACE_S)
     lines += hub_lines
+    table = firewall.table_name(state)
+    if not kept and firewall.exists(table):  # no lab's namespace is left for it to wall in
+        firewall.remove_table(table)
+        lines.append(f"  removed the wall it left (nftables table inet {table}): the new hub makes it again at its "
+                     "first sign-in")
     for line in lines:
         say(line)
     return lines
