@@ -802,15 +802,17 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
         assert (setup["status"], setup["output"].split()) == ("ok", ["00_tour.ipynb", "True"]), setup
         assert "UNANSWERED" in asked["output"], asked
         drive.wait_for_live_marks(instructor, a, "^E…C·$")  # the open page refreshed itself: not answered, not wrong
-        _, claims_fail, wrong = drive.run_cells(page_a, url, a, [SETUP, CLAIMS_FAIL, EXERCISE_WRONG], timeout_s=KERNEL_S)
+        # the claims cell fails, then (the learner's fix) the same cell, by its id, holds: C✗, then C✓
+        _, claims_fail, wrong = drive.run_cells(page_a, url, a, [SETUP, ("claims", CLAIMS_FAIL), EXERCISE_WRONG],
+                                                timeout_s=KERNEL_S)
         assert claims_fail["status"] == "error" and "a claim that does not hold" in claims_fail["output"]
         assert "NOT YET" in wrong["output"], wrong
         drive.wait_for_live_marks(instructor, a, "^E✗C✗$")
         _, outage = drive.run_cells(page_a, url, a, [SETUP, EXERCISE_ERROR], timeout_s=KERNEL_S)
         assert outage["status"] == "error" and "the broker did not answer" in outage["output"], outage
         drive.wait_for_live_marks(instructor, a, "^E!C✗$")  # the lab's error, not the learner's wrong answer
-        _, right, claims_pass, refused = drive.run_cells(page_a, url, a, [SETUP, EXERCISE_RIGHT, CLAIMS_PASS,
-                                                                         _refused_cell(b)], timeout_s=KERNEL_S)
+        _, right, claims_pass, refused = drive.run_cells(
+            page_a, url, a, [SETUP, EXERCISE_RIGHT, ("claims", CLAIMS_PASS), _refused_cell(b)], timeout_s=KERNEL_S)
         assert "RIGHT" in right["output"] and claims_pass["status"] == "ok", (right, claims_pass)
         assert refused["output"].split() == ["403", "400"], refused  # a bad token; a report naming another user
         drive.wait_for_live_marks(instructor, a, "^E✓C✓$")
