@@ -10,7 +10,6 @@ machine would go with it): they remove or flush their own table, which is what `
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import socket
@@ -22,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from labkit.broker.ports import free_port
-from labkit.errors import LabkitError
 from labkit.hub import firewall, sandbox
-from tests.probes import CONNECT
+from tests.probes import CONNECT, skip_unless_sandbox_can_run
 
 #: A Python every user may run (the test venv's lives under /root, mode 0700).
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -43,13 +41,7 @@ def lab():
     spawner does), and two listeners of the machine on the gateway's side in :data:`firewall.HUB_PORTS`: the hub's
     own (bound to the gateway) and another program's (bound to all addresses). ``{"try", "hub", "other", "table",
     "warned"}``: ``try(*addresses)`` connects from the lab, one word each."""
-    if os.geteuid() != 0:
-        pytest.skip("the wall test makes a network namespace and an nftables table: run it as root")
-    try:
-        firewall.check()
-        sandbox.check()
-    except LabkitError as exc:
-        pytest.skip(f"attendees cannot be kept apart here: {exc}")
+    skip_unless_sandbox_can_run("a network namespace and an nftables table")
     table, warned = f"{firewall.TABLE_PREFIX}t{secrets.token_hex(4)}", []
     tmp_root = Path(tempfile.mkdtemp(prefix="labkit-wall-test-", dir="/run"))  # not under /tmp: the lab's own hides it
     sandbox.ensure_gateway()

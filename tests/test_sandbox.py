@@ -22,7 +22,7 @@ import pytest
 from labkit.broker.ports import free_port
 from labkit.errors import LabkitError
 from labkit.hub import firewall, sandbox
-from tests.probes import CONNECT
+from tests.probes import CONNECT, skip_unless_sandbox_can_run
 
 #: A Python every user may run (the test venv's lives under /root, mode 0700).
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -41,13 +41,7 @@ def test_each_attendee_uid_has_an_address_of_its_own_and_no_other_uid_has_one():
 def two_attendees(tmp_path):
     """Attendees A and B (the two highest uids) with sandboxes as the spawner makes them, under two hubs' walls;
     ``{"a", "b", "tmp_root", "tables"}``. Everything removed after."""
-    if os.geteuid() != 0:
-        pytest.skip("the sandbox test makes network namespaces, cgroups and nftables tables: run it as root")
-    try:
-        firewall.check()
-        sandbox.check()
-    except LabkitError as exc:
-        pytest.skip(f"attendees cannot be kept apart here: {exc}")
+    skip_unless_sandbox_can_run("network namespaces, cgroups and nftables tables")
     a, b = sandbox.ATTENDEE_UIDS.stop - 1, sandbox.ATTENDEE_UIDS.stop - 2
     tmp_root = tmp_path / "private"
     tables = [f"{firewall.TABLE_PREFIX}t{secrets.token_hex(4)}" for _ in range(2)]
