@@ -166,13 +166,17 @@ def tmp_folders() -> dict:
 
 
 def memory_view() -> dict:
-    """What a process (and a JVM, if the guest has one) reads as its memory limit inside a MemoryMax=64M unit."""
+    """What a process (and a JVM, if the guest has one) reads as its memory limit inside a MemoryMax=512M unit: the
+    unit's own cgroup's memory.max, and the JVM's default heap a quarter of it (MaxRAMPercentage=25, the JDK's
+    default), not of the guest's memory."""
     script = ("cat /proc/self/cgroup; echo --; cat /sys/fs/cgroup/memory.max 2>&1; echo --;"
               " cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.max 2>&1; echo --;"
               " command -v java >/dev/null && java -XX:+PrintFlagsFinal -version 2>/dev/null | grep -w MaxHeapSize")
     parts = [p.strip() for p in in_lab("ann", script, memory="512M", timeout=300).stdout.split("--")]
     reading = dict(zip(["cgroup", "sys_fs_cgroup_memory.max", "own_cgroup_memory.max", "java_MaxHeapSize"], parts))
-    return {"pass": reading.get("own_cgroup_memory.max") == str(512 << 20), "reading": reading}
+    heap = reading.get("java_MaxHeapSize", "").split()
+    java_sees_limit = not heap or heap[3] == str(512 << 20 >> 2)  # no JDK in the image: nothing to check
+    return {"pass": reading.get("own_cgroup_memory.max") == str(512 << 20) and java_sees_limit, "reading": reading}
 
 
 def main() -> None:
