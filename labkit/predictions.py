@@ -171,7 +171,7 @@ class Kept:
 
 def kept(question: Question, home: Path | None = None) -> Kept:
     """What is kept for ``question`` (:class:`Kept`): a choice the question does not offer (any more) is left out, and
-    a choice whose lock-in time is not before the run's start counts as chosen after the run.
+    a choice whose lock-in time is after the run's start counts as chosen after the run.
 
     Raises:
         OSError: the run began in this process and its start could not be written into the file.
@@ -184,7 +184,8 @@ def kept(question: Question, home: Path | None = None) -> Kept:
     after, chosen_ms = late.get("choice"), late.get("chosen_ms")
     if choice not in question.choices or not isinstance(at, int):
         choice, at = None, None
-    elif run_ms is not None and at >= run_ms:  # locked in after the run began: a late choice, however written
+    elif run_ms is not None and at > run_ms:  # locked in after the run began: a late choice, however written (in
+        # the same ms as the run's start it was lock_in's own choice, made while no run had begun: a prediction)
         if after is None:
             after, chosen_ms = choice, at
         choice, at = None, None
@@ -239,7 +240,7 @@ def _when(at_ms: int, run_ms: int | None) -> str:
     """When ``at_ms`` was, relative to the run's start ``run_ms`` (ms since the epoch)."""
     if run_ms is None:
         return f"at {time.strftime('%H:%M:%S', time.localtime(at_ms / 1000))}, before any experiment of this notebook"
-    return f"{_span(run_ms - at_ms)} before the run began" if at_ms < run_ms else \
+    return f"{_span(run_ms - at_ms)} before the run began" if at_ms <= run_ms else \
         f"{_span(at_ms - run_ms)} after the run began"
 
 

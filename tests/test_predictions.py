@@ -182,6 +182,18 @@ def test_the_reveal_says_how_long_before_the_run_the_prediction_was_locked_in(tm
         in reveal(Q, "one", tmp_path).message
 
 
+def test_a_prediction_locked_in_the_millisecond_the_run_began_is_still_the_prediction(tmp_path, run, monkeypatch):
+    """lock_in decides when it runs: no run had begun, so the choice is the prediction, even when the experiment that
+    follows starts within the same millisecond (the fresh-clone run's real-broker test met it: the lock-in and the
+    first topic 0 ms apart, scored as 'chosen after the run')."""
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.0)  # one millisecond for all of it
+    lock_in(Q, "two", tmp_path)
+    run.ms = int(time.time() * 1000)
+    k = kept(Q, tmp_path)
+    assert (k.predicted, k.after_run, k.locked_ms == k.run_ms) == ("two", None, True), k
+    assert "(locked in 0 s before the run began)" in reveal(Q, "two", tmp_path).message
+
+
 def test_with_no_prediction_before_the_run_a_later_choice_is_not_scored_but_shown_with_its_reason(tmp_path, run):
     run.start()
     lock_in(Q, "none", tmp_path)
