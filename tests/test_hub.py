@@ -644,7 +644,7 @@ def test_a_name_is_its_owner_s_a_newcomer_needs_the_code_and_failures_never_refu
         assert not drive.user_exists(names.unix_name(newcomer))
         for _ in range(4):
             _sign_in(page, hub["url"], newcomer, "a-password-of-mine", code="not-the-code")
-            assert "needs the workshop code" in _form_says(page)
+            assert "That is not the workshop code" in _form_says(page)
         assert not drive.user_exists(names.unix_name(newcomer))
         # failures under a name never refuse its right password (issue 63; the address throttle is
         # tests/test_hub_attacks.py's): five wrong ones in all, then the owner's own

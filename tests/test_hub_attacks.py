@@ -349,6 +349,9 @@ async def main():
         await sign_in("tz-lru", "a-password", "wrong-code", via=f"198.51.100.{210 + i}")
     found["table"] = {"throttled": throttled, "after_8_others": (await sign_in("tz-lru", "a-password", "wrong-code",
                                                                                   via="198.51.100.200"))["said"]}
+    # a newcomer without the workshop code, then with a wrong one (issue 65: both were told 'needs the code')
+    found["no_code"] = await sign_in("tz-cara", "a-password-of-mine", via="198.51.100.7")
+    found["wrong_code"] = await sign_in("tz-cara", "a-password-of-mine", "not-the-code", via="198.51.100.7")
     # 14: a 73-byte password, as a first one and under a name that has one
     found["long_password_first"] = await sign_in("tz-bob", "b" * 73, CODE, via="198.51.100.5")
     found["long_password_taken"] = await sign_in("tz-ada", "b" * 73, via="198.51.100.6")
@@ -397,6 +400,12 @@ def test_a_password_over_72_bytes_is_refused_with_its_reason_not_an_http_500(att
     for how in ("long_password_first", "long_password_taken"):
         assert attempts[how]["status"] == 200 and attempts[how]["result"] is None, attempts[how]
         assert "at most 72 bytes" in attempts[how]["said"], attempts[how]
+
+
+def test_a_newcomer_is_told_apart_a_missing_workshop_code_from_a_wrong_one(attempts):
+    assert attempts["no_code"]["result"] is None and "needs the workshop code" in attempts["no_code"]["said"]
+    assert attempts["wrong_code"]["result"] is None, attempts["wrong_code"]
+    assert attempts["wrong_code"]["said"].startswith("That is not the workshop code"), attempts["wrong_code"]
 
 
 # --- the instructor's reset of a forgotten password (issue 63 #6) ---------------------------------------------------

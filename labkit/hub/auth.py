@@ -167,9 +167,12 @@ class LabAuthenticator(FirstUseAuthenticator):
         if is_lab_user_name(name):  # its password dropped (Delete User): its files stay its owner's
             return self._failed(handler, name, address, f"{name} has a lab on this machine already: if it is yours and "
                                 "you forgot your password, ask the instructor for a one-time code.")
-        if not hmac.compare_digest(code.encode(), self.workshop_code.encode()):
+        if not code:
             return self._failed(handler, name, address, f"{name} is a new name here: its first sign-in needs the "
                                 "workshop code (ask the instructor) and a password of your own.")
+        if not hmac.compare_digest(code.encode(), self.workshop_code.encode()):
+            return self._failed(handler, name, address, "That is not the workshop code: check it with the instructor "
+                                f"(a first sign-in as {name} needs it, and a password of your own).")
         if len(password) < MIN_PASSWORD or password == code:
             handler.custom_login_error = (f"Choose a password of your own, at least {MIN_PASSWORD} characters, not the "
                                           "workshop code: you will need it to sign in again.")
