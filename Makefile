@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 # timed-out commit, tests/test_release_facts.py's jars).
 KAFKA_VERSIONS := 4.4.0 4.3.2
 # Parallel workers (pytest-xdist), each with its own broker; a file runs whole in one worker, the slowest first
-# (conftest.SLOWEST). The suite mostly waits on real timeouts, so it runs more workers than the 2 cores.
-WORKERS ?= 4
+# (conftest.SLOWEST). auto: two per CPU the run may use, at least 4, at most one per 3 GiB of memory
+# (conftest.pytest_xdist_auto_num_workers); the suite mostly waits on real timeouts. WORKERS=N sets it.
+WORKERS ?= auto
 # SPEED=half: the whole suite on one of the machine's CPUs (taskset -c 0), i.e. on a machine twice as slow with half the
 # CPU; every process the suite starts (brokers, JVMs, kernels) inherits it, and the JVMs then see one CPU and pick
 # other defaults (serial GC, fewer compiler threads). The suite must pass in it too (docs/testing.md).
@@ -49,7 +50,7 @@ jars: $(STAMP)
 	$(PY) -m labkit jars
 
 # With LABKIT_BOOTSTRAP set (e.g. docker compose), the lab uses that cluster: no Java or Maven needed. JupyterLab serves
-# the learner's own copies of the notebooks ($$LABKIT_HOME/work, labkit/workspace.py), never the repository's.
+# the learner's own copies of the notebooks ($$LABKIT_HOME/work, labkit/lab/workspace.py), never the repository's.
 lab: $(STAMP) preflight
 	@if [ -z "$$LABKIT_BOOTSTRAP" ]; then $(PY) -m labkit jars; fi
 	$(PY) -m labkit up
@@ -57,7 +58,7 @@ lab: $(STAMP) preflight
 # One archive for a venue with no network (labkit/bundle/): this platform's wheels, the jar caches of the lab's Kafka
 # release and of Spark's connector, the compiled Java code, a manifest; dist/labkit-bundle-*.tar (its measured size:
 # bench/results/bundle.json).
-# ARGS: --out DIR, Kafka releases. The offline test (outside make test): python -m labkit.bundle.offline_check.
+# ARGS: --out DIR, Kafka releases. The offline test (outside make test): python -m labkit_dev.offline_check.
 .PHONY: bundle
 bundle: $(STAMP)
 	$(PY) -m labkit.bundle build $(ARGS)

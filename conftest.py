@@ -12,8 +12,8 @@ import tempfile
 import psutil
 import pytest
 
-from labkit import predictions, testmode
 from labkit.broker import EmbeddedBroker
+from labkit.learn import predictions, testmode
 
 #: The per-file CPU report printed after the slowest items (tests/cpu_report.py); the page of notebooks 02, 06 and 07
 #: checked in a browser after their last cell (tests/notebook_pages.py).
@@ -66,11 +66,24 @@ SLOWEST = (
 )
 
 
+#: Memory a worker may take at its peak, GiB: its own broker, and notebook 09's four-JVM cluster with its kernel and
+#: participants (issue 65 measured 1,557 MiB for the whole lab running 09 in ``make lab``), with room to spare.
+WORKER_GIB = 3
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``make test``'s workers (``-n auto``, pytest-xdist's hook): two per CPU this process may run on (the suite
+    mostly waits on real timeouts, so a CPU has room for a second worker), at least 4 (as on this two-CPU machine) and
+    at most one per :data:`WORKER_GIB` of the machine's memory."""
+    cpus = len(os.sched_getaffinity(0))
+    return max(4, min(2 * cpus, int(psutil.virtual_memory().total / 2**30 // WORKER_GIB)))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The test run says so (``LABKIT_CI=1``, :func:`labkit.under_test`): the kernels nbval starts inherit this
     process's environment, and a notebook's CI-only cells (pressing a playground's buttons, locking in a prediction)
     act only then; the predictions go to a folder of this process's own. A SIGTERM
-    (a time limit) stops the run with every fixture's teardown (:func:`labkit.testmode.stop_on_sigterm`)."""
+    (a time limit) stops the run with every fixture's teardown (:func:`labkit.learn.testmode.stop_on_sigterm`)."""
     os.environ.setdefault(testmode.ENV, "1")
     # each test process keeps the predictions its notebooks lock in apart: another worker runs the same notebook on
     # another Kafka release at the same time (tests/test_older_releases.py)

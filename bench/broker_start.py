@@ -20,7 +20,7 @@ from pathlib import Path
 from labkit.broker import EmbeddedBroker, probe, runtime
 from labkit.broker.ports import free_port
 from labkit.broker.settings import lab_settings, render_log4j2, render_server_properties
-from labkit.waiting import wait_until
+from labkit.core.waiting import wait_until
 
 
 def embedded_start() -> float:

@@ -1,7 +1,7 @@
 """Memory per attendee on the workshop hub (issue 38): the peak proportional set size of every process of one attendee
 while they run each notebook in JupyterLab, measured on a real hub.
 
-It starts a hub on free ports with its own state (:func:`labkit.hub.drive.running_hub`, as tests/test_hub.py does),
+It starts a hub on free ports with its own state (:func:`labkit_dev.drive.running_hub`, as tests/test_hub.py does),
 signs one attendee in through headless Chromium, and for each notebook opens it in their JupyterLab, runs Run > Run
 All Cells and waits (up to ``--deadline`` s) until no cell runs or waits and the kernel is idle, then the last code
 cell must have run. Meanwhile, every 2 s, it sums the PSS (``psutil`` ``memory_full_info().pss``: a page shared by n
@@ -44,10 +44,11 @@ from pathlib import Path
 
 import psutil
 
-from labkit.browser import chromium, missing, new_page
-from labkit.errors import LabkitError
-from labkit.hub import drive, names, users
-from labkit.waiting import wait_until
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_until
+from labkit.hub import names, users
+from labkit_dev import drive
+from labkit_dev.browser import chromium, missing, new_page
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: What a claims cell prints once its assertions held (a notebook's last: "All claims hold on the real broker.", a
@@ -186,7 +187,7 @@ def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: st
     """Open, Run All and wait for ``notebook``; then shut its kernel down. Returns its row: peaks (:meth:`Sampler.take`,
     from opening to the end of the run), ``wall_s`` (Run All to the end), ``cpu_s`` (CPU seconds of ``uid``'s
     processes from opening to the end, :func:`cpu_s`), ``error`` (None only if every code cell ran, none raised
-    (:func:`labkit.hub.drive.wait_for_run`) and a claims line was printed: else why the run failed), ``claims_line``
+    (:func:`labkit_dev.drive.wait_for_run`) and a claims line was printed: else why the run failed), ``claims_line``
     (the last output that says the claims hold, as printed), ``last_output`` (the end of its last output) and ``left``
     (the kinds of ``uid``'s processes once the kernel ended, besides JupyterLab and the broker), and, with the live
     view open on ``instructor``, ``live_view_error`` (:func:`live_view_error`, once the claims held)."""

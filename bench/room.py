@@ -6,7 +6,7 @@ First one attendee runs 00 and 02 alone (the baseline, same hub); then the room 
 attendees`` seconds after the last) and the misbehaving attendee starts; then every room attendee opens 00 and runs it
 whole, all at once, then 02 the same way. For each attendee it reports the sign-in to a ready lab (the file browser
 shown; goal: under 30 s), each notebook's Run All time against the baseline's, and whether its claims line was
-printed (the run failed otherwise: :func:`labkit.hub.drive.wait_for_run` and bench/hub.py's claims check); for the
+printed (the run failed otherwise: :func:`labkit_dev.drive.wait_for_run` and bench/hub.py's claims check); for the
 machine, the peak memory used (``psutil.virtual_memory``, every 2 s) and the OOM kills in each attendee's group (the
 hog's only, if the limits hold). The attendees' browser (one Chromium, root's, on this machine) takes CPU that a room's
 laptops would: each sign-in's server part (JupyterHub's log) is given beside it.
@@ -32,14 +32,15 @@ from pathlib import Path
 import psutil
 from hub import CLAIMS_HOLD, notebook_file, prepare_run  # bench/hub.py: the same claims check and checks
 
-from labkit.browser import chromium, new_page
-from labkit.errors import LabkitError
-from labkit.hub import drive, names, sandbox
+from labkit.core.errors import LabkitError
+from labkit.hub import names, sandbox
+from labkit_dev import drive
+from labkit_dev.browser import chromium, new_page
 
 #: Seconds a sign-in may take to a ready lab (issue 49's goal) and that the bench waits at most.
 SIGN_IN_GOAL_S, SIGN_IN_WAIT_S = 30.0, 600.0
 #: Seconds a run still going at the room's deadline is looked at once more before it counts as failed (its check reads
-#: the page twice, 2 s apart: :func:`labkit.hub.drive.wait_for_run`).
+#: the page twice, 2 s apart: :func:`labkit_dev.drive.wait_for_run`).
 LAST_LOOK_S = 10.0
 #: What Jupyter Server logs when it closes a page's websocket (a kernel's channels among them) whose ping went
 #: unanswered (``WebSocketMixin.send_ping``): the page reconnects and the server replays what it buffered meanwhile.
@@ -101,7 +102,7 @@ def run_room(pages: dict, hub: dict, room: list[str], notebook: str, deadline_s:
 
 
 def finish(page, name: str, notebook: str, wall_s: float, timeout_s: float, evidence: Path) -> dict:
-    """Check ``name``'s run of notebook ``notebook`` (its number) on ``page`` (:func:`labkit.hub.drive.wait_for_run`: it
+    """Check ``name``'s run of notebook ``notebook`` (its number) on ``page`` (:func:`labkit_dev.drive.wait_for_run`: it
     raised nowhere) and its claims line, then shut its kernel down: ``{"wall_s", "error", "claims"}`` (error None only
     if every cell ran, none raised and the claims line was printed). A check or shutdown that raised is kept whole
     (:func:`keep_evidence`): the row's error begins with it and names the files. ``timeout_s``: how long the check

@@ -22,13 +22,13 @@ from multiprocessing import get_context
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.registry import CLIENTS
-from labkit.soak import brokers_of, run_schedule, summary
-from labkit.reset import delete_lab_topics
+from labkit.lab.reset import delete_lab_topics
+from labkit_dev.soak import brokers_of, run_schedule, summary
 
 MODES = (("KIP-447", True), ("at-least-once", False))
 
 
-#: Kafka 4.4's group coordinator, after the load race of ``labkit.soak.LOAD_RACE`` let a member write
+#: Kafka 4.4's group coordinator, after the load race of ``labkit_dev.soak.LOAD_RACE`` let a member write
 #: into a half-replayed state, fails every later load of ``__consumer_offsets`` (docs/marker-race.md): no group
 #: works on that Kafka again.
 BROKEN = "Failed to load metadata from __consumer_offsets"

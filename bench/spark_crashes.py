@@ -19,9 +19,9 @@ import threading
 import time
 
 from labkit.broker import EmbeddedBroker
-from labkit.spark.roles.spark_pipeline import SINKS, in_flight
+from labkit.core.waiting import wait_until
 from labkit.lessons import spark_pipeline as sp
-from labkit.waiting import wait_until
+from labkit.spark.roles.spark_pipeline import SINKS, in_flight
 
 STEPS = {"A": SINKS["kafka"], "B": SINKS["transactional"]}
 MAX_RESTARTS = 8

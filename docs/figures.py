@@ -18,8 +18,8 @@ import nbformat
 import plotly.io as pio
 from nbclient import NotebookClient
 
-from labkit import browser
 from labkit.broker.runtime import labkit_home
+from labkit_dev import browser
 
 REPO = Path(__file__).resolve().parents[1]
 PLOTLY = "application/vnd.plotly.v1+json"

@@ -1,21 +1,21 @@
 """labkit's command line, what ``make`` runs: ``python -m labkit COMMAND``.
 
 Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars, make the
-broker's and the Java participant's class-data archives, :mod:`labkit.jvm_archives`),
+broker's and the Java participant's class-data archives, :mod:`labkit.lab.jvm_archives`),
 ``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
 ``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`),
 ``doctor [--lab]`` (whether this machine can run the lab, :mod:`labkit.doctor`),
 ``reset [--yes]`` (remove the topics the lab created and the experiment files; ``--yes``: no question on a broker
-that is not the lab's own, :mod:`labkit.reset`).
-A :class:`~labkit.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
+that is not the lab's own, :mod:`labkit.lab.reset`).
+A :class:`~labkit.core.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
 """
 
 import sys
 
-from labkit import lab
 from labkit.broker import runtime
 from labkit.broker.settings import kafka_version
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
+from labkit.lab import server as lab
 
 if __name__ == "__main__":
     args = sys.argv[1:]
@@ -29,13 +29,13 @@ if __name__ == "__main__":
 
             sys.exit(doctor(args[1:]))
         if args[:1] == ["reset"]:
-            from labkit import reset
+            from labkit.lab import reset
 
             sys.exit(reset.main(args[1:]))
         if args[:1] == ["jars"]:
             from labkit.spark.session import connector_jars, SPARK_VERSION
 
-            from labkit.jvm_archives import make_archives
+            from labkit.lab.jvm_archives import make_archives
 
             code = runtime.main(args[1:])
             print(f"Spark {SPARK_VERSION} Kafka connector jars: {len(connector_jars())}")

@@ -31,7 +31,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.waiting import wait_until
+from labkit.core.waiting import wait_until
 
 #: How often the load average is sampled during the run (s).
 LOAD_SAMPLE_S = 10.0

@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+from labkit.core.history import value_id
 from labkit.crashlab.loop import Loop
 from labkit.crashlab.registry import REQUIRED, Option, Role
-from labkit.history import value_id
 
 
 def run(loop: Loop) -> None:

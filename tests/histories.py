@@ -1,6 +1,6 @@
 """Hand-written histories for the checker and timeline tests."""
 
-from labkit.history import Event
+from labkit.core.history import Event
 
 OUT, IN = "out", "in"
 

@@ -11,10 +11,11 @@ import subprocess
 import psutil
 import pytest
 
-from labkit import lab
 from labkit.broker import runtime
-from labkit.hub import drive, names, observed, sandbox, users
-from labkit.waiting import wait_until
+from labkit.core.waiting import wait_until
+from labkit.hub import names, observed, sandbox, users
+from labkit.lab import server as lab
+from labkit_dev import drive
 from tests.probes import CONNECT
 
 HUB_START_S = 180  # a cold hub on a loaded 2-core machine took 20 s; the set-up before it is not counted here
@@ -25,7 +26,7 @@ MEMORY_LIMIT_MIB, TASK_LIMIT = 1536, 1024
 
 
 def skip_unless_hub_can_run() -> None:
-    from labkit.browser import missing
+    from labkit_dev.browser import missing
 
     if os.geteuid() != 0:
         pytest.skip("the hub test makes Unix users and runs JupyterHub as root: run it as root (sudo make test)")
@@ -38,8 +39,8 @@ def wait_for_lab(page, hub: dict, name: str) -> None:
 
 
 def ask_for_broker(entry: pwd.struct_passwd, hub: dict) -> None:
-    """Ask for the attendee's lab broker as their first kernel does (labkit.lab.want_broker, as them, in their lab)."""
-    as_attendee(entry, hub, "from labkit import lab; lab.want_broker()", env=lab_env(entry, hub))
+    """Ask for the attendee's lab broker as their first kernel does (labkit.lab.server.want_broker, as them, in their lab)."""
+    as_attendee(entry, hub, "from labkit.lab import server as lab; lab.want_broker()", env=lab_env(entry, hub))
 
 
 def broker_state(entry: pwd.struct_passwd) -> dict:
@@ -102,12 +103,12 @@ def as_attendee(entry: pwd.struct_passwd, hub: dict, script: str, *args: str, ch
 
 
 def wait_for_server(page, hub: dict, name: str) -> None:
-    """:func:`labkit.hub.drive.wait_for_server` within the hub tests' :data:`LAB_START_S`."""
+    """:func:`labkit_dev.drive.wait_for_server` within the hub tests' :data:`LAB_START_S`."""
     drive.wait_for_server(page, hub, name, LAB_START_S)
 
 
 def join_to_server(page, hub: dict, name: str, next_path: str = "") -> float:
-    """Sign ``name`` in on ``page`` without drawing their lab (:func:`labkit.hub.drive.without_lab_drawn`) and wait
+    """Sign ``name`` in on ``page`` without drawing their lab (:func:`labkit_dev.drive.without_lab_drawn`) and wait
     until their server answers with their files (:func:`wait_for_server`); the submit's time (``time.monotonic``, s)."""
     drive.without_lab_drawn(page)
     submitted = drive.join(page, hub, name, next_path)
@@ -119,9 +120,9 @@ def ensure_lab(hub: dict, name: str, page=None) -> pwd.struct_passwd:
     """Sign ``name`` in and wait for their lab and its broker (started unless it runs already); their Unix user's
     entry. On ``page`` when given, the lab is drawn (:func:`wait_for_lab`) and left open: JupyterLab's polling through
     the proxy is activity, so the hub's culler leaves the lab be while the page is open. Else in a browser of its own,
-    closed after, where the lab is not drawn (:func:`labkit.hub.drive.without_lab_drawn`): their server answering with
+    closed after, where the lab is not drawn (:func:`labkit_dev.drive.without_lab_drawn`): their server answering with
     their files is what is waited for (the tests that look at the lab itself draw it)."""
-    from labkit.browser import chromium
+    from labkit_dev.browser import chromium
 
     if page is not None:
         drive.join(page, hub, name)

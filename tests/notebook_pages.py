@@ -3,13 +3,13 @@ cell (``notebooks/NN_name.ipynb::page at 1280x800``), in the same worker, once n
 
 The item puts the notebook, with the outputs nbval's run just gave (so nothing is executed a second time), into the
 lab's JupyterLab the way a learner's save does (the server's contents API, as ``make lab`` serves it), opens it in
-Chromium at 1280x800 (:mod:`labkit.browser`), saves it, and fails on what a learner could not read:
+Chromium at 1280x800 (:mod:`labkit_dev.browser`), saves it, and fails on what a learner could not read:
 
 * a figure printed as a text dump of its object;
 * a figure taller than the window; two annotations on top of each other; a title or label cut off; a legend entry
-  named twice (each read from the page: :func:`labkit.browser.figure_problems`);
+  named twice (each read from the page: :func:`labkit_dev.browser.figure_problems`);
 * a table wider than its output area, its right-hand columns hidden until one scrolls sideways
-  (:func:`labkit.browser.wide_tables`);
+  (:func:`labkit_dev.browser.wide_tables`);
 * a console error not on :data:`ALLOWED_CONSOLE_ERRORS`;
 * a file of the repository's ``notebooks/`` changed by opening, running or saving the notebook.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import browser
+from labkit_dev import browser
 
 REPO = Path(__file__).resolve().parents[1]
 PLOTLY = "application/vnd.plotly.v1+json"

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 from labkit.hub import firewall, sandbox
 
 

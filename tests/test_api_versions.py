@@ -10,7 +10,7 @@ import pytest
 
 from labkit.broker import runtime
 from labkit.broker.settings import FEATURES_BY_VERSION, kafka_at_least, kafka_version
-from labkit.errors import BrokerUnreachableError
+from labkit.core.errors import BrokerUnreachableError
 from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions, broker_features
 
 

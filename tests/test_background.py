@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from labkit.background import Periodic
-from labkit.waiting import wait_for
+from labkit.core.background import Periodic
+from labkit.core.waiting import wait_for
 
 
 def test_it_runs_every_interval_and_stops_within_the_deadline():

@@ -24,9 +24,9 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from labkit import browser
 from labkit.book import __main__ as book
 from labkit.book import clean, execute, site
+from labkit_dev import browser
 
 #: The tests of the site built from live runs and opened in Chromium.
 needs_browser = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "")
@@ -104,7 +104,7 @@ def test_live_widgets_recorded(built: Path) -> None:
     import plotly.io as pio
 
     from labkit.crashlab.timeline import timeline_figure
-    from labkit.history import History
+    from labkit.core.history import History
 
     cell = next(c for c in json.loads((built / "pages/live_widgets.ipynb").read_text())["cells"]
                 if "LiveTimeline" in "".join(c["source"]))
@@ -200,7 +200,7 @@ def test_clean_page_of_a_made_up_run() -> None:
     line saying the exercise is the reader's; the collapsed (claims) cell's input hidden; a test-only cell's code left
     out, its output kept under the note, while a cell that also defines something for the learner stays shown; the
     repository's path scrubbed; the provenance note right under the title, the title cell's other text after it."""
-    from labkit.exercise import unanswered
+    from labkit.learn.exercise import unanswered
 
     fig = {"data": [{"type": "scatter", "x": [0, 1], "y": [1, 2]}], "layout": {"title": {"text": "t"}}}
     widget = lambda mid: {"output_type": "display_data", "metadata": {},  # noqa: E731

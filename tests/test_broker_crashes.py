@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit.exercise import UNANSWERED
-from labkit.errors import LabkitError
-from labkit.history import Event
+from labkit.core.errors import LabkitError
+from labkit.core.history import Event
 from labkit.crashlab.experiment import Experiment
+from labkit.learn.exercise import UNANSWERED
 from labkit.lessons import broker_crashes as bc
 from labkit.lessons.broker_crashes import (_check_killed_in_hold, _holds_transaction, broker_restart_in_transaction,
                                          check_restart_prediction, client_timelines, tries_table, until_stalled)

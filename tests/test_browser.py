@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import browser
-from labkit.hub import drive
+from labkit_dev import browser
+from labkit_dev import drive
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "02_zombie_fencing.ipynb"

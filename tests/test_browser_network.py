@@ -1,5 +1,5 @@
-"""What a page that does not get where it should was waiting for (``labkit.browser.network_report``) and what the hub's
-log says of that attendee (``labkit.hub.drive.log_of``), quoted by ``drive.wait_for_lab``'s error: pages in headless
+"""What a page that does not get where it should was waiting for (``labkit_dev.browser.network_report``) and what the hub's
+log says of that attendee (``labkit_dev.drive.log_of``), quoted by ``drive.wait_for_lab``'s error: pages in headless
 Chromium against a local server with a request that never answers and one refused."""
 
 import http.server
@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from labkit import browser
-from labkit.errors import LabkitError
-from labkit.hub import drive
+from labkit.core.errors import LabkitError
+from labkit_dev import browser
+from labkit_dev import drive
 
 pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "")
 

@@ -1,11 +1,11 @@
-"""labkit.browser.wide_tables on hand-written pages in headless Chromium at 1280x800: each table wider than the box
+"""labkit_dev.browser.wide_tables on hand-written pages in headless Chromium at 1280x800: each table wider than the box
 showing it is caught, with the columns it hides; a table that fits, or wraps to fit, is not."""
 
 import ast
 
 import pytest
 
-from labkit import browser
+from labkit_dev import browser
 
 pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "")
 
@@ -35,7 +35,7 @@ WIDE, WIDER = [f"rule {i}" for i in range(8)], [f"rule {i}" for i in range(12)]
 
 
 def hidden(sentence: str) -> list[str]:
-    """The columns a sentence of :func:`labkit.browser.wide_tables` names."""
+    """The columns a sentence of :func:`labkit_dev.browser.wide_tables` names."""
     return ast.literal_eval(sentence.split("hides its columns ")[1].split(" past")[0])
 
 

@@ -1,6 +1,6 @@
 """The bundle for a venue with no network (labkit/bundle/): its manifest, the install's checks and clear errors, and
 the offline pip commands make builds, on small archives written by the real writer (the real one, about 700 MB, is
-tested by ``python -m labkit.bundle.offline_check``, outside make test)."""
+tested by ``python -m labkit_dev.offline_check``, outside make test)."""
 
 import json
 import os

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 
 from labkit.broker import EmbeddedBroker, cds, launcher, runtime
-from labkit.jvm_archives import make_archives
+from labkit.lab.jvm_archives import make_archives
 
 #: A short JVM run of Kafka's own code: StorageTool prints a random cluster id and exits.
 UUID_TOOL = ("kafka.tools.StorageTool", "random-uuid")

@@ -2,8 +2,8 @@
 
 import pytest
 
+from labkit.core.history import derived_id
 from labkit.crashlab.check import ANOMALIES, check
-from labkit.history import derived_id
 from tests.histories import IN, OUT, H
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.errors import PortInUseError
-from labkit.procs import start_time
+from labkit.core.errors import PortInUseError
+from labkit.core.procs import start_time
 from labkit.spark.cluster import SparkClusterError, StandaloneCluster, down, running_cluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_a_web_ui_that_hangs_up_is_waited_for_then_named_with_its_last_error(tmp
     hangs up stands in for a UI still starting; the wait ends at its deadline with the URL and the last error."""
     import threading
 
-    from labkit.waiting import Deadline
+    from labkit.core.waiting import Deadline
 
     server = socket.create_server(("127.0.0.1", 0))
     def hang_up() -> None:

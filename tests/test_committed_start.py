@@ -8,8 +8,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from labkit.core.waiting import Deadline
 from labkit.kafka.records import create_topic, produce
-from labkit.waiting import Deadline
 
 
 def _first_event(consumer: Consumer, timeout_s: float) -> tuple[str, object] | None:

@@ -8,7 +8,7 @@ import pytest
 
 import labkit
 from labkit.broker.ports import free_port
-from labkit.errors import BrokerUnreachableError
+from labkit.core.errors import BrokerUnreachableError
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from labkit.waiting import wait_until
+from labkit.core.waiting import wait_until
 from tests.cpu_report import CgroupMeter, critical_path, tree_cpu_s
 
 _BURN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"

@@ -1,5 +1,5 @@
 """pyproject.toml declares every third-party package labkit imports (issue 48: without psutil, ipywidgets and anywidget
-a `pip install .` gave a labkit that could not import labkit.lab), and requirements.txt pins each declared one.
+a `pip install .` gave a labkit that could not import labkit.lab.server), and requirements.txt pins each declared one.
 
 The imports are read with ``ast`` from every module under labkit/ (at module level and inside functions alike) and
 mapped to their distributions with ``importlib.metadata.packages_distributions()``. An import may be declared in an
@@ -24,10 +24,10 @@ from labkit.hub.install import HUB_PACKAGES
 REPO = Path(__file__).resolve().parents[1]
 #: pyproject.toml's optional groups -> the modules (paths from the repository, a folder ending in "/") whose imports
 #: the group may hold: a way in the lab itself does not need.
-GROUPS = {"hub": ("labkit/hub/",), "book": ("labkit/book/",), "browser": ("labkit/browser.py", "labkit/hub/drive.py")}
+GROUPS = {"hub": ("labkit/hub/",), "book": ("labkit/book/",), "browser": ("labkit_dev/",)}
 #: Packages labkit needs but does not import, with the reason (they must be in ``[project].dependencies``).
 RUN_NOT_IMPORTED = {
-    "jupyterlab": "labkit/lab.py starts `python -m jupyter lab`",
+    "jupyterlab": "labkit/lab/server.py starts `python -m jupyter lab`",
     "ipykernel": "the notebooks' kernel in that JupyterLab",
     "anywidget": "plotly's FigureWidget (labkit/crashlab/timeline.py, labkit/share/timeline.py) is an anywidget",
 }
@@ -125,7 +125,14 @@ def test_the_checker_catches_undeclared_imports_and_passes_declared_ones(tmp_pat
 
 def test_every_import_of_labkit_is_declared_in_pyproject():
     imports = third_party_imports(REPO / "labkit")
-    assert {"psutil", "ipywidgets"} <= set(imports)  # issue 48's: labkit.procs, labkit.lab; the control panels
+    assert {"psutil", "ipywidgets"} <= set(imports)  # issue 48's: labkit.core.procs, labkit.lab.server; the control panels
+    assert undeclared(imports, PYPROJECT, GROUPS) == []
+
+
+def test_every_import_of_the_tooling_package_is_declared_in_pyproject():
+    """labkit_dev (the browser drivers, the soak, the offline check) may import labkit and the browser group."""
+    imports = third_party_imports(REPO / "labkit_dev")
+    assert imports.pop("labkit") and "playwright" in imports
     assert undeclared(imports, PYPROJECT, GROUPS) == []
 
 

@@ -1,4 +1,4 @@
-"""Driving JupyterLab as the hub's tests and bench do (:mod:`labkit.hub.drive`), in a real JupyterLab (the lab's, as
+"""Driving JupyterLab as the hub's tests and bench do (:mod:`labkit_dev.drive`), in a real JupyterLab (the lab's, as
 ``make lab`` starts it, its settings included) in headless Chromium: a Run All that raised anywhere, in its last cell
 too (out of view at the end of a long notebook), is a failed run, and a clean one with a stderr stream is not; a Run All pressed before JupyterLab has asked for
 the notebook's kernel starts no kernel of its own (the lab's JupyterLab says the kernel is initializing), so each
@@ -12,8 +12,8 @@ import urllib.parse
 import nbformat
 import pytest
 
-from labkit import browser
-from labkit.hub import drive
+from labkit_dev import browser
+from labkit_dev import drive
 
 pytestmark = pytest.mark.skipif(bool(browser.missing()), reason=browser.missing() or "")
 

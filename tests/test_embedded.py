@@ -10,8 +10,8 @@ import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.settings import FEATURES_BY_VERSION
-from labkit.waiting import Deadline, wait_until
-from labkit.errors import (BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, LabkitError,
+from labkit.core.waiting import Deadline, wait_until
+from labkit.core.errors import (BrokerExitedError, BrokerNotReadyError, BrokerStateError, JavaError, LabkitError,
                            PortInUseError)
 from labkit.kafka.records import create_topic, produce, read_topic
 

@@ -16,14 +16,14 @@ import pytest
 from confluent_kafka import KafkaException
 
 from instructor.solutions import SOLUTIONS, WRONG
-from labkit import marks
 from labkit.broker.ports import free_port
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.proxy import FaultProxy
+from labkit.learn import marks
+from labkit.learn.exercise import ERROR_NOTE, UNANSWERED, CheckError, Verdict, compare, unanswered
+from labkit.lessons import broker_crashes, fencing, idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
 from labkit.share.check import check_share
 from labkit.spark.timeline import batch_rows
-from labkit.exercise import ERROR_NOTE, UNANSWERED, CheckError, Verdict, compare, unanswered
-from labkit.lessons import broker_crashes, fencing, idempotence, isolation, share_groups, share_transactions, spark_pipeline, tour, unassigned
 from tests.test_spark_timeline import transactional_history
 
 ORDERS = ("ack_first", "sink_first")
@@ -41,7 +41,7 @@ def both_ways(check, exercise: str, hint: str) -> None:
 
 @pytest.fixture
 def heard():
-    """The exercise marks published while the test runs (:mod:`labkit.marks`), as ``[(kind, state)]`` (a check that
+    """The exercise marks published while the test runs (:mod:`labkit.learn.marks`), as ``[(kind, state)]`` (a check that
     runs an experiment also publishes its start, which is not the check's)."""
     got: list[tuple[str, str]] = []
     observer = lambda kind, state: kind == "exercise" and got.append((kind, state))  # noqa: E731
@@ -90,11 +90,11 @@ def test_a_check_publishes_unanswered_wrong_right_or_error_once_each(heard):
 
 
 def test_every_check_is_marked_and_no_exercise_nor_lesson_imports_the_hub():
-    """Read from the sources (nothing imported): each lesson's ``check_...`` is decorated ``@marked``; labkit.exercise,
-    labkit.marks, labkit.claims and every lesson import nothing of labkit.hub; and importing labkit.exercise in a
+    """Read from the sources (nothing imported): each lesson's ``check_...`` is decorated ``@marked``; labkit.learn.exercise,
+    labkit.learn.marks, labkit.learn.claims and every lesson import nothing of labkit.hub; and importing labkit.learn.exercise in a
     fresh interpreter loads none of it."""
     checks, hub = [], []
-    for path in [REPO / "labkit" / f"{m}.py" for m in ("exercise", "marks", "claims")] + \
+    for path in [REPO / "labkit" / "learn" / f"{m}.py" for m in ("exercise", "marks", "claims")] + \
             sorted((REPO / "labkit" / "lessons").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef) and node.name.startswith("check_"):
@@ -105,7 +105,7 @@ def test_every_check_is_marked_and_no_exercise_nor_lesson_imports_the_hub():
             hub += [(path.stem, n) for n in names if n.startswith("labkit.hub") or n == "labkit.hub"]
     assert len(checks) == 10 and all(d == ["marked"] for *_, d in checks), checks
     assert hub == [], hub
-    loaded = subprocess.run([sys.executable, "-c", "import sys, labkit.exercise\n"
+    loaded = subprocess.run([sys.executable, "-c", "import sys, labkit.learn.exercise\n"
                              "print(sorted(m for m in sys.modules if m.startswith('labkit.hub')))"],
                             env={"PATH": "/usr/bin:/bin"}, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
+from labkit.core.errors import TopicNotFoundError
 from labkit.crashlab.experiment import Experiment
-from labkit.errors import TopicNotFoundError
 from labkit.kafka.producers import describe_producers
 
 

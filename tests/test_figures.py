@@ -3,7 +3,7 @@ checked against that file (issue 48: the doctor, the README and the run-sheet ea
 
 * The notebooks' memory: labkit/doctor/hub-memory.json (``bench/hub.py --json``), which the doctor reads
   (:func:`labkit.doctor.needs.measured_peaks`); the README's memory line and the run-sheet's sizing table quote it.
-* The bundle's size: bench/results/bundle.json (``python -m labkit.bundle.offline_check --json``); the README and the
+* The bundle's size: bench/results/bundle.json (``python -m labkit_dev.offline_check --json``); the README and the
   run-sheet quote it, the Makefile, labkit/bundle/ and the offline check give no figure of their own.
 
 A notebook the file does not measure (no passed run) is said to be "not measured" wherever it is quoted. Each checker
@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from labkit.bundle.offline_check import RESULTS as BUNDLE_RESULTS
 from labkit.doctor import checks, needs
+from labkit_dev.offline_check import RESULTS as BUNDLE_RESULTS
 
 REPO = Path(__file__).resolve().parents[1]
 NUMBERS = [nb.number for nb in needs.NOTEBOOKS]
@@ -167,7 +167,7 @@ def test_the_bundle_s_size_is_the_measured_one_or_none():
     texts = {
         "the Makefile's bundle comment": between(makefile, "# One archive for a venue", "bundle: $(STAMP)"),
         "labkit/bundle/__init__.py": (REPO / "labkit" / "bundle" / "__init__.py").read_text(),
-        "labkit/bundle/offline_check.py": (REPO / "labkit" / "bundle" / "offline_check.py").read_text(),
+        "labkit_dev/offline_check.py": (REPO / "labkit_dev" / "offline_check.py").read_text(),
         "README": between((REPO / "README.md").read_text(), "**A venue with no network.**", "## "),
         "the run-sheet": bullet((REPO / "docs" / "instructor.md").read_text(), "* A venue whose network"),
     }

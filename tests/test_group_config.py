@@ -2,7 +2,7 @@
 
 import pytest
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 from labkit.share.group_config import configure_group, dlq_supported
 
 
@@ -29,7 +29,7 @@ def test_a_renew_is_refused_with_invalid_record_state_when_the_group_disables_re
     06 part 4 and ``test_share_groups`` show the same RENEWs accepted and one delivery)."""
     from labkit.crashlab.experiment import Experiment
     from labkit.lessons.share_groups import LOCK_MS, first_ns, share_group
-    from labkit.waiting import wait_for
+    from labkit.core.waiting import wait_for
 
     exp = Experiment("norenew", bootstrap, folder=tmp_path)
     topic, group = share_group(exp, "norenew", 1, renew=False)

@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import Producer
 
 from labkit.broker import EmbeddedBroker
+from labkit.core.waiting import wait_until
 from labkit.kafka.hanging import abort_hanging, find_hanging, open_at_coordinator, open_on_partitions
 from labkit.kafka.producers import describe_transaction
 from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, read_topic
-from labkit.waiting import wait_until
 
 
 def test_a_transaction_in_progress_is_open_but_not_hanging(bootstrap):

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from labkit.history import COLUMNS, History
+from labkit.core.history import COLUMNS, History
 
 
 def test_events_round_trip_with_their_fields(tmp_path):

@@ -36,16 +36,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import lab
 from labkit.broker import runtime
 from labkit.broker.ports import PORT_RANGE
-from labkit.errors import LabkitError
-from labkit.hub import config, drive, firewall, install, names, observed, report, run, sandbox, users
-from labkit.hub.config import MEMORY_MIB, TASKS
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_until
+from labkit.hub import config, firewall, install, names, observed, report, run, sandbox, users
 from labkit.hub.config import HubSettings, configure
-from labkit.hub.drive import sign_in as _sign_in
+from labkit.hub.config import MEMORY_MIB, TASKS
+from labkit.lab import server as lab
 from labkit.lessons import tour
-from labkit.waiting import wait_until
+from labkit_dev import drive
+from labkit_dev.drive import sign_in as _sign_in
 from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as_attendee, ask_for_broker,
                             broker_state, broker_jvms, ensure_lab, lab_env, listening, skip_unless_hub_can_run,
                             join_to_server, wait_for_lab, wait_for_server)
@@ -290,7 +291,7 @@ def test_a_broker_that_does_not_start_leaves_the_attendee_a_note(tmp_path):
 
     daemon = _daemon(tmp_path, JAVA_HOME=str(tmp_path / "no-java"))  # the broker fails to start: no Java there
     assert wait_until(lambda: _starting(tmp_path) or daemon.poll() is not None, 60)
-    (tmp_path / "lab" / lab.wanted_file().name).touch()  # a kernel asks (labkit.lab.want_broker)
+    (tmp_path / "lab" / lab.wanted_file().name).touch()  # a kernel asks (labkit.lab.server.want_broker)
     _, err = daemon.communicate(timeout=120)
     assert daemon.returncode == 1 and "the lab broker did not start" in err, err
     note = (tmp_path / "work" / singleuser.FAILED_NOTE).read_text()
@@ -308,7 +309,7 @@ def _tree(folder: Path) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    """A running hub with a 60 s idle timeout (:func:`labkit.hub.drive.running_hub`): ``{"url", "password", "names",
+    """A running hub with a 60 s idle timeout (:func:`labkit_dev.drive.running_hub`): ``{"url", "password", "names",
     "log", "prefix", "admin", "admin_password", "table", "cache", "cache_tree"}``. The names are this run's; those whose
     Unix user did not exist before are removed after, with their homes and processes."""
     skip_unless_hub_can_run()
@@ -326,7 +327,7 @@ def _left_idle(hub: dict, name: str) -> dict:
     starts, so that the idle timeout runs out while the module's other tests run (the suite's longest worker, issue 52).
     ``{"name", "entry": pwd entry, "since": monotonic s the browser closed, "jvms_before": broker JVMs before the ask,
     "jvms": after, "rss", "pss": MiB, "kinds": process names}``."""
-    from labkit.browser import chromium
+    from labkit_dev.browser import chromium
 
     with chromium() as page:
         submitted = join_to_server(page, hub, name)
@@ -368,7 +369,7 @@ print(json.dumps({"delivered": delivered == [True], "errors": sorted(set(errors)
 def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reach(hub):
     from playwright.sync_api import expect
 
-    from labkit.browser import chromium, new_page
+    from labkit_dev.browser import chromium, new_page
 
     attendees = hub["names"][:3]
     with chromium() as first:
@@ -537,7 +538,7 @@ finally:
 
 
 def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing_when_removed(hub):
-    from labkit.browser import chromium, new_page
+    from labkit_dev.browser import chromium, new_page
 
     a_name, b_name = hub["names"][:2]
     with chromium() as a_page:  # each lab open in a browser all along, as an attendee's is: never culled as idle
@@ -554,7 +555,7 @@ def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing
         (old_broker,) = broker_jvms(b.pw_uid)
         old_broker.terminate()
         old_broker.wait(60)
-        restarted = as_attendee(b, hub, "from labkit import lab; print(lab.start_broker(120))", env=lab_env(b, hub))
+        restarted = as_attendee(b, hub, "from labkit.lab import server as lab; print(lab.start_broker(120))", env=lab_env(b, hub))
         b_bootstrap = restarted.stdout.split()[-1]
         assert int(b_bootstrap.rsplit(":", 1)[1]) in PORT_RANGE
         assert json.loads(as_attendee(b, hub, PRODUCE, b_bootstrap).stdout)["delivered"]
@@ -625,7 +626,7 @@ def _form_says(page) -> str:
 
 
 def test_a_name_is_its_owner_s_a_newcomer_needs_the_code_and_failures_never_refuse_the_right_password(hub):
-    from labkit.browser import chromium
+    from labkit_dev.browser import chromium
 
     owner = hub["names"][0]
     ensure_lab(hub, owner)  # its first sign-in set its password
@@ -659,7 +660,7 @@ def test_a_name_is_its_owner_s_a_newcomer_needs_the_code_and_failures_never_refu
 
 
 def test_root_an_existing_user_and_a_bad_name_are_refused_and_the_instructor_reaches_the_admin_page(hub):
-    from labkit.browser import chromium
+    from labkit_dev.browser import chromium
 
     with chromium() as page:
         for name, why in (("root", "is an account of this machine"), ("daemon", "is an account of this machine"),
@@ -684,7 +685,7 @@ def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_
     (FirstUseAuthenticator.delete_user), but the name stays its owner's: a sign-in with the workshop code is refused.
     The instructor's reset (``python -m labkit.hub reset-password``, the run-sheet's way) prints a one-time code, with
     which the attendee sets a new password and gets their lab back; their Unix user and files stay."""
-    from labkit.browser import chromium
+    from labkit_dev.browser import chromium
 
     name = hub["names"][2]
     entry = ensure_lab(hub, name)
@@ -727,7 +728,7 @@ def test_the_idle_culler_ends_every_process_of_the_lab_and_a_visit_to_it_starts_
 
     # back at their lab's URL, they meet JupyterHub's "not running" page, which starts their lab itself (the
     # configuration's implicit_spawn_seconds: the page the reset test once met and waited on for 420 s)
-    from labkit.browser import chromium, new_page
+    from labkit_dev.browser import chromium, new_page
 
     with chromium() as page:
         went: list[str] = []
@@ -757,7 +758,7 @@ def test_the_idle_culler_ends_every_process_of_the_lab_and_a_visit_to_it_starts_
 #: An attendee's cells (notebook 00's session): an exercise check unanswered, wrong, raising (the lab's error), then
 #: right; a claims cell failing then holding; and two reports the service must refuse, sent from the kernel with the
 #: kernel's own means. Each run of cells is a new kernel: SETUP first.
-SETUP = ("import os\nimport labkit\nfrom labkit.exercise import compare, marked, unanswered\n"
+SETUP = ("import os\nimport labkit\nfrom labkit.learn.exercise import compare, marked, unanswered\n"
          "from labkit.hub import report\n"
          "@marked\ndef check(answer):\n"
          "    if answer == 'outage':\n        raise ConnectionError('the broker did not answer')\n"
@@ -782,7 +783,7 @@ def test_the_instructor_sees_an_attendee_s_verdicts_live(hub, tmp_path):
     Jupyter server's REST API and kernel websocket, driven from their page) while the instructor's live view, open in
     another page, shows their row change; a report with a bad token, or naming another user, is refused; an attendee
     opening the live view gets a 403. A screenshot of the page at 1280x800 is saved (its path printed)."""
-    from labkit.browser import chromium, new_page
+    from labkit_dev.browser import chromium, new_page
     from labkit.hub import observed
 
     a, b = hub["names"][4:6]  # names of this test's own: the others' attendees have run notebook 00

@@ -35,7 +35,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.errors import BrokerUnreachableError, LabkitError
+from labkit.core.errors import BrokerUnreachableError, LabkitError
 from labkit.hub import install, observed, rootlock, users
 from labkit.kafka import wire
 

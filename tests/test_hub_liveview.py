@@ -26,9 +26,10 @@ import time
 
 import pytest
 
-from labkit import claims, lessons, marks
+from labkit import lessons
 from labkit.hub import observed, page, report, verdicts
-from labkit.workspace import SOURCES
+from labkit.lab.workspace import SOURCES
+from labkit.learn import claims, marks
 
 # --- the store and what a report may say ---------------------------------------------------------------------------
 
@@ -261,7 +262,7 @@ def _wait(predicate, timeout_s: float = 30.0) -> bool:
 
 
 #: A check as a lesson writes one, and one whose broker does not answer (defined in the shell, as a cell would).
-CHECKS = """from labkit.exercise import compare, marked, unanswered
+CHECKS = """from labkit.learn.exercise import compare, marked, unanswered
 
 @marked
 def check_sum(answer):
@@ -293,7 +294,7 @@ def test_a_kernel_reports_each_check_s_state_and_claims_cells_with_its_token(she
     ipython.run_cell("x = 2")
     assert ipython.run_cell(CLAIMS.format(2)).success  # its claims line ran, but `raising`'s latest run raised
     assert ipython.run_cell(raising).success  # fixed: every assertion cell's latest run held
-    ipython.run_cell('print("All claims hold on the real broker.")\nfrom labkit.exercise import Verdict\n'
+    ipython.run_cell('print("All claims hold on the real broker.")\nfrom labkit.learn.exercise import Verdict\n'
                      'Verdict("wrong", "made, not checked")')  # today's claims line without claims_hold: nothing
     assert _wait(lambda: len(_marks(recorder)) >= 9), _marks(recorder)
     assert not _wait(lambda: len(_marks(recorder)) > 9, 1.0), _marks(recorder)
@@ -328,10 +329,10 @@ def test_a_kernel_reports_a_prediction_locked_in_before_the_run_as_its_choice_ke
     """Locked in before the kernel's first experiment: reported. The experiment's start is not reported, and a choice
     made after it is not (the live view counts predictions locked before the run only)."""
     ipython, recorder, url = shell
-    started = []  # this kernel's first experiment, as labkit.marks tells it (the test process made topics before)
+    started = []  # this kernel's first experiment, as labkit.learn.marks tells it (the test process made topics before)
     monkeypatch.setattr(marks, "experiment_started_ms", lambda: started[0] if started else None)
     report.install(ipython)
-    lock = (f"from pathlib import Path\nfrom labkit.predictions import Question, lock_in\n"
+    lock = (f"from pathlib import Path\nfrom labkit.learn.predictions import Question, lock_in\n"
             f"q = Question('03', 'when?', {{'at_once': 'At once', 'at_end': 'At the end'}}, {{}})\n"
             f"lock_in(q, %r, Path({str(tmp_path)!r}))")
     assert ipython.run_cell(lock % "at_end").success
@@ -357,7 +358,7 @@ def test_in_a_real_kernel_a_run_whose_first_assertion_cell_fails_shows_failed_no
     env = {**os.environ, report.URL_ENV: f"http://127.0.0.1:{server.server_address[1]}/services/liveview/",
            report.TOKEN_ENV: "token-of-ada", report.SESSION_ENV: "/home/lab-ada/labkit/work/04_spark_pipeline.ipynb",
            "LABKIT_PREDICTIONS": str(tmp_path / "predictions")}
-    cells = ["import labkit\nfrom labkit.predictions import Question, lock_in\n"
+    cells = ["import labkit\nfrom labkit.learn.predictions import Question, lock_in\n"
              "q = Question('04', 'copies?', {'two_one': 'Two, one', 'one_one': 'One, one'}, {})\nx = 2",
              "lock_in(q, 'two_one')",  # before the run: a prediction
              "from labkit.models.kip1289 import World\nWorld()",  # the notebook's first experiment (a model's run)
@@ -473,7 +474,7 @@ def test_a_real_kernel_busy_past_the_threshold_is_flagged_stuck_then_idle_and_a_
     assert re.search(r'data-state="stuck"[^>]*>09 stuck\? \d s</span>', stuck), stuck
     assert '<tr class="stuck">' not in idle and '<b class="" id="stuck">0</b>' in idle
     assert re.search(r'data-state="raised"[^>]*>09 failed \d s</span>', failed) and '<b id="failed">1</b>' in failed
-    from labkit.browser import chromium, missing, wide_tables
+    from labkit_dev.browser import chromium, missing, wide_tables
 
     if missing():
         return  # the table is checked; the page's look needs Chromium
@@ -493,7 +494,7 @@ def test_a_stalled_participant_is_reported_once_and_shown_in_its_notebook_s_cell
     tests/stall_role.py, no broker needed): the kernel reports ("participant", "stalled") once however often its
     status is read, and the table shows it in notebook 03's cell."""
     from labkit.crashlab.participant import Participant
-    from labkit.history import History
+    from labkit.core.history import History
 
     ipython, recorder, _ = shell
     report.install(ipython)

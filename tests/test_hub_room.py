@@ -16,8 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.hub import drive, leftovers, names, observed, run, sandbox, users
-from labkit.waiting import wait_until
+from labkit.core.waiting import wait_until
+from labkit.hub import leftovers, names, observed, run, sandbox, users
+from labkit_dev import drive
 from tests.hubtools import (HUB_START_S, MEMORY_LIMIT_MIB, PROBE, TASK_LIMIT, as_attendee, ask_for_broker,
                             broker_state, broker_jvms, ensure_lab, join_to_server, skip_unless_hub_can_run,
                             wait_for_server)
@@ -30,7 +31,7 @@ LIMITS = {"LabSpawner": {"memory_mib": MEMORY_LIMIT_MIB, "tasks": TASK_LIMIT}}
 
 @pytest.fixture(scope="module")
 def room_hub(tmp_path_factory):
-    """The module's hub (:func:`labkit.hub.drive.running_hub`'s dict, ROOM names). The SIGKILL test starts another on
+    """The module's hub (:func:`labkit_dev.drive.running_hub`'s dict, ROOM names). The SIGKILL test starts another on
     its state in the killed one's place and puts its ``url``, ``pid`` and process (``"restarted"``) here: the next
     test uses it, and it is stopped after."""
     skip_unless_hub_can_run()
@@ -53,7 +54,7 @@ def test_a_room_s_first_sign_ins_at_once_each_get_a_lab_of_their_own(room_hub):
 
 def _room_signs_in(hub: dict, room: list[str]) -> None:
     """:func:`test_a_room_s_first_sign_ins_at_once_each_get_a_lab_of_their_own`'s body: ``room`` sign in at once."""
-    from labkit.browser import chromium, new_page
+    from labkit_dev.browser import chromium, new_page
 
     with chromium() as first:
         pages = [first] + [new_page(first.context.browser) for _ in room[1:]]  # a context (cookies) each
@@ -96,7 +97,7 @@ def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_an
     own."""
     import signal
 
-    from labkit.browser import chromium
+    from labkit_dev.browser import chromium
 
     hub = room_hub
     name = hub["names"][0]

@@ -9,14 +9,14 @@ import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.settings import FEATURES_BY_VERSION
+from labkit.core.procs import process_state
+from labkit.core.waiting import wait_until
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.loop import EXIT_FENCED
 from labkit.crashlab.participant import Participant
 from labkit.kafka.records import committed_offsets, read_topic
 from labkit.lessons.isolation import JAVA_TIMED_OUT_COMMIT, timeout_abort
-from labkit.procs import process_state
-from labkit.waiting import wait_until
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import pytest
 
 from labkit.broker import javac, runtime
 from labkit.broker.settings import kafka_version
+from labkit.core.errors import JavaError
 from labkit.crashlab import java
-from labkit.errors import JavaError
 
 MESSAGE = dict(needed_for="The test source", otherwise="or skip it")
 

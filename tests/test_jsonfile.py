@@ -1,4 +1,4 @@
-"""labkit.jsonfile: a JSON file is replaced whole or not at all, by writers in several processes at once."""
+"""labkit.core.jsonfile: a JSON file is replaced whole or not at all, by writers in several processes at once."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from labkit.jsonfile import write_json
+from labkit.core.jsonfile import write_json
 
 WRITER = """
 import sys
-from labkit.jsonfile import write_json
+from labkit.core.jsonfile import write_json
 for n in range(300):
     write_json(sys.argv[1], {"writer": sys.argv[2], "n": n, "padding": "x" * 20000})
 """
@@ -52,7 +52,7 @@ def test_the_file_gets_the_mode_asked_for_and_its_folder_is_made(tmp_path):
 
 FULL_DISK = """
 import resource, signal, sys
-from labkit.jsonfile import write_json
+from labkit.core.jsonfile import write_json
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 try:

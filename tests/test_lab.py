@@ -16,13 +16,13 @@ import pytest
 from nbclient import NotebookClient
 
 from labkit.broker.probe import check_reachable
-from labkit.waiting import wait_until
+from labkit.core.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 from labkit.broker.settings import FEATURES_BY_VERSION, kafka_version
-from labkit.workspace import CULL_IDLE_TIMEOUT_S, LAB_SETTINGS, WIDGET_VIEW
+from labkit.lab.workspace import CULL_IDLE_TIMEOUT_S, LAB_SETTINGS, WIDGET_VIEW
 
 
 def lab(command, env):
@@ -156,9 +156,9 @@ def test_stop_never_signals_a_process_that_reuses_a_recorded_pid(tmp_path):
 def test_up_refuses_a_running_jupyterlab_that_serves_the_repository(tmp_path, monkeypatch):
     """A JupyterLab an older labkit started serves the repository's own notebooks (its state file names no root):
     `make lab` says to stop it first rather than hand out its URL."""
-    from labkit import lab as lab_module
-    from labkit.errors import LabkitError
-    from labkit.procs import start_time
+    from labkit.lab import server as lab_module
+    from labkit.core.errors import LabkitError
+    from labkit.core.procs import start_time
 
     monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
     (tmp_path / "lab").mkdir()
@@ -177,7 +177,7 @@ def test_up_refuses_a_running_jupyterlab_that_serves_the_repository(tmp_path, mo
 def test_a_kernel_run_while_the_lab_broker_starts_waits_for_it_and_starts_no_broker_of_its_own(tmp_path, monkeypatch):
     """The workshop hub starts an attendee's broker beside JupyterLab (labkit.hub.singleuser): a notebook's first
     ``labkit.connect()`` during the broker's start says it waits, then uses that broker; its process started no JVM."""
-    from labkit import lab as lab_module
+    from labkit.lab import server as lab_module
 
     monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
     monkeypatch.delenv("LABKIT_BOOTSTRAP", raising=False)

@@ -5,7 +5,7 @@ import psutil
 import pytest
 
 from labkit.broker import EmbeddedBroker, javac, launcher
-from labkit.errors import BrokerExitedError
+from labkit.core.errors import BrokerExitedError
 from labkit.kafka.records import create_topic, produce, read_topic
 
 

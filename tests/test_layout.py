@@ -1,5 +1,7 @@
 """labkit's packages keep to their concerns: the engine (``labkit.crashlab``) imports no topic, lesson or model;
-the Kafka helpers and the history import no engine. Read from the source (every import, also inside functions)."""
+the Kafka helpers and the runtime plumbing (``labkit.core``) import no engine; nothing of ``labkit`` imports the tooling
+(``labkit_dev``) or the tests; no module takes another module's private (``_``) name. Read from the source (every
+import, also inside functions)."""
 
 from __future__ import annotations
 
@@ -8,34 +10,73 @@ from pathlib import Path
 
 import pytest
 
-LABKIT = Path(__file__).parents[1] / "labkit"
+REPO = Path(__file__).parents[1]
+LABKIT = REPO / "labkit"
+#: labkit's layers above the runtime plumbing.
+ABOVE_CORE = ("labkit.broker", "labkit.kafka", "labkit.crashlab", "labkit.share", "labkit.spark", "labkit.lessons",
+              "labkit.models", "labkit.learn", "labkit.lab", "labkit.hub", "labkit.doctor", "labkit.book",
+              "labkit.bundle", "labkit_dev")
 
 
 def imports(package: str) -> dict[str, set[str]]:
-    """Module file -> the labkit modules it imports."""
+    """Module file -> the labkit modules it imports (``package``: a folder of labkit/, or "" for all of it)."""
     found = {}
-    files = [LABKIT / f"{package}.py"] if (LABKIT / f"{package}.py").exists() else (LABKIT / package).rglob("*.py")
-    for path in files:
+    for path in (LABKIT / package).rglob("*.py"):
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
             elif isinstance(node, ast.Import):
                 names |= {a.name for a in node.names}
-        found[str(path.relative_to(LABKIT.parent))] = {n for n in names if n.startswith("labkit")}
+        found[str(path.relative_to(REPO))] = {n for n in names if n.startswith(("labkit", "tests"))}
     return found
 
 
 @pytest.mark.parametrize("package, forbidden", [
-    ("crashlab", ("labkit.share", "labkit.spark", "labkit.lessons", "labkit.models", "labkit.soak")),
+    ("crashlab", ("labkit.share", "labkit.spark", "labkit.lessons", "labkit.models")),
     ("kafka", ("labkit.crashlab", "labkit.share", "labkit.spark", "labkit.lessons", "labkit.models")),
-    ("history", ("labkit.crashlab", "labkit.kafka", "labkit.share", "labkit.spark", "labkit.lessons", "labkit.models")),
+    ("core", ABOVE_CORE),
     ("models", ("labkit.crashlab", "labkit.share", "labkit.spark", "labkit.lessons")),
+    ("", ("labkit_dev", "tests")),
 ])
 def test_a_package_imports_none_of_what_it_must_not(package, forbidden):
-    wrong = {f: sorted(n for n in names if n.startswith(forbidden)) for f, names in imports(package).items()}
+    found = imports(package)
+    assert found
+    wrong = {f: sorted(n for n in names if n.startswith(forbidden)) for f, names in found.items()}
     assert not {f: n for f, n in wrong.items() if n}
 
 
 def test_the_walk_sees_imports_inside_functions():
     assert "labkit.kafka.producers" in imports("crashlab")["labkit/crashlab/loop.py"]
+
+
+def private_uses(path: Path, module: str) -> list[str]:
+    """The private names (``_x``, not ``__x__``) that the module at ``path`` (dotted name ``module``) takes from
+    another labkit module: ``from labkit.m import _x``, or ``m._x`` where ``m`` names an imported labkit module."""
+    tree = ast.parse(path.read_text())
+    found, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("labkit"):
+            for a in node.names:
+                if a.name.startswith("_") and node.module != module:
+                    found.append(f"{node.module}.{a.name}")
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname: a.name for a in node.names if a.asname and a.name.startswith("labkit")}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and node.attr.startswith("_") and not node.attr.startswith("__") and aliases[node.value.id] != module):
+            found.append(f"{aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_the_private_name_check_finds_both_forms(tmp_path):
+    (tmp_path / "m.py").write_text("from labkit.lab import server\nfrom labkit.core.waiting import _poll, wait_for\n"
+                                   "import labkit.broker.runtime as runtime\n\ndef f():\n"
+                                   "    return server._read(1), runtime._java_major(), server.spawn_broker, wait_for\n")
+    assert private_uses(tmp_path / "m.py", "labkit.m") == [
+        "labkit.broker.runtime._java_major", "labkit.core.waiting._poll", "labkit.lab.server._read"]
+    (tmp_path / "clean.py").write_text("from labkit.core.waiting import wait_for\nfrom labkit.lab import server\n"
+                                       "x = server.__name__, wait_for\n")
+    assert private_uses(tmp_path / "clean.py", "labkit.clean") == []
+

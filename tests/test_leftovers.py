@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_until
 from labkit.hub import leftovers, sandbox
-from labkit.waiting import wait_until
 
 #: A uid of the lab's attendees no other test uses, and another that no hub of this test made a sandbox for.
 ATTENDEE, OTHER = sandbox.ATTENDEE_UIDS.stop - 4, sandbox.ATTENDEE_UIDS.stop - 5

@@ -9,11 +9,11 @@ import pytest
 from confluent_kafka import Producer
 
 from labkit.broker.probe import KAFKA_LOG
-from labkit.errors import BrokerUnreachableError, TopicNotFoundError
+from labkit.core.errors import BrokerUnreachableError, TopicNotFoundError
+from labkit.core.waiting import wait_until
 from labkit.kafka import logbatches, records
 from labkit.kafka.logbatches import LOG_COLUMNS, LogReadError, read_log
 from labkit.kafka.producers import describe_producers
-from labkit.waiting import wait_until
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,10 @@
 import pandas as pd
 import pytest
 
+from labkit.core.waiting import wait_until
 from labkit.kafka import records
 from labkit.kafka.logbatches import LOG_COLUMNS, read_log
-from labkit.logview import partition_log, plot_log, side_by_side
-from labkit.waiting import wait_until
+from labkit.lab.logview import partition_log, plot_log, side_by_side
 
 
 def acks(offsets, values):

@@ -6,11 +6,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS, LAB_SETTINGS
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.loop import FENCED_ERRORS, Fenced, Loop, error_name, fatal_error, is_fencing, kafka_error
 from labkit.crashlab.registry import CLIENTS, load
 from labkit.kafka.records import committed_offsets, create_topic, high_watermarks
-from labkit.waiting import wait_for
 
 
 def test_kafka_error_is_found_in_every_shape_flush_raises():

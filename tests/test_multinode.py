@@ -7,8 +7,8 @@ import pytest
 
 from labkit.broker.multinode import EmbeddedCluster, replicated
 from labkit.broker.probe import READY_TOPIC, admin, lists_broker
+from labkit.core.errors import BrokerStateError
 from labkit.kafka.producers import describe_producers
-from labkit.errors import BrokerStateError
 from labkit.kafka.records import create_topic, produce, read_topic
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import labkit
-from labkit import claims
+from labkit.learn import claims
 
 REPO = Path(__file__).parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -104,7 +104,7 @@ def test_claims_cells_are_collapsed_define_nothing_and_end_with_a_verdict(nb):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_assertion_cells_are_what_the_kernel_counts_collapsed_claims_cells_or_ci_only(nb):
     """An assertion cell (a cell with an ``assert`` statement) is what the kernel's claims mark counts: it tells one by
-    a line starting with ``assert`` (:func:`labkit.claims.is_assertion_cell`), which must agree with Python's parse of
+    a line starting with ``assert`` (:func:`labkit.learn.claims.is_assertion_cell`), which must agree with Python's parse of
     every cell. Each is a collapsed claims cell, or a CI-only cell whose every ``assert`` runs under
     ``if labkit.under_test():``; every claims cell is one (issue 66: a C✓ covers every assertion cell)."""
     for cell, tree in code_cells(nb):

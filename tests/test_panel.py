@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit.waiting import wait_until
-from labkit.history import History
+from labkit.core.history import History
+from labkit.core.procs import process_state
+from labkit.core.waiting import wait_until
 from labkit.crashlab.panel import ControlPanel, ParticipantPanel
 from labkit.crashlab.participant import Participant
-from labkit.procs import process_state
 from labkit.kafka.records import create_topic
 
 

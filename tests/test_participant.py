@@ -12,14 +12,14 @@ import uuid
 import psutil
 import pytest
 
-from labkit.waiting import wait_until
+from labkit.core.history import History
+from labkit.core.procs import process_state
+from labkit.core.waiting import wait_until
 from labkit.crashlab import participant as participant_module
 from labkit.crashlab.check import check
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.participant import Participant, ParticipantStateError
 from labkit.crashlab.loop import EXIT_FAILED, EXIT_FENCED
-from labkit.history import History
-from labkit.procs import process_state
+from labkit.crashlab.participant import Participant, ParticipantStateError
 from labkit.kafka.records import committed_offsets, create_topic, read_topic
 
 
@@ -128,7 +128,7 @@ def test_processor_copies_input_exactly_once_and_stops_once_caught_up(bootstrap,
 
 CHILD = """
 import sys
-from labkit.history import History
+from labkit.core.history import History
 from labkit.crashlab.participant import Participant
 p = Participant("orphan", "producer", history=History(sys.argv[1]), bootstrap=sys.argv[2], topic=sys.argv[3],
                 iterations=100000, interval_ms=100).start()

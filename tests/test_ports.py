@@ -3,7 +3,7 @@ import socket
 import pytest
 
 from labkit.broker.ports import PORT_RANGE, ensure_free, free_port, lab_ports
-from labkit.errors import LabkitError, PortInUseError
+from labkit.core.errors import LabkitError, PortInUseError
 
 
 def test_free_port_can_be_bound_and_is_outside_the_ephemeral_range():

@@ -1,4 +1,4 @@
-"""labkit.predictions: a locked-in prediction survives the kernel (read back by another process), a later one replaces
+"""labkit.learn.predictions: a locked-in prediction survives the kernel (read back by another process), a later one replaces
 it, a wrong choice is refused and writes nothing; the reveal scores right, wrong (with its reason) and no prediction,
 and says when it was locked in; a choice made after the first experiment started is kept apart, shown as chosen after
 the run and never scored nor published (issue 66), also after a kernel restart, and on a real broker's first topic;
@@ -18,14 +18,14 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from labkit import marks
+from labkit.core.errors import LabkitError
+from labkit.core.history import Event
 from labkit.crashlab.check import Anomaly, CheckResult
-from labkit.errors import LabkitError
-from labkit.history import Event
+from labkit.learn import marks
 from labkit.lessons import (broker_crashes, fencing, idempotence, isolation, share_prediction, share_transactions,
                             spark_pipeline, tour, unassigned)
 from labkit.spark.timeline import BatchRow
-from labkit.predictions import (AFTER_RUN, PredictionWidget, Question, Reveal, check_reveal, kept, lock_in, locked,
+from labkit.learn.predictions import (AFTER_RUN, PredictionWidget, Question, Reveal, check_reveal, kept, lock_in, locked,
                                 predict, reveal)
 from tests.test_spark_timeline import transactional_history
 
@@ -35,7 +35,7 @@ Q = Question("99", "how many copies?", {"one": "One copy", "two": "Two copies", 
 
 @pytest.fixture(autouse=True)
 def run(monkeypatch):
-    """This process's first experiment as :func:`labkit.marks.experiment_started_ms` tells it: none until a test
+    """This process's first experiment as :func:`labkit.learn.marks.experiment_started_ms` tells it: none until a test
     starts "the run" (``run.start()``); the test process's other tests create topics, which must not start these
     tests' runs. ``run.restart()``: a new kernel, which has started no experiment."""
     clock = SimpleNamespace(ms=None)
@@ -54,7 +54,7 @@ def test_a_locked_in_prediction_outlives_the_kernel_and_a_later_one_replaces_it(
     assert locked(Q, tmp_path) is None
     assert lock_in(Q, "two", tmp_path) == "two"
     read_back = [sys.executable, "-c", "import sys; from pathlib import Path; from tests.test_predictions import Q; "
-                 "from labkit.predictions import locked; print(locked(Q, Path(sys.argv[1])))", str(tmp_path)]
+                 "from labkit.learn.predictions import locked; print(locked(Q, Path(sys.argv[1])))", str(tmp_path)]
     assert subprocess.run(read_back, capture_output=True, text=True, check=True).stdout.strip() == "two"
     lock_in(Q, "one", tmp_path)
     assert locked(Q, tmp_path) == "one"
@@ -220,8 +220,8 @@ def test_the_run_s_start_is_kept_with_the_shown_question_so_a_restarted_kernel_c
 def test_on_a_real_broker_a_choice_after_the_first_topic_is_not_scored_and_one_before_is(tmp_path, bootstrap):
     """A fresh process (a kernel's stand-in) locks in, creates a topic on the real broker (its first experiment), then
     chooses again: the reveal scores the first choice and shows the second as chosen after the run."""
-    script = ("import json, sys\nfrom pathlib import Path\nfrom labkit import marks\n"
-              "from labkit.kafka.records import create_topic\nfrom labkit.predictions import lock_in, reveal\n"
+    script = ("import json, sys\nfrom pathlib import Path\nfrom labkit.learn import marks\n"
+              "from labkit.kafka.records import create_topic\nfrom labkit.learn.predictions import lock_in, reveal\n"
               "from tests.test_predictions import Q\nheard = []\nmarks.subscribe(lambda k, s: heard.append([k, s]))\n"
               "home = Path(sys.argv[1])\nlock_in(Q, 'two', home)\ncreate_topic(sys.argv[2], 'prediction-lock')\n"
               "lock_in(Q, 'one', home)\nr = reveal(Q, 'one', home)\n"

@@ -3,10 +3,10 @@ import time
 import pytest
 
 from labkit.broker import probe
-from labkit.crashlab.proxy import FaultProxy
 from labkit.broker.ports import free_port
-from labkit.errors import BrokerUnreachableError
-from labkit.waiting import wait_until
+from labkit.core.errors import BrokerUnreachableError
+from labkit.core.waiting import wait_until
+from labkit.crashlab.proxy import FaultProxy
 
 #: Kafka API key of CreateTopics requests (the Kafka protocol's ApiKeys.CREATE_TOPICS).
 CREATE_TOPICS = 19

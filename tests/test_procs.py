@@ -1,4 +1,4 @@
-"""labkit.procs on real processes: a child lives as long as the lab, whatever thread started it, and dies with it,
+"""labkit.core.procs on real processes: a child lives as long as the lab, whatever thread started it, and dies with it,
 even by SIGKILL; what Popen raises reaches the caller; a start not made in time leaves no child; a forked lab spawns
 too; process states come from psutil; terminate gives SIGTERM, then SIGKILL to those that ignore it, and signals
 nothing else."""
@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.procs import process_state, spawn, terminate
-from labkit.waiting import wait_until
+from labkit.core.procs import process_state, spawn, terminate
+from labkit.core.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ from confluent_kafka import Producer
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.ports import HOST, free_port
+from labkit.core.waiting import wait_until
 from labkit.crashlab.proxy import PRODUCE, FaultProxy
 from labkit.kafka.records import create_topic, read_topic
-from labkit.waiting import wait_until
 
 
 @pytest.fixture(scope="module")

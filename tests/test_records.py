@@ -4,7 +4,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from labkit.errors import TopicNotFoundError
+from labkit.core.errors import TopicNotFoundError
 from labkit.kafka.records import (caught_up, committed_offsets, create_topic, high_watermarks,
                                   last_stable_offsets, produce, read_topic)
 

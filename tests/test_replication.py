@@ -11,10 +11,10 @@ from instructor.solutions import SOLUTIONS, WRONG
 from labkit.broker.embedded import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.broker.settings import FEATURES_BY_VERSION
+from labkit.core.errors import BrokerStateError, LabkitError
 from labkit.crashlab.check import Anomaly, CheckResult
-from labkit.errors import BrokerStateError, LabkitError
-from labkit.exercise import UNANSWERED
 from labkit.kafka.api_versions import broker_features
+from labkit.learn.exercise import UNANSWERED
 from labkit.lessons import replication as rp
 
 NAMES = ("duplicate", "lost write", "unprocessed", "aborted read", "precommitted read", "gap", "out-of-order")

@@ -1,4 +1,4 @@
-"""labkit.only (labkit/rerun.py): a re-run cell closes what its last run started before starting it again; and notebook
+"""labkit.only (labkit/learn/rerun.py): a re-run cell closes what its last run started before starting it again; and notebook
 09 run the learner's way (issue 65): its first cells, a lock-in, then Run All, in a real kernel on real brokers."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import psutil
 import pytest
 from nbclient import NotebookClient
 
-from labkit import rerun
 from labkit.broker.embedded import HEAP_ENV
+from labkit.learn import rerun
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "09_replication.ipynb"

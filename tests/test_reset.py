@@ -12,12 +12,12 @@ from confluent_kafka.admin import NewTopic
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.probe import admin
+from labkit.core.errors import BrokerUnreachableError
 from labkit.crashlab.experiment import Experiment
-from labkit.errors import BrokerUnreachableError
-from labkit.kafka.records import create_topic
-from labkit.lab import start_time
 from labkit.kafka.ledger import ledger, record_created_topic
-from labkit.reset import ResetNotConfirmed, lab_topics, reset
+from labkit.kafka.records import create_topic
+from labkit.lab.reset import ResetNotConfirmed, lab_topics, reset
+from labkit.lab.server import start_time
 
 #: Users' topics whose names look like the lab's `<prefix>-<8 hex digits>`: never the lab's.
 LOOKALIKES = ["orders-20260101", "payments-deadbeef", "audit-log-00000001"]

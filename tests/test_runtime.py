@@ -4,7 +4,7 @@ import stat
 import pytest
 
 from labkit.broker import runtime
-from labkit.errors import JavaError, LabkitError, MavenError
+from labkit.core.errors import JavaError, LabkitError, MavenError
 
 
 def fake_tool(folder, name, script):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from labkit.broker.ports import free_port
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 from labkit.hub import firewall, sandbox
 from tests.probes import CONNECT, skip_unless_sandbox_can_run
 

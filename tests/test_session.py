@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import pyspark
-from labkit.errors import JavaError, MavenError
+from labkit.core.errors import JavaError, MavenError
 from labkit.spark import session
 
 
@@ -62,7 +62,7 @@ def test_a_session_reads_kafka_with_the_connector(bootstrap, tmp_path):
     """A real local[2] session (in a subprocess: one SparkContext per process) reads a topic through the connector;
     its driver JVM maps the driver's class-data archive (the memory maps of the JVM, as the OS reports them)."""
     from labkit.broker import cds, kafka_version
-    from labkit.jvm_archives import make_archives
+    from labkit.lab.jvm_archives import make_archives
     from labkit.kafka.records import create_topic, produce
 
     make_archives(kafka_version())  # done by `python -m labkit jars` in make test; a no-op then

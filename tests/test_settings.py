@@ -8,7 +8,7 @@ from labkit.broker import runtime
 from labkit.broker.settings import (CONSUMER_SESSION_TIMEOUT_MS, DEFAULT_KAFKA_VERSION, FEATURES_BY_VERSION,
                                     LAB_SETTINGS, SHARE_LOCK_MS, config_key, kafka_at_least, kafka_version,
                                     lab_settings, render_log4j2, render_server_properties)
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -2,13 +2,13 @@
 
 import pytest
 
+from labkit.core.history import Event
 from labkit.crashlab.experiment import Experiment
-from labkit.history import Event
 from labkit.lessons.share_groups import (LOCK_MS, deliveries, first_ns, framework_sink, handovers, held,
                                          implicit_acknowledgement, lock_expiry, persisted, playground, rewind,
                                          slow_record, slow_record_summary, share_offsets)
+from labkit.core.waiting import wait_for
 from labkit.share.reset import alter_share_group_offsets
-from labkit.waiting import wait_for
 
 
 def test_first_ns_is_the_earliest_event_matching_every_field_given():

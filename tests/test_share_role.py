@@ -3,12 +3,12 @@ accepts, crashes at a named step, writes a sink, and gives up when no record com
 
 import pytest
 
+from labkit.core.waiting import wait_until
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
+from labkit.share.group_config import configure_group
 from labkit.share.roles.share_consumer import decision
 from labkit.share.sink import Sink
-from labkit.share.group_config import configure_group
-from labkit.waiting import wait_until
 
 
 def test_bad_settings_name_the_choices(tmp_path):

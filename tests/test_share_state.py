@@ -8,12 +8,12 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from labkit.broker.ports import free_port
+from labkit.core.errors import BrokerUnreachableError
+from labkit.core.waiting import wait_until
+from labkit.kafka.records import create_topic, produce
 from labkit.kafka.share_state import StateBatch, decode_state_record, describe_share_group, describe_share_group_offsets
 from labkit.kafka.wire import WireError
-from labkit.errors import BrokerUnreachableError
 from labkit.share.group_config import configure_group
-from labkit.kafka.records import create_topic, produce
-from labkit.waiting import wait_until
 
 RECORDED = Path(__file__).parent / "data" / "share_state_records_4.4.0.jsonl"
 

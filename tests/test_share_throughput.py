@@ -5,8 +5,8 @@ sizes refused before anything runs; and one real run on the broker."""
 
 import pytest
 
+from labkit.core.history import Event
 from labkit.crashlab.experiment import Experiment
-from labkit.history import Event
 from labkit.lessons.share_throughput import COLUMNS, GROUPS, measure, throughput, throughput_figure
 
 CG, SG = "cg-topic", "sg-topic"

@@ -7,7 +7,7 @@ import pytest
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.crashlab.check import check
-from labkit.soak import FAULTS, LOAD_RACE, SoakResult, race_losses, run_schedule, summary
+from labkit_dev.soak import FAULTS, LOAD_RACE, SoakResult, race_losses, run_schedule, summary
 from tests.histories import OUT, H
 
 

@@ -11,14 +11,14 @@ from collections import Counter
 
 import pytest
 
-from labkit.history import value_id
+from labkit.core.history import History
+from labkit.core.history import value_id
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
-from labkit.history import History
-from labkit.crashlab.participant import Participant
 from labkit.crashlab.loop import Loop
-from labkit.spark.roles.spark_pipeline import ROLE, CheckpointWatcher, caught_up, committed_batch, end_offsets, in_flight
+from labkit.crashlab.participant import Participant
 from labkit.kafka.records import produce
-from labkit.waiting import wait_for
+from labkit.spark.roles.spark_pipeline import ROLE, CheckpointWatcher, caught_up, committed_batch, end_offsets, in_flight
 
 REQUIRED = {"topic": "in", "output_topic": "out", "checkpoint": "/tmp/x"}
 

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from labkit.core.waiting import wait_until
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
-from labkit.waiting import wait_until
 
 
 def test_policy_refuses_nonsense_and_backs_off_doubling():

@@ -4,7 +4,7 @@ runner, which says so with ``LABKIT_CI=1`` (conftest.py, ``make test``); every k
 import pytest
 
 import labkit
-from labkit import testmode
+from labkit.learn import testmode
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", "yes", "on", " 1 "])
@@ -78,9 +78,9 @@ def test_a_sigterm_to_the_controller_stops_the_run_after_every_fixtures_teardown
 
     import psutil
 
-    from labkit.waiting import wait_until
+    from labkit.core.waiting import wait_until
 
-    (tmp_path / "conftest.py").write_text("from labkit import testmode\n\ndef pytest_configure(config):\n"
+    (tmp_path / "conftest.py").write_text("from labkit.learn import testmode\n\ndef pytest_configure(config):\n"
                                           "    testmode.stop_on_sigterm(not hasattr(config, 'workerinput'))\n")
     (tmp_path / "test_run.py").write_text(RUN)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -2,9 +2,9 @@ import time
 
 import plotly.graph_objects as go
 
-from labkit.history import Event, History
-from labkit.crashlab.timeline import LiveTimeline, segments, timeline_figure
+from labkit.core.history import Event, History
 from labkit.crashlab.figure_truth import contradictions
+from labkit.crashlab.timeline import LiveTimeline, segments, timeline_figure
 from tests.histories import OUT, H
 
 

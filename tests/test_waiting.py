@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from labkit.waiting import Deadline, wait_for, wait_until
+from labkit.core.waiting import Deadline, wait_for, wait_until
 
 
 def test_wait_until_returns_whether_it_became_true():

@@ -11,9 +11,10 @@ import urllib.request
 import pytest
 from traitlets.utils.importstring import import_item
 
-from labkit import browser, workspace
-from labkit.waiting import wait_until
-from labkit.workspace import CULL_IDLE_TIMEOUT_S, MANIFEST, SOURCES, WIDGET_STATE, WIDGET_VIEW, make_copies
+from labkit.core.waiting import wait_until
+from labkit.lab import workspace
+from labkit.lab.workspace import CULL_IDLE_TIMEOUT_S, MANIFEST, SOURCES, WIDGET_STATE, WIDGET_VIEW, make_copies
+from labkit_dev import browser
 
 NOTE = "ControlPanel: a live widget, not saved with the notebook; run this cell again to see it"
 LINK = re.compile(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)")  # a relative Markdown link's target
@@ -176,7 +177,7 @@ def test_a_server_on_the_lab_s_config_looks_for_no_language_server(tmp_path):
 
 
 def test_lab_settings_keep_other_overrides(tmp_path):
-    from labkit.workspace import LAB_PAGE_CONFIG, LAB_SETTINGS, write_lab_settings
+    from labkit.lab.workspace import LAB_PAGE_CONFIG, LAB_SETTINGS, write_lab_settings
 
     settings = tmp_path / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     settings.parent.mkdir(parents=True)

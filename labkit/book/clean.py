@@ -32,7 +32,7 @@ from pathlib import Path
 
 from labkit.book import provenance
 from labkit.book.recording import WIDGET
-from labkit.exercise import SHOWN
+from labkit.learn.exercise import SHOWN
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -41,7 +41,7 @@ RECORDING_NOTE = ("*A recording: above is what this live widget (a panel, steppe
                   "it, run the notebook in the lab: `make lab`.*")
 UNRECORDED_NOTE = ("*A live widget (a panel, stepper or figure that redraws as the run goes and answers clicks) was "
                    "here; a static page cannot run it. To use it, run the notebook in the lab: `make lab`.*")
-#: How an unanswered exercise's verdict starts (labkit.exercise.Verdict's Markdown).
+#: How an unanswered exercise's verdict starts (labkit.learn.exercise.Verdict's Markdown).
 UNANSWERED = SHOWN["unanswered"]
 EXERCISE_NOTE = ("*An exercise for you: the book leaves it unanswered. In the lab (`make lab`), write your answer in "
                  "the cell above, run it, then run this cell: it checks your answer against the run.*")
@@ -56,7 +56,7 @@ TEST_ONLY_NOTE = ("*The book's run, like the test run, did here what the cell's 
 
 def is_test_only(source: str) -> bool:
     """True when the code cell ``source`` is a test run's alone: every statement is an ``if`` whose condition calls
-    ``labkit.under_test()`` (:mod:`labkit.testmode`); False for code that does not parse, or that also defines or
+    ``labkit.under_test()`` (:mod:`labkit.learn.testmode`); False for code that does not parse, or that also defines or
     runs something for the learner (a ``def`` beside the ``if``)."""
     try:
         body = ast.parse(source).body

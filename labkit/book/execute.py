@@ -24,8 +24,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit import testmode
 from labkit.book import provenance, recording, stamp
+from labkit.learn import testmode
 
 #: At most this many notebooks at once (each is a kernel plus the JVMs it starts).
 MAX_PARALLEL = 2
@@ -93,7 +93,7 @@ def run_all(notebooks: list[Path], folder: Path, *, parallel: int = MAX_PARALLEL
     The provenance (:mod:`labkit.book.provenance`) is what the cluster reports, asked once before the runs.
 
     Raises:
-        labkit.errors.BrokerUnreachableError: the cluster does not answer ApiVersions (:func:`provenance.cluster`).
+        labkit.core.errors.BrokerUnreachableError: the cluster does not answer ApiVersions (:func:`provenance.cluster`).
         nbclient.exceptions.CellTimeoutError / DeadKernelError: a cell ran past :data:`CELL_TIMEOUT_S` or the kernel
             died (re-raised from the worker).
     """
@@ -112,7 +112,7 @@ def run_all(notebooks: list[Path], folder: Path, *, parallel: int = MAX_PARALLEL
         try:
             versions = provenance.versions(provenance.cluster(os.environ["LABKIT_BOOTSTRAP"]), broker is not None)
             workers = max(1, min(parallel, len(todo), len(os.sched_getaffinity(0))))
-            # spawn, not fork: this process may hold the broker's threads (labkit.procs' spawner).
+            # spawn, not fork: this process may hold the broker's threads (labkit.core.procs' spawner).
             with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {nb: pool.submit(_run_one, str(nb), str(folder / nb.name), labkit, versions) for nb in todo}
                 for nb, future in futures.items():

@@ -18,9 +18,9 @@ from labkit.broker import cds, launcher, probe, runtime
 from labkit.broker.ports import HOST, ensure_free, free_port
 from labkit.broker.settings import (FEATURES_BY_VERSION, LOG_DIRS, config_key, kafka_version, lab_settings,
                                     render_log4j2, render_server_properties)
-from labkit.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, LabkitError
-from labkit.procs import spawn
-from labkit.waiting import Deadline
+from labkit.core.errors import BrokerExitedError, BrokerNotReadyError, BrokerStateError, LabkitError
+from labkit.core.procs import spawn
+from labkit.core.waiting import Deadline
 
 _LIVE: "weakref.WeakSet[EmbeddedBroker]" = weakref.WeakSet()
 #: How many times :meth:`EmbeddedBroker.start` tries ports it picked itself when the JVM finds one taken.

@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 from labkit.broker.runtime import cache_path, classpath, ensure_jars, find_java
-from labkit.errors import JavaError
+from labkit.core.errors import JavaError
 
 
 class NoJavacError(JavaError):

@@ -16,8 +16,8 @@ from kafka import KafkaAdminClient
 from labkit.broker.embedded import HEAP_ENV, EmbeddedBroker, new_cluster_id
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.broker.settings import kafka_version
-from labkit.errors import BrokerStateError, TopicNotFoundError
-from labkit.waiting import Deadline, wait_until
+from labkit.core.errors import BrokerStateError, TopicNotFoundError
+from labkit.core.waiting import Deadline, wait_until
 
 
 def replicated(brokers: int) -> dict[str, str]:

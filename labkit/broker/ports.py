@@ -7,7 +7,7 @@ import os
 import random
 import socket
 
-from labkit.errors import LabkitError, PortInUseError
+from labkit.core.errors import LabkitError, PortInUseError
 
 HOST = "127.0.0.1"
 #: Where the lab's ports come from: below Linux's default ephemeral range (32768-60999,

@@ -7,7 +7,7 @@ import logging
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from labkit.errors import BrokerUnreachableError
+from labkit.core.errors import BrokerUnreachableError
 
 #: Topic the readiness probe creates (one partition) and checks for a leader.
 READY_TOPIC = "_labkit_ready"

@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from labkit.broker.settings import kafka_version
-from labkit.errors import JavaError, JavaTooOldError, MavenError
+from labkit.core.errors import JavaError, JavaTooOldError, MavenError
 
 POM = Path(__file__).resolve().parents[2] / "jvm" / "pom.xml"
 _DOCKER_HINT = (
@@ -64,8 +64,9 @@ def java_version_text(java: str) -> str:
     return out.stderr + out.stdout
 
 
-def _java_major(java: str) -> int:
-    """The major version of ``java`` (0 if unknown)."""
+def java_major(java: str) -> int:
+    """Return the major version of ``java`` (a path or a name on PATH), read from ``java -version``: ``17`` for
+    ``17.0.9``, ``8`` for ``1.8.0``; 0 if its output names none."""
     match = re.search(r'version "(\d+)(?:\.(\d+))?', java_version_text(java))
     major = int(match.group(1)) if match else 0
     return int(match.group(2)) if major == 1 and match.group(2) else major  # "1.8.0" style
@@ -86,7 +87,7 @@ def find_java(env: dict[str, str] | None = None) -> str:
             "No Java found (JAVA_HOME unset or wrong, and no `java` on PATH). Kafka 4.x needs Java 17+: "
             f"install it (Debian: `apt-get install openjdk-17-jre-headless`), {_DOCKER_HINT}."
         )
-    major = _java_major(java)
+    major = java_major(java)
     if major < 17:
         raise JavaTooOldError(
             f"{java} is Java {major or 'of unknown version'}; Kafka 4.x needs Java 17+. Install it "
@@ -104,11 +105,12 @@ def jar_dir(env: dict[str, str] | None = None, version: str | None = None) -> Pa
 
 def cached_jars(env: dict[str, str] | None = None, version: str | None = None) -> list[Path] | None:
     """The cached jars of Kafka ``version``, or ``None`` if the cache is missing or was left half-written."""
-    return _complete(jar_dir(env, version))
+    return complete_jars(jar_dir(env, version))
 
 
-def _complete(folder: Path) -> list[Path] | None:
-    """The jars of a finished Maven copy in ``folder`` (it has a ``.complete`` file), else ``None``."""
+def complete_jars(folder: Path) -> list[Path] | None:
+    """Return the jars of a finished Maven copy in ``folder`` (sorted paths; the copy wrote a ``.complete`` file when it
+    finished), else ``None``: a copy cut short is never used."""
     return sorted(folder.glob("*.jar")) if (folder / ".complete").exists() else None
 
 
@@ -152,7 +154,7 @@ def maven_jars(pom: Path, folder: Path, what: str, args: list[str], *, env: dict
             holds the end of Maven's output and the path of the full log).
     """
     env = dict(os.environ if env is None else env)
-    cached = _complete(folder)
+    cached = complete_jars(folder)
     if cached is not None:
         return cached
     mvn = shutil.which("mvn", path=env.get("PATH"))
@@ -185,7 +187,7 @@ def maven_jars(pom: Path, folder: Path, what: str, args: list[str], *, env: dict
     (staging / ".complete").write_text(what + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
-    return _complete(folder) or []
+    return complete_jars(folder) or []
 
 
 def classpath(jars: list[Path]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 #: The Apache Kafka release the lab runs unless ``LABKIT_KAFKA_VERSION`` says otherwise (share groups
 #: are GA since 4.2; 4.4 adds the share-group dead-letter queue of KIP-1191). ``jvm/pom.xml`` and

@@ -10,7 +10,7 @@
   archive against its manifest, this Python and this checkout's requirements.txt, then unpacks the wheels into
   ``.bundle/wheels`` (pip then installs with ``--no-index --find-links .bundle/wheels``) and the jar caches into
   ``$LABKIT_HOME``, where the lab looks for them, so Maven is never called.
-- :mod:`labkit.bundle.offline_check`: the end-to-end test, outside ``make test`` (the archive is large: its size as
+Its end-to-end test (:mod:`labkit_dev.offline_check`, tooling outside the package) runs outside ``make test`` (the archive is large: its size as
   measured is in bench/results/bundle.json, which this test writes): build, install into a fresh copy of the checkout
   with no network at all (``unshare -n``), run notebook 00.
 

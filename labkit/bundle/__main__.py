@@ -1,12 +1,12 @@
 """``python -m labkit.bundle build [--out DIR] [KAFKA_VERSION ...]`` (``make bundle``, the venv's python, with the
 network) and ``python3 -m labkit.bundle install ARCHIVE`` (``make lab BUNDLE=ARCHIVE``, any python3, no network, the
 standard library only: nothing of the venv is imported on that path). A
-:class:`~labkit.bundle.manifest.BundleError` (or another :class:`~labkit.errors.LabkitError`) is printed as its
+:class:`~labkit.bundle.manifest.BundleError` (or another :class:`~labkit.core.errors.LabkitError`) is printed as its
 message alone (it names the fix), exit 1."""
 
 import sys
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 USAGE = "usage: python -m labkit.bundle build [--out DIR] [KAFKA_VERSION ...] | install ARCHIVE"
 

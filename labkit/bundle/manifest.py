@@ -18,7 +18,7 @@ import sysconfig
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 #: The first member of every bundle.
 MANIFEST = "manifest.json"

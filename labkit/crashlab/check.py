@@ -1,9 +1,9 @@
 """The exactly-once checker: a pure function from an experiment's history to named anomalies.
 
-It reads only the history (:mod:`labkit.history`), including its ``final_read`` events
+It reads only the history (:mod:`labkit.core.history`), including its ``final_read`` events
 (what a read_committed and a read_uncommitted consumer see at the end). Value ids follow
-:func:`labkit.history.value_id` (``"<writer>-<n>"``, n counting the writer's sends from 1) and
-:func:`labkit.history.derived_id` (``"<input id>><stage>"``, the output a processor writes for one input record),
+:func:`labkit.core.history.value_id` (``"<writer>-<n>"``, n counting the writer's sends from 1) and
+:func:`labkit.core.history.derived_id` (``"<input id>><stage>"``, the output a processor writes for one input record),
 so the same input processed twice yields the same output id, and a duplicate shows as one id read twice.
 
 Anomalies (the guarantees of KIP-98 transactions and the idempotent producer):
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from labkit.history import Event, derived_id
+from labkit.core.history import Event, derived_id
 
 ANOMALIES = ("duplicate", "lost write", "unprocessed", "aborted read", "precommitted read", "gap", "out-of-order")
 _TABLE = ["anomaly", "value_id", "participant", "topic", "partition", "offset", "detail"]
@@ -110,7 +110,7 @@ def check(events: Iterable[Event], *, output_topic: str, input_topic: str | None
         output_topic: the topic whose records are checked.
         input_topic: for a consume-transform-produce experiment: every input record in its
             read_committed final read must have exactly one output ``derived_id(input, stage)``.
-        stage: the stage name processors use in :func:`labkit.history.derived_id`.
+        stage: the stage name processors use in :func:`labkit.core.history.derived_id`.
     Returns:
         A :class:`CheckResult`.
     Raises:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from labkit.broker.runtime import labkit_home
+from labkit.core.history import History
 from labkit.crashlab.check import CheckResult, check
-from labkit.history import History
 from labkit.crashlab.participant import Participant
 from labkit.kafka.logbatches import read_log
 from labkit.kafka.records import create_topic, high_watermarks, read_topic
@@ -86,7 +86,7 @@ class Experiment:
             timeout_s: deadline of each read (s).
         Raises:
             TimeoutError: a read_committed read was held back by a transaction still open.
-            labkit.errors.TopicNotFoundError: a topic does not exist.
+            labkit.core.errors.TopicNotFoundError: a topic does not exist.
         """
         for topic in topics:
             committed = read_topic(self.bootstrap, topic, "read_committed", timeout_s)

@@ -20,9 +20,9 @@ from typing import NoReturn
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
+from labkit.core.history import History
+from labkit.core.waiting import Deadline
 from labkit.crashlab.registry import REQUIRED, Option
-from labkit.history import History
-from labkit.waiting import Deadline
 
 #: Exit code of a participant that was fenced: its producer epoch or its group membership is no longer current
 #: (:data:`FENCED_ERRORS`, :class:`Fenced`).

@@ -13,9 +13,9 @@ import threading
 
 import ipywidgets as widgets
 
-from labkit.background import Periodic
+from labkit.core.background import Periodic
+from labkit.core.errors import LabkitError
 from labkit.crashlab.participant import Participant
-from labkit.errors import LabkitError
 
 ACTIONS = ("crash", "pause", "resume", "restart")
 _STYLE = {"crash": "danger", "pause": "warning", "resume": "info", "restart": "success"}

@@ -25,15 +25,15 @@ from pathlib import Path
 
 import psutil
 
-from labkit import marks
-from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP
+from labkit.core.errors import LabkitError
+from labkit.core.history import History
+from labkit.core.procs import os_status, spawn
+from labkit.core.waiting import wait_until
 from labkit.crashlab import java
 from labkit.crashlab.cell import current_cell
+from labkit.crashlab.loop import EXIT_FENCED, EXIT_GAVE_UP
 from labkit.crashlab.registry import CLIENTS, Role, load
-from labkit.errors import LabkitError
-from labkit.history import History
-from labkit.waiting import wait_until
-from labkit.procs import os_status, spawn
+from labkit.learn import marks
 
 #: The last started participant of each (experiment, name, cell): an experiment is its history's folder and name
 #: without the run id (``<name>-<8 hex>.jsonl``) and the cell the one that made the participant
@@ -59,7 +59,7 @@ SIGNAL_DEADLINE_S = 5.0
 
 
 def _os_stopped(proc: subprocess.Popen) -> bool:
-    """Whether the OS reports ``proc`` stopped (:func:`labkit.procs.os_status`: Linux's state "T", after SIGSTOP);
+    """Whether the OS reports ``proc`` stopped (:func:`labkit.core.procs.os_status`: Linux's state "T", after SIGSTOP);
     False if the process is gone."""
     return os_status(proc.pid) == psutil.STATUS_STOPPED
 
@@ -103,7 +103,7 @@ class Participant:
             "share_consumer" (KIP-932, :mod:`labkit.share.roles.share_consumer`), "spark_pipeline" (a Structured
             Streaming query, :mod:`labkit.spark.roles.spark_pipeline`), or the dotted path of a module defining
             ``ROLE`` (:mod:`labkit.crashlab.registry`).
-        history: the experiment's :class:`~labkit.history.History`.
+        history: the experiment's :class:`~labkit.core.history.History`.
         bootstrap: broker address, "host:port".
         crash_at: a step of the role's loop where the process SIGKILLs itself, or ``None``.
         crash_iteration: crash only on this iteration (1-based; a Spark pipeline's iteration is the
@@ -330,7 +330,7 @@ class Participant:
     def stalled_in(self) -> str | None:
         """The client call the running process is stuck in past the lab's deadline (its last event is a
         ``stalled`` one), else ``None``. The first read that finds a stalled event publishes the mark
-        ``("participant", "stalled")`` (:mod:`labkit.marks`), once per event."""
+        ``("participant", "stalled")`` (:mod:`labkit.learn.marks`), once per event."""
         if not self._alive():
             return None
         last = next((e for e in reversed(self.history.events()) if e.participant == self.name), None)
@@ -339,7 +339,7 @@ class Participant:
         with self._swap:  # told once per stalled event, however many threads read the status
             told, self._stall_told = self._stall_told, last.mono_ns
         if told != last.mono_ns:
-            marks.publish(marks.PARTICIPANT, "stalled")  # labkit.marks: the workshop hub's live view hears it
+            marks.publish(marks.PARTICIPANT, "stalled")  # labkit.learn.marks: the workshop hub's live view hears it
         return last.step
 
     @property

@@ -17,8 +17,8 @@ import threading
 import time
 
 from labkit.broker.ports import HOST
+from labkit.core.waiting import wait_until
 from labkit.kafka.wire import Writer
-from labkit.waiting import wait_until
 
 #: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).
 PRODUCE = 0

@@ -20,9 +20,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from labkit.background import Periodic
+from labkit.core.background import Periodic
+from labkit.core.waiting import wait_until
 from labkit.crashlab.participant import Participant
-from labkit.waiting import wait_until
 
 #: Statuses the supervisor acts on by default.
 RESTART_ON = ("crashed", "fenced", "stalled")
@@ -123,7 +123,7 @@ class Supervisor:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop watching; waits at most ``timeout_s`` seconds for the thread. Participants keep running, those this
-        thread restarted too: labkit's spawner thread started them (:func:`labkit.procs.spawn`), not this one.
+        thread restarted too: labkit's spawner thread started them (:func:`labkit.core.procs.spawn`), not this one.
 
         Raises:
             TimeoutError: a check still runs after ``timeout_s`` seconds.

@@ -25,9 +25,9 @@ from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
-from labkit.background import Periodic
+from labkit.core.background import Periodic
+from labkit.core.history import Event, History
 from labkit.crashlab.colours import participant_colour
-from labkit.history import Event, History
 
 STATE_COLOURS = {"uncommitted": "#f2b447", "written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756",
                  "send failed": "#b279a2", "not in the log": "#bab0ac"}
@@ -288,7 +288,7 @@ class LiveTimeline:
     while an experiment runs (needs a Jupyter front end; in CI use :func:`timeline_figure`).
 
     Args:
-        history: the experiment's :class:`~labkit.history.History`.
+        history: the experiment's :class:`~labkit.core.history.History`.
         interval_s: seconds between redraws.
         title: the figure's title.
         draw: ``draw(events, title=..., figure=...)`` draws the events into the widget; default

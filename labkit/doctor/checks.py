@@ -24,8 +24,8 @@ from labkit.broker.javac import NoJavacError, find_javac
 from labkit.broker.ports import HOST, PORT_RANGE, ensure_free, free_port
 from labkit.broker.probe import check_reachable
 from labkit.broker.settings import kafka_version
+from labkit.core.errors import BrokerUnreachableError, JavaError, JavaTooOldError, PortInUseError
 from labkit.doctor import needs
-from labkit.errors import BrokerUnreachableError, JavaError, JavaTooOldError, PortInUseError
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +37,9 @@ VENV_MIB = 1400
 #: for Spark's connector), the class-data archives (about 500 MB per release), broker data and experiment files
 #: (measured on this machine: 988 MB of archives for two releases, 150 MB of experiments).
 LAB_HOME_MIB = 1024
+#: Debian's package (``apt-get install chromium``) the browser tests drive (:mod:`labkit_dev.browser`); Playwright's own
+#: browsers are not downloaded.
+CHROMIUM = "/usr/bin/chromium"
 _JDK_FIX = ("install a JDK 17 or newer (Debian/Ubuntu: `sudo apt-get install openjdk-17-jdk-headless`; macOS: "
             "`brew install openjdk@17`) and put its bin/ first on PATH, or set JAVA_HOME to it")
 #: JDK releases with G1GC's data-corruption bug that Spark 4.2 warns about (apache/spark PR 55798): 25.0.0-25.0.2.
@@ -74,7 +77,7 @@ def external_broker(env: Mapping[str, str] | None = None) -> bool:
 def check_os(platform: str | None = None) -> Check:
     """The operating system, and which of the lab's faults work there (crash = SIGKILL, pause = SIGSTOP/SIGCONT, the
     fault proxy's lost responses, children killed with the lab: Linux's prctl ``PR_SET_PDEATHSIG``,
-    :mod:`labkit.procs`).
+    :mod:`labkit.core.procs`).
 
     Args:
         platform: ``sys.platform`` to judge (default this one's).
@@ -116,10 +119,10 @@ def check_cores() -> Check:
 def lab_rss_mib() -> float:
     """Resident memory of the lab ``make lab`` started, if it runs (broker and JupyterLab, with their children:
     the broker JVM, kernels, participants), MiB; 0 when it does not run."""
-    from labkit import lab
+    from labkit.lab import server as lab
 
     total = 0
-    for state in (lab.running_broker_state(), lab._read("jupyter")):
+    for state in (lab.running_broker_state(), lab.read_state("jupyter")):
         try:
             proc = psutil.Process(state["pid"]) if state else None
             for each in [proc, *proc.children(recursive=True)] if proc else []:
@@ -215,7 +218,7 @@ def java_release(java: str) -> tuple[int, int, int]:
     Raises:
         OSError, subprocess.TimeoutExpired: ``java`` cannot be run.
     """
-    major = runtime._java_major(java)
+    major = runtime.java_major(java)
     match = re.search(r'version "(\d+)(?:\.(\d+))?(?:\.(\d+))?', runtime.java_version_text(java))
     if not match or major != int(match.group(1)):  # "1.8.0_x" style: major from runtime, the rest unknown
         return (major, 0, 0)
@@ -280,7 +283,7 @@ def jar_caches(env: Mapping[str, str] | None = None) -> dict[str, Path | None]:
     env = dict(_env(env))
     spark = runtime.labkit_home(env) / f"spark-kafka-{SPARK_VERSION}"
     return {needs.KAFKA_JARS: runtime.jar_dir(env) if runtime.cached_jars(env) is not None else None,
-            needs.SPARK_JARS: spark if runtime._complete(spark) is not None else None}
+            needs.SPARK_JARS: spark if runtime.complete_jars(spark) is not None else None}
 
 
 def venv_installed() -> bool:
@@ -391,11 +394,9 @@ def check_bootstrap(env: Mapping[str, str] | None = None, timeout_s: float = 2.0
 
 
 def check_chromium(env: Mapping[str, str] | None = None) -> Check:
-    """Debian's ``chromium`` where the browser tests look for it (:data:`labkit.browser.CHROMIUM`; Playwright drives
-    it). No notebook needs it. ``env`` is unused: the path is fixed, not looked up on PATH."""
-    from labkit import browser
-
-    if not browser.missing():
-        return Check("chromium", OK, f"{browser.CHROMIUM} (for the browser test)")
-    return Check("chromium", WARN, f"no {browser.CHROMIUM}: `make test` skips the browser test (no notebook needs it)",
+    """Debian's ``chromium`` at :data:`CHROMIUM`, where the browser tests look for it (Playwright drives it). No
+    notebook needs it. ``env`` is unused: the path is fixed, not looked up on PATH."""
+    if os.path.exists(CHROMIUM):
+        return Check("chromium", OK, f"{CHROMIUM} (for the browser test)")
+    return Check("chromium", WARN, f"no {CHROMIUM}: `make test` skips the browser test (no notebook needs it)",
                  "`sudo apt-get install chromium` (Debian), or `make browser` as root")

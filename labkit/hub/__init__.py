@@ -18,11 +18,14 @@ One job per module:
 * :mod:`labkit.hub.singleuser`: run as the attendee: their copies and server settings, then ``jupyterhub-singleuser``.
 * :mod:`labkit.hub.config`: the JupyterHub configuration.
 * :mod:`labkit.hub.run`: ``make hub``: checks, set-up, start.
+* :mod:`labkit.hub.leftovers`: what a hub that ended without stopping left running, stopped by the next one.
+* :mod:`labkit.hub.rootlock`: root-only file locks, with deadlines, for the hub's state.
+* :mod:`labkit.hub.resets`: ``python -m labkit.hub reset-password NAME``: a one-time code for a forgotten password.
 * :mod:`labkit.hub.liveview`: the instructor's live view, a hub service (admin only) and the endpoint kernels report
   to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.page` its page and
   table (standard library only); :mod:`labkit.hub.observed` its probe of an attendee's broker.
 * :mod:`labkit.hub.report`: the kernel side (standard library only): the marks a kernel publishes
-  (:mod:`labkit.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API token.
+  (:mod:`labkit.learn.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API token.
   ``import labkit`` installs it in a hub kernel (``LABKIT_LIVEVIEW_URL`` set); no lesson or exercise imports it, and
   :mod:`labkit.hub.memory_notice` is installed the same way; nothing else here is imported by ``import labkit``.
 

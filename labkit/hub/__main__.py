@@ -3,7 +3,7 @@ reset-password NAME [--state DIR]``: :func:`labkit.hub.resets.main` (the instruc
 
 import sys
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 try:
     if sys.argv[1:2] == ["reset-password"]:

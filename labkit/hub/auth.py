@@ -137,7 +137,7 @@ class LabAuthenticator(FirstUseAuthenticator):
         right one-time code. A right password is never refused for failures under its name (module docstring).
 
         Raises:
-            labkit.errors.LabkitError: the reset file's lock was held (:func:`labkit.hub.resets.redeem`)."""
+            labkit.core.errors.LabkitError: the reset file's lock was held (:func:`labkit.hub.resets.redeem`)."""
         name = self.normalize_username(data.get("username", ""))
         password, code = data.get("password", ""), data.get("workshop_code", "")
         if name not in self.admin_users and (why := why_refused(name)):

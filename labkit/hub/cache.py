@@ -20,13 +20,13 @@ from pathlib import Path
 
 from labkit.broker import runtime
 from labkit.broker.settings import kafka_version
-from labkit.jvm_archives import make_archives
+from labkit.lab.jvm_archives import make_archives
 from labkit.spark.session import connector_jars
 
 
 def fill(version: str) -> list[str]:
     """Resolve Kafka ``version``'s jars and Spark's Kafka connector jars, and make the broker's, the participant's
-    and the Spark driver's class-data archives where missing (:func:`labkit.jvm_archives.make_archives`, which
+    and the Spark driver's class-data archives where missing (:func:`labkit.lab.jvm_archives.make_archives`, which
     compiles the launcher and the participant), all in ``$LABKIT_HOME``; returns the archives made.
 
     Raises:

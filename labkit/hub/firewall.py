@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from labkit.broker.ports import PORT_RANGE
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 #: The hub's own ports (proxy, hub API, proxy API, live view) when not given: the top of :data:`PORT_RANGE`, above the
 #: ports a lab run beside the hub picks first.

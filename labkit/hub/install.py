@@ -9,13 +9,13 @@ Everything an attendee's processes read must be readable by every attendee, so n
 * ``venv/``: a virtual environment of Debian's ``/usr/bin/python3`` with the lab's pinned packages
   (``requirements.txt``, pyspark included, less the test tools: :data:`DEFERRED`) and the hub's own
   (:data:`HUB_PACKAGES`: ``jupyterhub`` brings ``jupyterhub-singleuser``), and JupyterLab's ``overrides.json``
-  (:func:`labkit.workspace.write_lab_settings`: every attendee's JupyterLab reads the venv's settings).
+  (:func:`labkit.lab.workspace.write_lab_settings`: every attendee's JupyterLab reads the venv's settings).
 * ``src/``: a **copy** of this repository's files (``labkit/``, ``jvm/``, ``notebooks/``; what ``git ls-files``
   lists, untracked files included, ignored ones not), on the venv's path through a ``.pth`` file and byte-compiled
   (attendees cannot write ``__pycache__`` there). A copy, not an editable install of the checkout: attendees must
   not see a developer's edits, branch switches or half-pulled files mid-workshop; the copy changes only when
   ``make hub`` starts again after the repository changed. Not a wheel either: labkit finds the notebooks and
-  ``jvm/`` beside its package (:data:`labkit.workspace.SOURCES`, ``labkit.broker.runtime.POM``), which a wheel
+  ``jvm/`` beside its package (:data:`labkit.lab.workspace.SOURCES`, ``labkit.broker.runtime.POM``), which a wheel
   would not carry.
 * ``cache/``: the shared read-only cache (:mod:`labkit.hub.cache`): the Kafka jars, Spark's Kafka connector jars,
   the compiled broker launcher and Java participant, and the class-data archives of the broker, the participant
@@ -47,10 +47,10 @@ from pathlib import Path
 
 from labkit.broker.runtime import SHARED_CACHE_ENV
 from labkit.broker.settings import kafka_version
-from labkit.errors import LabkitError
-from labkit.jsonfile import write_json
+from labkit.core.errors import LabkitError
+from labkit.core.jsonfile import write_json
 from labkit.hub import firewall, rootlock
-from labkit.workspace import write_lab_settings
+from labkit.lab.workspace import write_lab_settings
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where the shared install goes unless ``LABKIT_HUB_PREFIX`` or ``--prefix`` says otherwise.

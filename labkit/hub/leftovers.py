@@ -31,7 +31,7 @@ from typing import Callable
 
 import psutil
 
-from labkit import procs
+from labkit.core import procs
 from labkit.hub import firewall, sandbox
 
 #: What the command line of a hub's own process contains: JupyterHub, its proxy, its two services.
@@ -90,7 +90,7 @@ def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[
     left. Call it only with the state folder's lock held (:func:`labkit.hub.run.lock_state`).
 
     Raises:
-        labkit.errors.LabkitError: an attendee's sandbox could not be removed (``ip``'s message).
+        labkit.core.errors.LabkitError: an attendee's sandbox could not be removed (``ip``'s message).
     """
     labs, hub = lab_processes(state), hub_processes(state)
     if not labs and not hub:

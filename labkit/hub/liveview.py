@@ -3,7 +3,7 @@ while the workshop runs: signed in, server up, broker up, the lab's memory again
 when; "stuck?" past :data:`labkit.hub.page.STUCK_S`), idle or stopped by a cell that raised, and per notebook the
 latest exercise check's mark (unanswered, wrong, right, or error: the check raised, the lab's failure), claims mark
 (held: every assertion cell of the kernel's latest run held and the claims line ran; failed; error:
-:class:`labkit.claims.Run`) and a participant seen stalled; below, the predictions locked in before each notebook's
+:class:`labkit.learn.claims.Run`) and a participant seen stalled; below, the predictions locked in before each notebook's
 run, in the learners' words. ``python -m labkit.hub.liveview``, started by the hub (:mod:`labkit.hub.config`).
 
 Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached through the hub's proxy):
@@ -48,8 +48,8 @@ from tornado import httpclient, ioloop, web
 
 from labkit.hub.names import is_lab_user, unix_name
 from labkit.hub.observed import broker_status
-from labkit.hub.sandbox import cgroups, memory_of, netns, oom_kills
 from labkit.hub.page import notebook_titles, page_html, table_html
+from labkit.hub.sandbox import cgroups, memory_of, netns, oom_kills
 from labkit.hub.verdicts import FILE_NAME, BadReport, Store, parse_report
 
 #: The environment variable naming the hub's state folder (the SQLite store's folder), set by the hub's config.

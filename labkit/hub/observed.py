@@ -1,7 +1,7 @@
 """What the instructor's live view observes of an attendee's broker, as root: never a label an attendee's lab wrote.
 
 An attendee's lab publishes its broker's address in its state file, ``<home>/labkit/lab/broker.json`` (what
-:mod:`labkit.lab` writes under the ``LABKIT_HOME`` the hub's spawner sets, :data:`labkit.hub.spawner.LABKIT_HOME`).
+:mod:`labkit.lab.server` writes under the ``LABKIT_HOME`` the hub's spawner sets, :data:`labkit.hub.spawner.LABKIT_HOME`).
 That file is the attendee's: it only says where to look. :func:`broker_status` says ``"up"`` only when
 
 1. the state file is a regular file owned by the attendee (opened without following a symbolic link, without
@@ -14,7 +14,7 @@ That file is the attendee's: it only says where to look. :func:`broker_status` s
 
 Otherwise ``"down"`` (an address, but no broker answering there in their namespace, or no namespace: their server
 stopped) or ``"none"`` (no address: no state file, or one whose daemon is still starting the broker,
-:func:`labkit.lab.starting_broker`). Stdlib, pyroute2 and labkit's wire client only (no
+:func:`labkit.lab.server.starting_broker`). Stdlib, pyroute2 and labkit's wire client only (no
 JupyterHub), so tests run it anywhere (without a namespace: the machine's loopback).
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pyroute2.netns import setns
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 from labkit.kafka.api_versions import broker_api_versions
 
 #: Largest broker state file read, in bytes (one is about 200).

@@ -3,7 +3,7 @@ attendee, from the hub's user models, each attendee's broker status, their lab's
 marks (:class:`labkit.hub.verdicts.Mark`): their kernels, each busy (since when; "stuck?" past :data:`STUCK_S`), idle
 or ended by a cell that raised (a failed run), as each kernel reported it (:mod:`labkit.hub.report`); per notebook, the
 exercise check's state (unanswered, wrong, right, error), the notebook's claims mark (held, failed, error:
-:class:`labkit.claims.Run`) and a participant seen stalled, each in a badge of its own; below, the room's predictions
+:class:`labkit.learn.claims.Run`) and a participant seen stalled, each in a badge of its own; below, the room's predictions
 (:func:`predictions_html`: per notebook, how many locked one in before the run and how many chose each choice, in the
 words the learners chose from, names hidden). Stdlib only (no JupyterHub), so it is tested in the project's venv.
 """
@@ -17,10 +17,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from labkit.claims import CLAIMS_CALL
-from labkit.marks import CHOICES, KERNEL, PARTICIPANT, PREDICTION
 from labkit.hub.verdicts import NOTEBOOKS
-from labkit.workspace import SOURCES
+from labkit.lab.workspace import SOURCES
+from labkit.learn.claims import CLAIMS_CALL
+from labkit.learn.marks import CHOICES, KERNEL, PARTICIPANT, PREDICTION
 
 
 def notebook_titles(sources: Path = SOURCES) -> dict[str, tuple[str, bool]]:
@@ -65,7 +65,7 @@ def _badge(css: str, text: str, title: str) -> str:
 
 
 #: What a notebook's cell shows per kind of mark (predictions are counted below the table, not shown per attendee):
-#: its letter, and per state (:data:`labkit.marks.STATES`) the CSS class, the sign after the letter and the word in
+#: its letter, and per state (:data:`labkit.learn.marks.STATES`) the CSS class, the sign after the letter and the word in
 #: the mark's title.
 SHOWN = {"exercise": ("E", {"unanswered": ("ask", "…", "not answered (the answer cell still holds ...)"),
                             "wrong": ("no", "✗", "wrong"), "right": ("ok", "✓", "right"),
@@ -229,8 +229,8 @@ def table_html(users: list[dict], brokers: dict[str, str], marks: dict, titles: 
 def predictions_html(marks: list[dict], titles: dict) -> str:
     """The room's predictions (an HTML fragment): for each notebook someone locked a prediction in for before its run,
     how many of the attendees (``marks``: each one's, as in :func:`table_html`; a kernel reports no choice made after
-    the notebook's first experiment, :func:`labkit.predictions.lock_in`) did and how many chose each choice (in the
-    words the learners chose from, :data:`labkit.marks.CHOICES`; its key in ``data-choice``; most chosen first),
+    the notebook's first experiment, :func:`labkit.learn.predictions.lock_in`) did and how many chose each choice (in the
+    words the learners chose from, :data:`labkit.learn.marks.CHOICES`; its key in ``data-choice``; most chosen first),
     with no name: the instructor can show it to the room before the reveal. Empty when nobody did."""
     rows = []
     for notebook in NOTEBOOKS:

@@ -8,10 +8,10 @@ unless the hub's spawner set :data:`URL_ENV` (the live view's address, ``Spawner
 server passed its ``JUPYTERHUB_API_TOKEN`` (:data:`TOKEN_ENV`) to its kernels, and an IPython shell runs this
 process (a participant or a Spark process importing labkit reports nothing). Then the reporter hears:
 
-* the **marks** the lab publishes where it observes them (:mod:`labkit.marks`, subscribed to; the kinds of
-  :data:`labkit.marks.REPORTED`): an exercise check's ``unanswered``, ``wrong``, ``right`` or ``error`` (the check
-  raised: the lab's failure, not the answer; :func:`labkit.exercise.marked`), a prediction's choice key
-  (published only for a choice locked in before the notebook's first experiment: :func:`labkit.predictions.lock_in`)
+* the **marks** the lab publishes where it observes them (:mod:`labkit.learn.marks`, subscribed to; the kinds of
+  :data:`labkit.learn.marks.REPORTED`): an exercise check's ``unanswered``, ``wrong``, ``right`` or ``error`` (the check
+  raised: the lab's failure, not the answer; :func:`labkit.learn.exercise.marked`), a prediction's choice key
+  (published only for a choice locked in before the notebook's first experiment: :func:`labkit.learn.predictions.lock_in`)
   and a participant's ``stalled`` (its own stalled event in its history,
   :attr:`labkit.crashlab.participant.Participant.stalled_in`). The lab knows nothing of this module.
 * the **start and end of every cell** (IPython's ``pre_run_cell`` and ``post_run_cell`` events, which the kernel
@@ -25,7 +25,7 @@ process (a participant or a Spark process importing labkit reports nothing). The
   service. What it cannot say: a kernel that died in a cell (an OOM kill) sends no end, so it stays ``busy``, which
   the live view flags as stuck after :data:`labkit.hub.page.STUCK_S`; beside the lab's memory and OOM kills.
 * the **end of every cell** (an IPython ``post_run_cell`` hook), for the notebook's claims mark: each cell's end
-  goes to the kernel's :class:`labkit.claims.Run` (the cell told apart by JupyterLab's cell id,
+  goes to the kernel's :class:`labkit.learn.claims.Run` (the cell told apart by JupyterLab's cell id,
   ``ExecutionInfo.cell_id``, else by its source), with what it raised and whether the claims line
   (``labkit.claims_hold(...)``, its ``("claims", "held")`` mark heard during the cell) ran; the mark it returns is
   reported: ``failed`` or ``error`` as soon as any assertion cell fails, ``held`` only when the claims line ran and no
@@ -54,8 +54,8 @@ import re
 import sys
 import threading
 
-from labkit import marks
-from labkit.claims import Run
+from labkit.learn import marks
+from labkit.learn.claims import Run
 
 #: The live view's address (``http://127.0.0.1:<port>/services/liveview/``), set by the hub for attendees only.
 URL_ENV = "LABKIT_LIVEVIEW_URL"
@@ -115,8 +115,8 @@ class Reporter:
         threading.Thread(target=self._run, name="labkit-liveview-report", daemon=True).start()
 
     def heard(self, kind: str, state: str) -> None:
-        """The observer :func:`install` subscribes to :mod:`labkit.marks`: a mark of a kind the live view is told of
-        (:data:`labkit.marks.REPORTED`) is reported (:meth:`put`), but a claims line's ``held``, which waits for its
+        """The observer :func:`install` subscribes to :mod:`labkit.learn.marks`: a mark of a kind the live view is told of
+        (:data:`labkit.learn.marks.REPORTED`) is reported (:meth:`put`), but a claims line's ``held``, which waits for its
         cell's end (:meth:`after_cell`); an experiment's start is not reported. Never blocks."""
         if kind == "claims":
             self._claims_line_ran = True
@@ -124,8 +124,8 @@ class Reporter:
             self.put(kind, state)
 
     def put(self, kind: str, state: str) -> None:
-        """Queue a report of the mark ``(kind, state)`` (:func:`labkit.marks.valid`: a state of
-        :data:`labkit.marks.STATES`, or a prediction's choice key) for this kernel's notebook;
+        """Queue a report of the mark ``(kind, state)`` (:func:`labkit.learn.marks.valid`: a state of
+        :data:`labkit.learn.marks.STATES`, or a prediction's choice key) for this kernel's notebook;
         nothing if the kernel has none (:func:`notebook_of`) or the queue is full. Never blocks."""
         notebook = notebook_of(os.environ.get(SESSION_ENV))
         if notebook is not None:
@@ -135,7 +135,7 @@ class Reporter:
                 self._warn("its queue is full (the live view does not answer): a report was dropped")
 
     def kernel(self, state: str) -> None:
-        """Report the kernel's state (``"busy"``, ``"idle"`` or ``"raised"``: :data:`labkit.marks.STATES`): it
+        """Report the kernel's state (``"busy"``, ``"idle"`` or ``"raised"``: :data:`labkit.learn.marks.STATES`): it
         replaces a state not sent yet, and is queued only when none waits, so the latest state always reaches the
         service. Never blocks."""
         notebook = notebook_of(os.environ.get(SESSION_ENV))
@@ -158,7 +158,7 @@ class Reporter:
 
     def after_cell(self, result) -> None:
         """IPython's ``post_run_cell`` hook (``result``: IPython's ``ExecutionResult``): tell the kernel's
-        :class:`labkit.claims.Run` of the cell's end and report the claims mark it returns, if any, then the kernel's
+        :class:`labkit.learn.claims.Run` of the cell's end and report the claims mark it returns, if any, then the kernel's
         state: ``idle``, or ``raised`` if the cell raised."""
         source = getattr(result.info, "raw_cell", "") or ""
         cell = getattr(result.info, "cell_id", None) or f"source {source}"
@@ -194,7 +194,7 @@ class Reporter:
 
 
 def install(shell=None) -> Reporter | None:
-    """Start reporting from this kernel (the module docstring): subscribe to :mod:`labkit.marks`, register the
+    """Start reporting from this kernel (the module docstring): subscribe to :mod:`labkit.learn.marks`, register the
     ``pre_run_cell`` and ``post_run_cell`` hooks on ``shell`` (default: IPython's running shell) and report the kernel
     busy (it runs the cell importing labkit), once per process. Returns the reporter, or
     ``None`` when not in a hub kernel (no :data:`URL_ENV` or :data:`TOKEN_ENV`, or no IPython shell). Never raises."""

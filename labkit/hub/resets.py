@@ -17,7 +17,7 @@ workshop code, anyone's, set a new password and got the owner's files. Now a nam
   30 tries a minute.
 
 Read-modify-write of the file is under a lock of root's alone (:mod:`labkit.hub.rootlock`, in the state folder), the
-file replaced whole (:func:`labkit.jsonfile.write_json`): the CLI and the hub may write it at once.
+file replaced whole (:func:`labkit.core.jsonfile.write_json`): the CLI and the hub may write it at once.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import json
 import secrets
 from pathlib import Path
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
+from labkit.core.jsonfile import write_json
 from labkit.hub import rootlock
 from labkit.hub.names import shown
 from labkit.hub.users import is_lab_user_name
-from labkit.jsonfile import write_json
 
 #: The file of pending resets in the hub's state folder: ``{name: sha256 hex of its code}``.
 FILE_NAME = "password_resets.json"

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 #: The folder of the hub's machine-wide locks (root's, 0700; in ``/run``: gone at a reboot, when no lock is held).
 LOCK_DIR = Path("/run/labkit-hub")

@@ -6,7 +6,7 @@ Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password
 (a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
 
-Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.errors.LabkitError`):
+Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.core.errors.LabkitError`):
 not root, a missing or short password (the workshop code 8 characters, as an attendee's own password
 (:mod:`labkit.hub.auth`), the instructor's 32), the
 port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by the hub's process
@@ -27,14 +27,14 @@ from pathlib import Path
 import psutil
 
 from labkit.broker.ports import ensure_free, free_port
-from labkit.errors import LabkitError, PortInUseError
+from labkit.core.errors import LabkitError, PortInUseError
 from labkit.hub import firewall, install, leftovers, sandbox
 from labkit.hub.sandbox import TMP_MIB
 from labkit.hub.config import (ADMIN_PASSWORD_ENV, CULL_IDLE_S, MEMORY_MIB, PASSWORD_ENV, TASKS, HubSettings,
                                write_config_file)
+from labkit.core.procs import spawn
+from labkit.core.waiting import wait_until
 from labkit.hub.names import why_refused
-from labkit.procs import spawn
-from labkit.waiting import wait_until
 
 #: Default state folder of the hub (database, cookie secret, generated config): in the project, git-ignored, 0700.
 STATE = install.HUB_DIR / "state"
@@ -189,7 +189,7 @@ def start(password: str, admin_password: str, state: Path, log_path: Path, **opt
                                                                                               HubSettings]:
     """Start a hub in the background (the test's way): :func:`check_passwords`, :func:`lock_state` on ``state``,
     :func:`prepare` with ``options``, then JupyterHub with its output in ``log_path``, started by
-    :func:`labkit.procs.spawn` (SIGKILLed if this process dies). Returns the process (its own session: stop it with
+    :func:`labkit.core.procs.spawn` (SIGKILLed if this process dies). Returns the process (its own session: stop it with
     SIGTERM, it stops the attendees' servers and removes its firewall table) and the settings.
 
     Raises:

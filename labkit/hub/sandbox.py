@@ -70,8 +70,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.errors import LabkitError
-from labkit.jsonfile import write_json
+from labkit.core.errors import LabkitError
+from labkit.core.jsonfile import write_json
 
 #: The uids of the lab's attendees (:func:`labkit.hub.users.create` takes the lowest free one), one network address
 #: each (:func:`address`): 100 accounts of the lab on one machine, all hubs together (a removed attendee frees its uid).

@@ -2,10 +2,10 @@
 
 The hub's spawner (:class:`labkit.hub.spawner.LabSpawner`, JupyterHub's ``LocalProcessSpawner``) starts this module
 as the attendee's Unix user, in their home, with ``LABKIT_HOME`` set to ``~/labkit``. It makes or refreshes their
-working copies of the notebooks (:func:`labkit.workspace.make_copies`, in ``$LABKIT_HOME/work``) and the Jupyter
-server configuration ``make lab`` uses (:func:`labkit.workspace.write_server_config`: the copies as the root folder,
+working copies of the notebooks (:func:`labkit.lab.workspace.make_copies`, in ``$LABKIT_HOME/work``) and the Jupyter
+server configuration ``make lab`` uses (:func:`labkit.lab.workspace.write_server_config`: the copies as the root folder,
 idle kernels culled, widget views stripped before saves), starts the attendee's **lab broker**'s daemon
-(:func:`labkit.lab.spawn_broker` running :func:`serve_broker`) without waiting for the broker, then replaces itself
+(:func:`labkit.lab.server.spawn_broker` running :func:`serve_broker`) without waiting for the broker, then replaces itself
 with ``jupyterhub-singleuser`` of the same venv, given that configuration (``--config``) and the hub's arguments
 (``ARGS``, e.g. ``--port``). The daemon starts the broker when the attendee's first kernel asks for it
 (:func:`serve_broker`), so a sign-in waits for JupyterLab alone and an attendee who runs nothing costs no broker: a
@@ -13,13 +13,13 @@ room signing in at once on a shared machine waited for every broker's start (ben
 broker started beside JupyterLab, the later half of nine sign-ins over a minute took 27-34 s before their JupyterLab
 answered); that kernel's first cell waits for the start, and says so (:func:`labkit.connect`).
 
-The broker is started as ``labkit up`` (``make lab``) starts it, by :mod:`labkit.lab`'s own functions: a daemon in a
+The broker is started as ``labkit up`` (``make lab``) starts it, by :mod:`labkit.lab.server`'s own functions: a daemon in a
 session of its own (it outlives this process's ``exec``), its state file in ``$LABKIT_HOME/lab/broker.json``, which
 is how :func:`labkit.connect` in every kernel of the attendee finds it, so no kernel starts a broker of its own. Its
 jars come from the shared cache (``LABKIT_SHARED_CACHE``, set by the spawner). It ends when the hub stops the server
 (:meth:`labkit.hub.spawner.LabSpawner.stop` ends every process of the attendee).
 
-If the broker does not start (no Java, a start slower than :data:`labkit.lab.BROKER_READY_S`), the attendee still has
+If the broker does not start (no Java, a start slower than :data:`labkit.lab.server.BROKER_READY_S`), the attendee still has
 JupyterLab, with a clear message: the file :data:`FAILED_NOTE` at the top of their file browser says what failed and
 what to do, and the daemon's log (``$LABKIT_HOME/lab/broker-daemon.log``) has the same lines. Chosen over failing the
 spawn because JupyterHub 6 reports a server that exits before answering only as "failed to start" after its
@@ -38,10 +38,10 @@ import os
 import sys
 from pathlib import Path
 
-from labkit import lab
 from labkit.broker.runtime import labkit_home
-from labkit.errors import LabkitError
-from labkit.workspace import make_copies, work_dir, write_server_config
+from labkit.core.errors import LabkitError
+from labkit.lab import server as lab
+from labkit.lab.workspace import make_copies, work_dir, write_server_config
 
 #: The note put in the attendee's file browser when their broker did not start (removed once one does).
 FAILED_NOTE = "00_LAB_BROKER_DID_NOT_START.txt"
@@ -62,8 +62,8 @@ def prepare(home: Path | None = None) -> Path:
 
 
 def serve_broker(home: Path | None = None) -> None:
-    """Run the attendee's lab broker (:func:`labkit.lab.serve_broker`, until SIGTERM), started when their first kernel
-    asks for it (:func:`labkit.connect` calls :func:`labkit.lab.want_broker`); if it does not start, write
+    """Run the attendee's lab broker (:func:`labkit.lab.server.serve_broker`, until SIGTERM), started when their first kernel
+    asks for it (:func:`labkit.connect` calls :func:`labkit.lab.server.want_broker`); if it does not start, write
     :data:`FAILED_NOTE` in their working folder and print the reason (the module docstring says why JupyterLab runs
     anyway); the note is removed once one starts.
 
@@ -91,7 +91,7 @@ def serve_broker(home: Path | None = None) -> None:
 
 def main(argv: list[str]) -> None:
     """``serve-broker``: :func:`serve_broker`. Otherwise prepare (:func:`prepare`), start the broker's daemon
-    (:func:`labkit.lab.spawn_broker`, running this module's ``serve-broker``) without waiting for the broker, then exec
+    (:func:`labkit.lab.server.spawn_broker`, running this module's ``serve-broker``) without waiting for the broker, then exec
     ``jupyterhub-singleuser --config=<file> ARGS`` (``argv``)."""
     os.umask(0o077)  # the attendee's files are theirs alone
     if argv == ["serve-broker"]:

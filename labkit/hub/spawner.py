@@ -95,7 +95,7 @@ class LabSpawner(LocalProcessSpawner):
         ``LocalProcessSpawner`` inside it, listening on the namespace's address.
 
         Raises:
-            labkit.errors.LabkitError: the name is refused, or ``useradd``, ``nft`` or ``ip`` failed (JupyterHub
+            labkit.core.errors.LabkitError: the name is refused, or ``useradd``, ``nft`` or ``ip`` failed (JupyterHub
                 shows the spawn failed, with the message).
         """
         entry = await asyncio.get_running_loop().run_in_executor(ACCOUNTS_EXECUTOR, users.create, self.user.name)
@@ -141,7 +141,7 @@ class LabSpawner(LocalProcessSpawner):
         (:func:`labkit.hub.users.end_processes`), log them and the OOM killer's count, and release the sandbox.
 
         Raises:
-            labkit.errors.LabkitError: a process of the attendee survived SIGKILL (logged by JupyterHub).
+            labkit.core.errors.LabkitError: a process of the attendee survived SIGKILL (logged by JupyterHub).
         """
         await super().stop(now=now)
         try:

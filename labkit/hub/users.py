@@ -21,11 +21,11 @@ from pathlib import Path
 
 import psutil
 
-from labkit import procs
-from labkit.errors import LabkitError
+from labkit.core import procs
+from labkit.core.errors import LabkitError
 from labkit.hub import rootlock, sandbox
-from labkit.hub.sandbox import ATTENDEE_UIDS
 from labkit.hub.names import COMMENT, is_lab_user, unix_name, why_refused
+from labkit.hub.sandbox import ATTENDEE_UIDS
 
 #: ``useradd`` and ``userdel`` lock ``/etc/passwd`` and fail rather than wait when another holds it, and two hubs on one
 #: machine would each pick the same free uid: one at a time on the machine, by an exclusive ``flock`` of this file,
@@ -102,7 +102,7 @@ def memory_mib(uid: int) -> list[tuple[psutil.Process, float, float]]:
 
 def end_processes(uid: int, grace_s: float = 10.0, kill_s: float = 10.0) -> list[str]:
     """End every process of ``uid`` (:func:`processes_of`): SIGTERM, then SIGKILL to those left after ``grace_s``
-    seconds (a broker stops cleanly on SIGTERM, :func:`labkit.lab.serve_broker`), again for any started meanwhile,
+    seconds (a broker stops cleanly on SIGTERM, :func:`labkit.lab.server.serve_broker`), again for any started meanwhile,
     until none is left. Never signals another uid's process (psutil checks the pid is still that process before each
     signal). Returns ``"<name> <pid>"`` of each process ended.
 

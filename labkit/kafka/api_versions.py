@@ -48,7 +48,7 @@ def broker_api_versions(bootstrap: str, timeout_s: float = 5.0) -> dict[int, tup
         bootstrap: "host:port[,host:port]".
         timeout_s: the connection's and the answer's deadline, s.
     Raises:
-        labkit.errors.BrokerUnreachableError: no answer within ``timeout_s``.
+        labkit.core.errors.BrokerUnreachableError: no answer within ``timeout_s``.
         WireError: the broker answered ApiVersions with an error (named).
     """
     return _answer(bootstrap, timeout_s)[0]

@@ -11,10 +11,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
+from labkit.core.history import History
+from labkit.core.waiting import Deadline
 from labkit.kafka.group_metadata import metadata_epoch, with_epoch
 from labkit.kafka.offset_guard import UnassignedPartitionError, send_offsets_guarded
-from labkit.history import History
-from labkit.waiting import Deadline
 
 
 class Experiment(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 _CGMD_MAGIC = b"CGMDv2:"
 

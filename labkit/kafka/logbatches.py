@@ -28,9 +28,9 @@ import time
 import pandas as pd
 from kafka.record import MemoryRecords
 
-from labkit.errors import BrokerUnreachableError, LabkitError, TopicNotFoundError
+from labkit.core.errors import BrokerUnreachableError, LabkitError, TopicNotFoundError
+from labkit.core.waiting import Deadline
 from labkit.kafka.wire import Reader, Writer, call, error_name
-from labkit.waiting import Deadline
 
 #: The columns of :func:`read_log`, in order.
 LOG_COLUMNS = ["offset", "producer_id", "producer_epoch", "transactional", "control", "marker", "value",

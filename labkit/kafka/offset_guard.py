@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 
 class UnassignedPartitionError(LabkitError):

@@ -11,8 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from confluent_kafka import Consumer, TopicPartition
 
-from labkit.background import Periodic
 from labkit.broker.probe import KAFKA_LOG
+from labkit.core.background import Periodic
 
 
 class OffsetSampler:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from labkit.broker.runtime import jar_dir, run_source
 from labkit.broker.settings import kafka_version
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 from labkit.kafka.api_versions import api_name, broker_api_versions
 from labkit.kafka.wire import Reader, assignment, describe_group
 
@@ -69,7 +69,7 @@ def error_names(codes: list[int], version: str | None = None) -> dict[int, str |
 
     Raises:
         ProtocolError: the jar is missing, or the JVM failed (its error output quoted).
-        labkit.errors.JavaError: no Java 17+.
+        labkit.core.errors.JavaError: no Java 17+.
     """
     return _error_names(tuple(codes), kafka_version(version))
 
@@ -101,9 +101,9 @@ def draft_collisions(bootstrap: str, *, error_codes: bool = True, version: str |
         error_codes: also the error code rows (they need the release's jar and a Java 17+ on this machine).
         version: the release whose jar names the error codes (default: the running one).
     Raises:
-        labkit.errors.BrokerUnreachableError, labkit.kafka.wire.WireError: see
+        labkit.core.errors.BrokerUnreachableError, labkit.kafka.wire.WireError: see
             :func:`~labkit.kafka.api_versions.broker_api_versions`.
-        ProtocolError, labkit.errors.JavaError: only with ``error_codes``, see :func:`error_names`.
+        ProtocolError, labkit.core.errors.JavaError: only with ``error_codes``, see :func:`error_names`.
     """
     apis = broker_api_versions(bootstrap)
     codes = [n for _, _, kind, n in DRAFT_NUMBERS if kind == "error code"] if error_codes else []
@@ -131,7 +131,7 @@ def describe_consumer_group(bootstrap: str, group_id: str, timeout_s: float = 5.
     epoch is the one its offset commits are checked against (``ConsumerGroup.validateOffsetCommit``).
 
     Raises:
-        labkit.errors.BrokerUnreachableError: no broker answers.
+        labkit.core.errors.BrokerUnreachableError: no broker answers.
         labkit.kafka.wire.WireError: a group-level error, e.g. GROUP_ID_NOT_FOUND for a group of the
             classic protocol, which this request does not describe.
     """

@@ -3,6 +3,8 @@ produce, and full reads of a topic at an ``isolation.level`` (KIP-98)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterable
@@ -11,11 +13,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
-from labkit import marks
 from labkit.broker.probe import KAFKA_LOG, admin
-from labkit.errors import TopicNotFoundError
+from labkit.core.errors import TopicNotFoundError
+from labkit.core.waiting import Deadline, wait_for, wait_until
 from labkit.kafka.ledger import record_created_topic
-from labkit.waiting import Deadline, wait_for, wait_until
+from labkit.learn import marks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +37,7 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     partition on those brokers instead (CreateTopics' replica assignment).
 
     An experiment starts with its topics: this publishes the mark ``("experiment", "started")``
-    (:mod:`labkit.marks`), after which a notebook's prediction is no longer taken as one (:mod:`labkit.predictions`).
+    (:mod:`labkit.learn.marks`), after which a notebook's prediction is no longer taken as one (:mod:`labkit.learn.predictions`).
 
     Returns:
         The topic name.
@@ -295,3 +297,18 @@ def _not_yet(exc: KafkaException | TimeoutError) -> bool:
         return True
     err = exc.args[0] if exc.args else None
     return isinstance(err, KafkaError) and (err.retriable() or err.code() in _TRANSIENT)
+
+
+def caught_up_in_child(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
+    """Ask :func:`caught_up` from a child process, for at most ``timeout_s`` seconds (False past it).
+
+    For a caller that polls across broker restarts (notebook 08's restarts, the soak's faults): a librdkafka client
+    polled across one crashed the polling process once (SIGSEGV in its ``rdk:main`` thread, librdkafka 2.16.0), and
+    the caller must outlive the faults it deals.
+    """
+    child = [sys.executable, "-c", "import sys; from labkit.kafka.records import caught_up; "
+             "sys.exit(0 if caught_up(*sys.argv[1:]) else 1)", bootstrap, group, topic]
+    try:
+        return subprocess.run(child, capture_output=True, timeout=timeout_s).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False

@@ -17,8 +17,8 @@ import time
 
 from confluent_kafka import KafkaError
 
-from labkit.errors import BrokerUnreachableError, LabkitError
-from labkit.waiting import Deadline
+from labkit.core.errors import BrokerUnreachableError, LabkitError
+from labkit.core.waiting import Deadline
 
 _correlation = itertools.count(1)
 #: ApiVersions' API key: its response header is v0 whatever the request's version (see :func:`call`).

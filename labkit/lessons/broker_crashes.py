@@ -14,17 +14,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import Deadline, wait_for, wait_until
 from labkit.crashlab.experiment import Experiment
-from labkit.kafka.hanging import abort_hanging, find_hanging
-from labkit.kafka.producers import describe_transaction
-from labkit.soak import group_caught_up
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
 from labkit.crashlab.timeline import timeline_figure
-from labkit.errors import LabkitError
-from labkit.exercise import Verdict, marked, unanswered
-from labkit.kafka.records import high_watermarks, last_stable_offsets, produce, read_topic
-from labkit.predictions import Question
-from labkit.waiting import Deadline, wait_for, wait_until
+from labkit.kafka.hanging import abort_hanging, find_hanging
+from labkit.kafka.producers import describe_transaction
+from labkit.kafka.records import caught_up_in_child, high_watermarks, last_stable_offsets, produce, read_topic
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 
 #: The notebook's opening question: what a broker crash does to a transaction open on it (answered in part 1).
 QUESTION = Question(
@@ -524,7 +523,7 @@ def start_below_committed(exp: Experiment, committed: int = 50, pending: int = 8
     procs.append(exp.participant("proc-c", "processor", transactional_id=f"{group}-c", **spec).start())
     time.sleep(9)
     held.abort_transaction(30)  # the pending offsets go; the committed one stays
-    wait_for(lambda: group_caught_up(exp.bootstrap, group, src), f"group {group} caught up", 60, interval_s=0.5)
+    wait_for(lambda: caught_up_in_child(exp.bootstrap, group, src), f"group {group} caught up", 60, interval_s=0.5)
     for p in procs:
         p.stop()
     events = exp.history.events()

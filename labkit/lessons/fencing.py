@@ -16,16 +16,16 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_for
 from labkit.crashlab.check import CheckResult
 from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.producers import describe_producers, describe_transaction
-from labkit.errors import LabkitError
-from labkit.exercise import Verdict, marked, unanswered
-from labkit.predictions import Question
-from labkit.waiting import wait_for
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 
 #: How a zombie is fenced in :func:`zombie`.
 FENCING = ("none", "transactional.id", "group metadata")

@@ -14,16 +14,16 @@ import pandas as pd
 from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_for
 from labkit.crashlab.check import CheckResult
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.registry import CLIENTS
-from labkit.exercise import CheckError, Verdict, marked, unanswered
-from labkit.kafka.producers import describe_producers
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.proxy import FaultProxy
-from labkit.errors import LabkitError
-from labkit.predictions import Question
-from labkit.waiting import wait_for
+from labkit.crashlab.registry import CLIENTS
+from labkit.kafka.producers import describe_producers
+from labkit.learn.exercise import CheckError, Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 
 #: The notebook's opening question: how many copies of a record whose Produce response was lost, without and with
 #: ``enable.idempotence`` (KIP-98). A key is "<copies without>_<copies with>".

@@ -14,15 +14,15 @@ import pandas as pd
 from confluent_kafka import Producer
 
 from labkit.broker.probe import KAFKA_LOG
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import Deadline, wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
-from labkit.errors import LabkitError
-from labkit.kafka.producers import describe_transaction
 from labkit.kafka.offsets import OffsetSampler
-from labkit.exercise import Verdict, marked, unanswered
+from labkit.kafka.producers import describe_transaction
 from labkit.kafka.records import create_topic, high_watermarks, last_stable_offsets, produce, read_topic
-from labkit.predictions import Question
-from labkit.waiting import Deadline, wait_for
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 
 
 def txn_throughput(bootstrap: str, sizes: tuple[int, ...] = (1, 10, 100, 1000, 10000), *,

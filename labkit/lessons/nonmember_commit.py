@@ -29,18 +29,18 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from labkit import procs
 from labkit.broker.probe import KAFKA_LOG
 from labkit.broker.runtime import classpath, ensure_jars, find_java
 from labkit.broker.settings import kafka_version
+from labkit.core import procs
+from labkit.core.waiting import wait_until
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.java import JVM_FLAGS, SOURCE as JAVA_PARTICIPANT
-from labkit.kafka.records import committed_offsets, produce
 from labkit.kafka.group_member import GroupMember, describe_assignments
 from labkit.kafka.group_metadata import metadata_epoch
+from labkit.kafka.records import committed_offsets, produce
 from labkit.lessons.unassigned import LIBRDKAFKA_TXN_VERSION
 from labkit.models import kip1287
-from labkit.waiting import wait_until
 
 #: The outsider's name in the experiment's history: librdkafka's (:class:`Outsider`).
 OUTSIDER = "non-member"
@@ -210,7 +210,7 @@ def nonmember_commit(exp: Experiment, protocol: str = "consumer", *, records: in
         partitions, :func:`~labkit.kafka.group_member.describe_assignments`).
     Raises:
         JavaOutsiderError, JavaError, MavenError: the Java outsider could not run (:func:`java_outsider_commit`).
-        TimeoutError: a committed offset was not the expected one within 60 s (:func:`~labkit.waiting.wait_until`).
+        TimeoutError: a committed offset was not the expected one within 60 s (:func:`~labkit.core.waiting.wait_until`).
     """
     topic = exp.topic("nonmember", partitions=1)
     produce(exp.bootstrap, topic, [f"r{i}" for i in range(records)])

@@ -14,15 +14,15 @@ from confluent_kafka import Producer
 
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.broker.probe import KAFKA_LOG
+from labkit.core.errors import BrokerUnreachableError, LabkitError
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
-from labkit.errors import BrokerUnreachableError, LabkitError
-from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka.api_versions import broker_features
 from labkit.kafka.wire import Reader, Writer, call, error_name
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 from labkit.lessons.broker_crashes import broker_restart_in_transaction
-from labkit.predictions import Question
-from labkit.waiting import wait_for
 
 #: The notebook's opening question, on part 3's run (answered by :func:`loss_outcome`).
 QUESTION = Question(

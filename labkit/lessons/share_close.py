@@ -20,13 +20,13 @@ import time
 
 import pandas as pd
 
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.proxy import FaultProxy
 from labkit.crashlab.registry import CLIENTS
-from labkit.errors import LabkitError
 from labkit.kafka.wire import Reader, error_name
 from labkit.lessons.share_groups import _observed, _settle, deliveries, persisted, share_group, share_offsets
-from labkit.waiting import wait_for
 
 #: Kafka API key of ShareAcknowledge (``ShareAcknowledgeRequest.json``, KIP-932).
 SHARE_ACKNOWLEDGE = 79
@@ -156,7 +156,7 @@ def ack_tap(broker=None) -> AckTap:
     """
     if broker is not None:
         return AckTap.for_broker(broker)
-    from labkit import connection
+    from labkit.lab import connection
 
     connection.connect(quiet=True)
     if connection._proxied is None:

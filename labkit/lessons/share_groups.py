@@ -18,17 +18,17 @@ import uuid
 import pandas as pd
 
 from labkit.broker.settings import SHARE_LOCK_MS
+from labkit.core.history import Event
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
-from labkit.share.group_config import configure_group, dlq_supported
-from labkit.share.observer import ShareObserver
-from labkit.history import Event
-from labkit.exercise import Verdict, marked, unanswered
-from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.kafka.records import read_topic
 from labkit.kafka.share_state import describe_share_group, describe_share_group_offsets
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.models.share_partition import TERMINAL, replay_client_events
+from labkit.share.group_config import configure_group, dlq_supported
+from labkit.share.observer import ShareObserver
 from labkit.share.reset import alter_share_group_offsets
-from labkit.waiting import wait_for
 
 #: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms; the notebooks read it here.
 LOCK_MS = SHARE_LOCK_MS

@@ -32,12 +32,12 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from labkit.broker.probe import KAFKA_LOG, admin
 from labkit.broker.settings import kafka_version
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.records import high_watermarks, last_stable_offsets, produce
 from labkit.share.group_config import configure_group
-from labkit.waiting import wait_for
 
 #: The group config (``GroupConfig.SHARE_ISOLATION_LEVEL_CONFIG``, KIP-932).
 CONFIG = "share.isolation.level"

@@ -3,10 +3,10 @@ answered by :func:`crash_outcome` from part 3's two runs (a consumer crashed, an
 
 from __future__ import annotations
 
-from labkit.errors import LabkitError
-from labkit.history import Event
+from labkit.core.errors import LabkitError
+from labkit.core.history import Event
+from labkit.learn.predictions import Question
 from labkit.lessons.share_groups import first_ns
-from labkit.predictions import Question
 
 QUESTION = Question(
     "06", "consumers A and B of one share group read a single partition, and A is killed (kill -9) while it holds "

@@ -20,13 +20,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from labkit.broker.settings import SHARE_LOCK_MS
+from labkit.core.history import Event
+from labkit.core.waiting import wait_for
 from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.experiment import Experiment
-from labkit.history import Event
 from labkit.kafka.protocol import describe_consumer_group
 from labkit.kafka.share_state import describe_share_group
 from labkit.share.group_config import configure_group
-from labkit.waiting import wait_for
 
 #: The two kinds of group :func:`throughput` runs and :func:`measure` reads, in the table's order.
 GROUPS = ("consumer group", "share group")
@@ -189,7 +189,7 @@ def measure(events: list[Event], runs: dict[str, tuple[str, list[str]]]) -> pd.D
     (``consume``, ``delivered``) to the last commit of a processed record.
 
     Args:
-        events: the history (:meth:`labkit.history.History.events`).
+        events: the history (:meth:`labkit.core.history.History.events`).
         runs: ``{kind: (topic, [consumer names])}``, kind one of :data:`GROUPS`: the run's topic and every consumer
             of its group, those that never got a record included.
     Returns:

@@ -19,16 +19,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from labkit.history import Event
-from labkit.predictions import Question
-from labkit.share.check import check_share
-from labkit.share.timeline import share_timeline_figure
-from labkit.errors import LabkitError
-from labkit.exercise import Verdict, marked, unanswered
+from labkit.core.errors import LabkitError
+from labkit.core.history import Event
 from labkit.kafka import protocol
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
+from labkit.models import share_partition, stepper
 from labkit.models.explore import Exploration, explore, replay
 from labkit.models.kip1289 import INPUT, World
-from labkit.models import share_partition, stepper
+from labkit.share.check import check_share
+from labkit.share.timeline import share_timeline_figure
 
 # Notebook 07 drives parts of the model itself, through this module (with ``replay``, ``INPUT`` and ``World``
 # above): the stepper (drawing notebook 06's timelines) and its transactions table, and the share partition

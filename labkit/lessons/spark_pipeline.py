@@ -23,17 +23,17 @@ import plotly.graph_objects as go
 from confluent_kafka import ConsumerGroupTopicPartitions
 
 from labkit.broker.probe import admin
+from labkit.core.errors import LabkitError
+from labkit.core.history import value_id
 from labkit.crashlab.check import CheckResult
-from labkit.history import value_id
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import Participant
+from labkit.crashlab.timeline import LiveTimeline
+from labkit.kafka.records import produce
+from labkit.learn.exercise import CheckError, Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 from labkit.spark.roles.spark_pipeline import SINKS, end_offsets
 from labkit.spark.timeline import BatchRow, batch_rows, spark_timeline_figure
-from labkit.crashlab.timeline import LiveTimeline
-from labkit.errors import LabkitError
-from labkit.exercise import CheckError, Verdict, marked, unanswered
-from labkit.kafka.records import produce
-from labkit.predictions import Question
 
 #: The lesson's names of the sinks: A, Spark's Kafka writer; B, one Kafka transaction per micro-batch.
 SINK_NAMES = {"A": "kafka", "B": "transactional"}

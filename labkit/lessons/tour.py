@@ -10,13 +10,13 @@ import pandas as pd
 from confluent_kafka import KafkaException, Producer
 
 from labkit.broker.probe import KAFKA_LOG
-from labkit.errors import LabkitError
-from labkit.exercise import Verdict, marked, unanswered
+from labkit.core.errors import LabkitError
 from labkit.kafka.api_versions import API_NAMES, api_name, broker_api_versions
 from labkit.kafka.logbatches import read_log
 from labkit.kafka.records import create_topic, produce, read_topic
 from labkit.kafka.txnlog import transaction_log
-from labkit.predictions import Question
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 
 LEVELS = ("read_committed", "read_uncommitted")
 
@@ -102,7 +102,7 @@ def transaction_requests(bootstrap: str, timeout_s: float = 5.0) -> pd.DataFrame
         ``attrs["supported"]`` counts every API key the broker answered; ``attrs["unnamed"]`` lists those the name
         table does not know (a later release's), which could hide any request, a BeginTransaction too.
     Raises:
-        labkit.errors.BrokerUnreachableError: no answer within ``timeout_s`` (s).
+        labkit.core.errors.BrokerUnreachableError: no answer within ``timeout_s`` (s).
         labkit.kafka.wire.WireError: the broker answered ApiVersions with an error.
     """
     apis = broker_api_versions(bootstrap, timeout_s)

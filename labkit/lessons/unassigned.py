@@ -16,16 +16,16 @@ import uuid
 from confluent_kafka import KafkaException, TopicPartition
 
 from labkit.broker.settings import kafka_version
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
-from labkit.errors import LabkitError
-from labkit.exercise import Verdict, marked, unanswered
 from labkit.kafka import protocol
 from labkit.kafka.group_member import GroupMember, classic_session, describe_assignments, hold
 from labkit.kafka.offset_guard import UnassignedPartitionError
 from labkit.kafka.records import committed_offsets
+from labkit.learn.exercise import Verdict, marked, unanswered
+from labkit.learn.predictions import Question
 from labkit.models import kip1287
-from labkit.predictions import Question
-from labkit.waiting import wait_for
 
 #: The notebook's opening question: which of member B's two transactional commits for member A's partition the
 #: group coordinator accepts (answered in part 2).

@@ -7,7 +7,7 @@ producers run the seed's consume-transform-produce loop (§2.1: poll, ``send(out
 a ``__share_group_state`` partition (a share coordinator per state partition), a
 :class:`~labkit.models.txn_coordinator.TxnCoordinator` and an output
 :class:`~labkit.models.txn_coordinator.DataPartition`; faults are steps like any other. Each step
-writes the history events a real run writes (:mod:`labkit.history`), so notebook 06's
+writes the history events a real run writes (:mod:`labkit.core.history`), so notebook 06's
 share timeline and checker work on it unchanged. Sources of the rules: the modules above, and
 
 * [KIP-1289 seed §2.1, §4.1-4.2] ``send_share_acks_to_transaction`` = AddShareAcksToTxn (the
@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from labkit import marks
 from labkit.broker.settings import SHARE_LOCK_MS
-from labkit.history import Event
+from labkit.core.history import Event
+from labkit.learn import marks
 from labkit.models import invariants
 from labkit.models.coordinators import CoordinatorSteps
 from labkit.models.share_partition import ACQUIRED, AVAILABLE, PENDING, SharePartition
@@ -88,7 +88,7 @@ class World(CoordinatorSteps):
             a lock expiry or a timeout moves the clock to when it would happen.
         step_ms: virtual ms a step takes.
         history: record events (False for the explorer: faster); a world with its history is a run of the model,
-            as a notebook shows one, and publishes ``("experiment", "started")`` (:mod:`labkit.marks`).
+            as a notebook shows one, and publishes ``("experiment", "started")`` (:mod:`labkit.learn.marks`).
     Raises:
         ValueError: an unknown fault, or ``state_partitions`` not one per share partition.
     """
@@ -121,7 +121,7 @@ class World(CoordinatorSteps):
         self.lock_ms, self.txn_timeout_ms, self.step_ms = lock_ms, txn_timeout_ms, step_ms
         self.clock_ms, self.acquired_ms = 0, {}
         self.events: list[Event] | None = [] if history else None
-        if history:  # a run of the model, as a notebook shows one: an experiment (labkit.marks), not an exploration
+        if history:  # a run of the model, as a notebook shows one: an experiment (labkit.learn.marks), not an exploration
             marks.publish(marks.EXPERIMENT, "started")
         self.clients: dict[str, Client] = {}
         for i, sp in enumerate(self.sps):

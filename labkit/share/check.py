@@ -26,8 +26,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 from labkit.broker.settings import SHARE_LOCK_MS
+from labkit.core.history import Event
 from labkit.crashlab.check import Anomaly, CheckResult
-from labkit.history import Event
 
 SHARE_ANOMALIES = ("not delivered", "not terminal", "over delivery limit", "concurrent delivery", "lost effect",
                    "duplicate effect")

@@ -7,7 +7,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from labkit.broker.probe import admin
 from labkit.broker.settings import kafka_at_least, kafka_version
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 
 def configure_group(bootstrap: str, group_id: str, *, delivery_limit: int | None = None,

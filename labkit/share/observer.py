@@ -1,7 +1,7 @@
 """The broker's side of a share group, sampled into the experiment's history while it runs (KIP-932).
 
 Every ``interval_s`` seconds a background thread records, as history events
-(:mod:`labkit.history`):
+(:mod:`labkit.core.history`):
 
 * ``share_state``: each new ``__share_group_state`` record of the group and topic, one event per
   state batch (what the share coordinator persisted: AVAILABLE / ACKNOWLEDGED / ARCHIVING / ARCHIVED
@@ -20,12 +20,12 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from labkit.background import Periodic
 from labkit.broker.probe import KAFKA_LOG
-from labkit.history import History
+from labkit.core.background import Periodic
+from labkit.core.errors import LabkitError
+from labkit.core.history import History
+from labkit.core.waiting import Deadline
 from labkit.kafka.share_state import STATE_TOPIC, decode_state_record, describe_share_group, describe_share_group_offsets
-from labkit.errors import LabkitError
-from labkit.waiting import Deadline
 
 
 class ShareObserver:

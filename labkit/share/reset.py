@@ -30,7 +30,7 @@ def alter_share_group_offsets(bootstrap: str, group_id: str, offsets: dict[str, 
         ``{(topic, partition): error name or None}`` (e.g. ``"UNKNOWN_TOPIC_OR_PART"``; empty when the whole request
         was refused).
     Raises:
-        labkit.errors.BrokerUnreachableError, labkit.kafka.wire.WireError: no group coordinator (see
+        labkit.core.errors.BrokerUnreachableError, labkit.kafka.wire.WireError: no group coordinator (see
             :func:`~labkit.kafka.wire.find_group_coordinator`).
     """
     address = find_group_coordinator(bootstrap, group_id, timeout_s)

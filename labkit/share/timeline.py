@@ -24,9 +24,9 @@ from contextlib import nullcontext
 
 import plotly.graph_objects as go
 
+from labkit.core.history import Event
 from labkit.crashlab.colours import participant_colour
 from labkit.crashlab.timeline import ASSUMED_WIDTH, WRONG, action_marks, frame, plot_height
-from labkit.history import Event
 
 BROKER_COLOURS = {"AVAILABLE": "#9ecae9", "ACKNOWLEDGED": "#54a24b", "ARCHIVING": "#c7c7c7", "ARCHIVED": "#7f7f7f",
                   "TX_PENDING": "#b279a2"}  # the last: KIP-1289's pending state, only in modelled runs

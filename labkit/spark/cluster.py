@@ -20,13 +20,13 @@ import weakref
 from collections import deque
 from pathlib import Path
 
-from labkit import lab
 from labkit.broker.ports import HOST, RANGE_ENV, ensure_free, free_port
 from labkit.broker.runtime import find_java, labkit_home
-from labkit.errors import LabkitError
-from labkit.procs import process_state, spawn, start_time, why_not_ours
+from labkit.core.errors import LabkitError
+from labkit.core.procs import process_state, spawn, start_time, why_not_ours
+from labkit.core.waiting import Deadline, wait_until
+from labkit.lab import server as lab
 from labkit.spark.session import JVM_FLAGS, LOG4J, PORT_RETRIES, block_port, check_pyspark
-from labkit.waiting import Deadline, wait_until
 
 READY = {"master": "I have been elected leader", "worker": "Successfully registered with master"}
 # labkit's errors-only Spark logging, plus the INFO lines (readiness among them) of the two daemon classes
@@ -52,7 +52,7 @@ def cluster_dir(env: dict[str, str] | None = None) -> Path:
 class StandaloneCluster:
     """A Spark master and ``workers`` workers on 127.0.0.1, each a JVM in its own process group (a worker's
     executor JVMs join its group). No JVM outlives this Python process (atexit, Linux's parent-death signal:
-    :func:`labkit.procs.spawn`), whichever thread started it.
+    :func:`labkit.core.procs.spawn`), whichever thread started it.
 
     Logs: errors only, plus the INFO lines of the ``Master`` and ``Worker`` classes, which is how :meth:`start`
     sees readiness. Each daemon's stdout and stderr go to ``<folder>/master.log``, ``<folder>/worker-<i>.log``
@@ -255,7 +255,7 @@ def running_cluster() -> dict | None:
     """``{"pid" (of ``serve``), "started" (its start time), "master_url", "pids", "folder"}`` of the cluster
     ``spark-cluster up`` started, from ``<cluster_dir>/state.json``; ``None`` if none runs, or if the pid is no
     longer that ``serve`` process (another start time: the pid was reused, e.g. after a reboot; or a state file
-    of an older labkit, without one), which :func:`down` then never signals (:func:`labkit.procs.why_not_ours`)."""
+    of an older labkit, without one), which :func:`down` then never signals (:func:`labkit.core.procs.why_not_ours`)."""
     try:
         state = json.loads((cluster_dir() / "state.json").read_text())
         return None if why_not_ours(state) else state
@@ -282,7 +282,7 @@ def up(workers: int = 1, cores: int = 1, memory: str = "1g", timeout_s: float = 
     """
     state = running_cluster()
     if not state:
-        proc = lab._spawn([sys.executable, "-m", "labkit", "spark-cluster", "serve", f"--workers={workers}",
+        proc = lab.spawn_daemon([sys.executable, "-m", "labkit", "spark-cluster", "serve", f"--workers={workers}",
                            f"--cores={cores}", f"--memory={memory}"], "spark-cluster.log")
         wait_until(lambda: running_cluster() or proc.poll() is not None, timeout_s, 0.2)
         state = running_cluster()

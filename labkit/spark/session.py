@@ -22,7 +22,7 @@ from pathlib import Path
 from labkit.broker import cds
 from labkit.broker.ports import RANGE_ENV, free_port, lab_ports
 from labkit.broker.runtime import cache_path, find_java, maven_jars
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 
 #: The Spark release of the pyspark pin and of the connector jars: the newest whose connector
 #: (``spark-sql-kafka-0-10_2.13``) is on Maven Central. 4.3.0 lacks it and ``spark-catalyst_2.13``, though its

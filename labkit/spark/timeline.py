@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from labkit.core.history import Event, derived_id
 from labkit.crashlab.timeline import ASSUMED_WIDTH, LABEL_ROW_PX, action_marks, frame, plot_height
-from labkit.history import Event, derived_id
 
 RUN_COLOURS = {"written": "#4c78a8", "committed": "#54a24b", "aborted": "#e45756", "crashed": "#d62728",
                "skipped": "#bab0ac", "running": "#f2b447"}

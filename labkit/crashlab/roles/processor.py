@@ -1,6 +1,6 @@
 """The processor role: consume-transform-produce, exactly-once (KIP-447) or at-least-once.
 
-Each input record ``v`` gives one output ``v>stage`` (:func:`labkit.history.derived_id`) on the same partition
+Each input record ``v`` gives one output ``v>stage`` (:func:`labkit.core.history.derived_id`) on the same partition
 of ``output_topic``. Transactional (default): outputs and input offsets commit in one transaction. Otherwise
 outputs are produced, then the consumer commits the offsets.
 """
@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from labkit.crashlab.loop import (GROUP_OPTIONS, IdleClock, Loop, close_consumer, end_with, ending, error_name,
                                   group_consumer, init_transactions, log_consumed)
+from labkit.core.history import derived_id
 from labkit.crashlab.registry import CLIENTS, REQUIRED, Option, Role
-from labkit.history import derived_id
 from labkit.kafka.committed_start import CommittedStart
 from labkit.kafka.records import caught_up
 

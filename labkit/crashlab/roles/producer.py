@@ -10,9 +10,9 @@ import time
 
 from confluent_kafka import Producer
 
+from labkit.core.history import value_id
 from labkit.crashlab.loop import Loop, init_transactions
 from labkit.crashlab.registry import CLIENTS, Option, Role
-from labkit.history import value_id
 
 
 def run(loop: Loop) -> None:

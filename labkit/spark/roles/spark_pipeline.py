@@ -37,10 +37,10 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 
+from labkit.core.waiting import wait_until
 from labkit.crashlab.loop import Fenced, Loop
 from labkit.crashlab.registry import REQUIRED, Option, Role
 from labkit.kafka.records import high_watermarks, read_topic
-from labkit.waiting import wait_until
 
 SINKS = {"kafka": ("before_produce", "mid_produce", "after_produce"),
          "transactional": ("before_produce", "mid_produce", "before_commit", "after_commit")}

@@ -36,7 +36,7 @@ from labkit.crashlab.registry import REQUIRED, Option, Role
 from labkit.kafka.records import high_watermarks
 from labkit.spark.roles.spark_pipeline import (SINKS, CheckpointWatcher, end_offsets, kafka_source, last_batch,
                                                run_until_idle)
-from labkit.waiting import Deadline
+from labkit.core.waiting import Deadline
 
 #: ``spark.sql.streaming.realTimeMode.minBatchDuration``'s default: a shorter real-time trigger fails to start.
 MIN_TRIGGER_MS = 5000

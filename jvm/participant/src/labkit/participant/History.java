@@ -17,7 +17,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The experiment's history, written as labkit's Python participants write it (labkit/history.py): one JSON object
+ * The experiment's history, written as labkit's Python participants write it (labkit/core/history.py): one JSON object
  * per line in UTF-8 (whatever the platform's charset), each line one write() on a file opened with O_APPEND, so lines
  * of concurrent processes never interleave.
  * Times are System.nanoTime(), which HotSpot reads from CLOCK_MONOTONIC, the clock of Python's time.monotonic_ns().

@@ -23,14 +23,15 @@ import pandas as pd
 from labkit.broker import EmbeddedBroker
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.broker.settings import CONSUMER_SESSION_TIMEOUT_MS
+from labkit.core.history import Event, derived_id
+from labkit.core.waiting import wait_for
 from labkit.crashlab.check import Anomaly
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.participant import ParticipantStateError
 from labkit.crashlab.roles.processor import ROLE as PROCESSOR
 from labkit.crashlab.supervisor import RestartPolicy, Supervisor
-from labkit.history import Event, derived_id
 from labkit.kafka.hanging import abort_hanging, find_hanging, open_at_coordinator
-from labkit.waiting import wait_for
+from labkit.kafka.records import caught_up_in_child
 
 #: The faults a schedule draws from, at random moments.
 FAULTS = ("kill", "pause", "broker")
@@ -92,18 +93,6 @@ class SoakResult:
 def brokers_of(kafka: EmbeddedBroker | EmbeddedCluster) -> list[EmbeddedBroker]:
     """The brokers of ``kafka`` (a cluster's, without its controller; the lab's single node itself)."""
     return list(kafka.brokers.values()) if isinstance(kafka, EmbeddedCluster) else [kafka]
-
-
-def group_caught_up(bootstrap: str, group: str, topic: str, timeout_s: float = 30.0) -> bool:
-    """:func:`labkit.kafka.records.caught_up`, asked from a child process (at most ``timeout_s`` seconds): the
-    soak polls across broker restarts, and a librdkafka client polled across one crashed the polling process
-    once (SIGSEGV in its ``rdk:main`` thread, librdkafka 2.16.0); the soak must outlive the faults it deals."""
-    child = [sys.executable, "-c", "import sys; from labkit.kafka.records import caught_up; "
-             "sys.exit(0 if caught_up(*sys.argv[1:]) else 1)", bootstrap, group, topic]
-    try:
-        return subprocess.run(child, capture_output=True, timeout=timeout_s).returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
 
 
 def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int, *, records: int = 1200, partitions: int = 3,
@@ -234,7 +223,7 @@ def _wait_caught_up(exp: Experiment, group: str, topic: str, marks: dict, deadli
 
     def caught_up() -> bool:  # if not, and stuck, restarts the brokers showing the race
         nonlocal reloads, reloaded_ns
-        if group_caught_up(exp.bootstrap, group, topic):
+        if caught_up_in_child(exp.bootstrap, group, topic):
             return True
         progress = max((e.mono_ns for e in exp.history.events() if _progress(e)), default=0)
         if time.monotonic_ns() - max(progress, reloaded_ns) > STUCK_S * 1e9:

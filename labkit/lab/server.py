@@ -4,7 +4,7 @@ Usage: ``python -m labkit up|down|status``. ``up`` starts an :class:`EmbeddedBro
 release :func:`~labkit.broker.settings.kafka_version` names in a detached process (data kept in
 ``$LABKIT_HOME/lab/broker-data-<version>``) and JupyterLab on 127.0.0.1 with a random token, then
 prints the URL. JupyterLab serves the learner's working copies of the notebooks and runs with the settings of
-:mod:`labkit.workspace` (idle kernels culled). Their pids, start times and addresses are kept in
+:mod:`labkit.lab.workspace` (idle kernels culled). Their pids, start times and addresses are kept in
 ``$LABKIT_HOME/lab/*.json``, which is how :func:`labkit.connect` finds the lab broker. A pid is trusted only while
 the process behind it has the start time recorded with it (psutil's ``create_time``): after a reboot or pid reuse
 the pid names a stranger, which ``down`` never signals.
@@ -27,15 +27,15 @@ import psutil
 
 from labkit.broker.ports import HOST, free_port
 from labkit.broker.probe import check_reachable
-from labkit.waiting import wait_until
 from labkit.broker.runtime import labkit_home
 from labkit.broker.settings import kafka_version
-from labkit.errors import LabkitError
-from labkit.jsonfile import write_json
-from labkit.procs import process_state, start_time, why_not_ours
-from labkit.workspace import make_copies, work_dir, write_lab_settings, write_server_config
+from labkit.core.errors import LabkitError
+from labkit.core.jsonfile import write_json
+from labkit.core.procs import process_state, start_time, why_not_ours
+from labkit.core.waiting import wait_until
+from labkit.lab.workspace import make_copies, work_dir, write_lab_settings, write_server_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def lab_dir() -> Path:
@@ -52,9 +52,10 @@ def _state(name: str) -> dict | None:
         return None
 
 
-def _read(name: str) -> dict | None:
-    """The state file ``name`` if the process it names is the one the lab started and alive, else ``None``.
-    A state file of an older labkit (no start time) is read while its pid is alive: its address is harmless to
+def read_state(name: str) -> dict | None:
+    """Read the lab's state file ``name`` (``"broker"``, ``"jupyter"``).
+
+    Returns its JSON if the process it names is the one the lab started and alive, else ``None``. A state file of an older labkit (no start time) is read while its pid is alive: its address is harmless to
     use, though :func:`down` never signals that pid."""
     state = _state(name)
     if not state:
@@ -70,7 +71,7 @@ def running_broker_state(wait_s: float = 0.0) -> dict | None:
     ready. A broker still starting (:func:`starting_broker`) is waited for, at most ``wait_s`` seconds."""
     if wait_s > 0 and starting_broker():
         wait_until(lambda: not starting_broker(), wait_s, 0.2)
-    state = _read("broker")
+    state = read_state("broker")
     return state if state and "bootstrap" in state else None
 
 
@@ -84,7 +85,7 @@ def running_broker(wait_s: float = 0.0) -> str | None:
 def starting_broker() -> dict | None:
     """``{"pid", "started", "version"}`` of the lab broker's daemon while it starts or waits for a first request
     (alive, and not yet ready: its state file has no ``"bootstrap"``), else ``None``."""
-    state = _read("broker")
+    state = read_state("broker")
     return state if state and "bootstrap" not in state else None
 
 
@@ -163,7 +164,13 @@ def _publish(state_file: Path, state: dict) -> None:
     write_json(state_file, state)
 
 
-def _spawn(args: list[str], log_name: str) -> subprocess.Popen:
+def spawn_daemon(args: list[str], log_name: str) -> subprocess.Popen:
+    """Start ``args`` (a command line) as a daemon of the lab: in a session of its own (it outlives the caller and a
+    Ctrl-C of its terminal), no stdin, its output appended to ``$LABKIT_HOME/lab/<log_name>``, run from the repository.
+
+    Raises:
+        OSError: the command could not be started (e.g. no such executable).
+    """
     lab_dir().mkdir(parents=True, exist_ok=True)
     with open(lab_dir() / log_name, "ab") as log:
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -176,10 +183,10 @@ def spawn_broker(command: list[str] | None = None, announce_s: float = 30.0) -> 
     ``$LABKIT_HOME/lab/broker-daemon.log``. Returns once the daemon's state file says it starts (or the daemon ended,
     or ``announce_s`` seconds passed), so that a kernel started afterwards waits for it; ``None`` if a lab broker
     runs or starts already (nothing is started)."""
-    if _read("broker"):
+    if read_state("broker"):
         return None
-    proc = _spawn(command or [sys.executable, "-m", "labkit", "serve-broker"], "broker-daemon.log")
-    wait_until(lambda: _read("broker") or proc.poll() is not None, announce_s, 0.1)
+    proc = spawn_daemon(command or [sys.executable, "-m", "labkit", "serve-broker"], "broker-daemon.log")
+    wait_until(lambda: read_state("broker") or proc.poll() is not None, announce_s, 0.1)
     return proc
 
 
@@ -190,7 +197,7 @@ def start_broker(timeout_s: float) -> str:
     Raises:
         LabkitError: a broker of another Kafka release runs, or it did not start within ``timeout_s`` (its log quoted).
     """
-    state = _read("broker")
+    state = read_state("broker")
     if state and state.get("version", kafka_version()) != kafka_version():
         raise LabkitError(f"The lab broker already runs Kafka {state['version']}, not {kafka_version()}: "
                           "`make stop` first, then start the lab again.")
@@ -205,7 +212,7 @@ def start_broker(timeout_s: float) -> str:
 
 
 def _start_jupyter(timeout_s: float) -> str:
-    state = _read("jupyter")
+    state = read_state("jupyter")
     if state:
         if state.get("root") != str(work_dir()):
             raise LabkitError("The running JupyterLab serves the repository's own notebooks (an older labkit started "
@@ -218,7 +225,7 @@ def _start_jupyter(timeout_s: float) -> str:
             f"--IdentityProvider.token={token}", f"--config={config}"]
     if os.geteuid() == 0:  # containers and CI machines often run as root; JupyterLab refuses without this
         args.append("--allow-root")
-    proc = _spawn(args, "jupyter.log")
+    proc = spawn_daemon(args, "jupyter.log")
     url = f"http://{HOST}:{port}/lab/tree/00_tour.ipynb?token={token}"
 
     def answers() -> bool:
@@ -237,7 +244,7 @@ def _start_jupyter(timeout_s: float) -> str:
 
 def up(timeout_s: float = 120.0) -> dict:
     """Start (or find) the lab broker and JupyterLab, after making or refreshing the learner's working copies of the
-    notebooks (:func:`labkit.workspace.make_copies`, in ``$LABKIT_HOME/work``: JupyterLab serves those, never the
+    notebooks (:func:`labkit.lab.workspace.make_copies`, in ``$LABKIT_HOME/work``: JupyterLab serves those, never the
     repository's). With ``LABKIT_BOOTSTRAP`` set, no broker is started: that cluster must answer, and the notebooks
     use it. Returns ``{"bootstrap", "url", "work"}`` and ``"notes"``, the copies' lines for the learner to read.
 
@@ -259,7 +266,7 @@ def up(timeout_s: float = 120.0) -> dict:
 def down(timeout_s: float = 30.0) -> dict[str, str]:
     """Stop JupyterLab and the lab broker (SIGTERM to the process group, then SIGKILL after ``timeout_s``
     seconds), each only if its state file's pid is still the process the lab started
-    (:func:`labkit.procs.why_not_ours`); every state file found is removed. Returns ``{name: "stopped" or why it was
+    (:func:`labkit.core.procs.why_not_ours`); every state file found is removed. Returns ``{name: "stopped" or why it was
     not signalled}`` for each state file found ("jupyter", "broker")."""
     outcome = {}
     for name in ("jupyter", "broker"):

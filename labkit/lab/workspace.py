@@ -17,7 +17,7 @@ conflicted) and left widget views whose models were never saved (reopened: "widg
 * :func:`write_server_config` writes the Jupyter server's configuration for a home folder (its copies' folder as
   root, idle kernels culled after :data:`CULL_IDLE_TIMEOUT_S`, :func:`strip_orphan_widget_views` before every save);
   :func:`write_lab_settings` writes JupyterLab's ``overrides.json`` and ``page_config.json``. A JupyterHub set-up can call both (and
-  :func:`make_copies`) per attendee, as :mod:`labkit.lab` does for ``make lab``.
+  :func:`make_copies`) per attendee, as :mod:`labkit.lab.server` does for ``make lab``.
 
 Copies carry no widget state: the repository's notebooks hold no outputs and no ``widgets`` metadata today, and
 :func:`strip_widget_state` removes both from every copy should they ever gain some. After that, every save drops the
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from labkit.broker.runtime import labkit_home
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: The repository's notebooks and glossary: the sources of the copies.
 SOURCES = REPO / "notebooks"
 #: What is copied from :data:`SOURCES` (top level only).

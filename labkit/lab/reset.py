@@ -26,7 +26,7 @@ from pathlib import Path
 
 from labkit.broker.probe import admin, check_reachable
 from labkit.broker.runtime import labkit_home
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
 from labkit.kafka.ledger import forget, rows
 
 
@@ -98,7 +98,7 @@ def reset(yes: bool = False, confirm: Callable[[str, list[str]], bool] = ask_on_
         be opened (e.g. no Java).
     """
     from labkit.broker import EmbeddedBroker
-    from labkit.lab import BROKER_READY_S, running_broker
+    from labkit.lab.server import BROKER_READY_S, running_broker
 
     home, done = labkit_home(), []
     own = running_broker(wait_s=BROKER_READY_S)  # one starting is waited for: its data is not ours to open

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from labkit import lab
 from labkit.broker import EmbeddedBroker
 from labkit.broker.probe import check_reachable
+from labkit.core.errors import BrokerUnreachableError, LabkitError
 from labkit.crashlab.proxy import FaultProxy
-from labkit.errors import BrokerUnreachableError, LabkitError
+from labkit.lab import server as lab
 
 _kernel_broker: EmbeddedBroker | None = None
 _proxy: FaultProxy | None = None
@@ -21,8 +21,8 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
     1. ``LABKIT_BOOTSTRAP`` if set: an external cluster (``docker compose up -d``, or any Kafka >= 4.2);
        ``LABKIT_PROXIED="<listener port>:<proxy port>"`` names its PROXIED listener, if it has one;
     2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``), waited for
-       (at most :data:`labkit.lab.BROKER_READY_S` seconds, saying so) while it starts, and asked for
-       (:func:`labkit.lab.want_broker`) if its daemon waits for a first request (the workshop hub's);
+       (at most :data:`labkit.lab.server.BROKER_READY_S` seconds, saying so) while it starts, and asked for
+       (:func:`labkit.lab.server.want_broker`) if its daemon waits for a first request (the workshop hub's);
     3. else an :class:`~labkit.broker.EmbeddedBroker` of :func:`~labkit.kafka_version` started for this
        Python process (kernel), which stops when the process exits. Later calls return the same one.
 

@@ -3,14 +3,14 @@ every lesson, so that an exercise or a claims cell knows nothing of who listens.
 
 A mark is ``(kind, state)``, published where it is observed:
 
-* ``"exercise"``: an exercise check's outcome (:func:`labkit.exercise.check`): ``"unanswered"`` (the answer cell still
+* ``"exercise"``: an exercise check's outcome (:func:`labkit.learn.exercise.check`): ``"unanswered"`` (the answer cell still
   holds ``...``), ``"wrong"``, ``"right"``, or ``"error"``: the check raised (the broker did not answer, the run or the
   lab failed), which says nothing of the answer;
 * ``"claims"``: a notebook's claims cell: ``"held"`` when its assertions ran to its last line
-  (:func:`labkit.claims.claims_hold`); ``"failed"`` (an assertion did not hold) and ``"error"`` (the cell raised
+  (:func:`labkit.learn.claims.claims_hold`); ``"failed"`` (an assertion did not hold) and ``"error"`` (the cell raised
   anything else) are seen by whoever watches the cell end, as the workshop hub's kernels do;
 * ``"prediction"``: the choice a learner locked in for the notebook's opening question before its first experiment
-  started (:func:`labkit.predictions.lock_in`), its key: a short identifier (:data:`CHOICE`), not a fixed state; a
+  started (:func:`labkit.learn.predictions.lock_in`), its key: a short identifier (:data:`CHOICE`), not a fixed state; a
   choice made after that is kept apart and published as no mark;
 * ``"participant"``: ``"stalled"``, where the lab observes a participant stuck in a client call past the lab's deadline
   (:attr:`labkit.crashlab.participant.Participant.stalled_in`: the participant's own ``stalled`` event in its

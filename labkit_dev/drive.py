@@ -2,12 +2,12 @@
 headless Chromium, open a notebook in their JupyterLab, Run All, wait for it to finish, shut its kernel down, run
 cells in a kernel of theirs, read the instructor's live view; then stop the hub and remove the Unix users it made.
 Shared by the hub's test (``tests/test_hub.py``) and ``bench/hub.py`` (which runs as a script, with only ``labkit``
-importable, hence here and not under ``tests/``; like :mod:`labkit.browser`, it imports Playwright only when a page is
+importable, hence here and not under ``tests/``; like :mod:`labkit_dev.browser`, it imports Playwright only when a page is
 driven).
 
 Everything here needs root (the hub makes Unix users and an nftables table) and Debian's chromium
-(:func:`labkit.browser.missing`). Every wait has a deadline given by the caller; a page that does not get where it
-should raises :class:`~labkit.errors.LabkitError` with what the page and the hub's log show.
+(:func:`labkit_dev.browser.missing`). Every wait has a deadline given by the caller; a page that does not get where it
+should raises :class:`~labkit.core.errors.LabkitError` with what the page and the hub's log show.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
+from labkit.core.waiting import Deadline, wait_until
 from labkit.hub import firewall, install, names, run, sandbox, users
 from labkit.hub.config import CULL_IDLE_S
-from labkit.waiting import Deadline, wait_until
 
 #: A code cell's prompt once it ran (``[3]``) or while it runs or waits in the queue (``[*]``).
 RAN, PENDING = re.compile(r"\[\d+\]"), re.compile(r"\[\*\]")
@@ -200,7 +200,7 @@ def wait_for_server(page, hub: dict, name: str, timeout_s: float) -> None:
 def _not_ready(page, hub: dict, name: str, what: str) -> LabkitError:
     """The error of a lab that :func:`wait_for_lab` or :func:`wait_for_server` waited for in vain: ``what`` it did, where
     the page is, what it shows, its requests pending or failed, and the hub's log lines naming ``name``."""
-    from labkit.browser import network_report
+    from labkit_dev.browser import network_report
 
     return LabkitError(f"{name}'s JupyterLab {what} (at {page.url}); the page shows:\n{page.inner_text('body')[:1000]}"
                        f"\nits network:\n{network_report(page)}\nthe hub's log of {name} (their server's too):\n"
@@ -256,7 +256,7 @@ def wait_for_kernel(page, base: str, notebook: str, timeout_s: float) -> None:
     proves nothing: JupyterLab shows it idle before it has asked for any kernel, and a Run All in that window started a
     kernel of its own, then JupyterLab's, which shut the first down with the cells it had taken (JupyterLab's
     ``SessionContext``; the lab's JupyterLab now refuses such a Run All, saying the kernel is initializing:
-    ``enableKernelInitNotification``, :data:`labkit.workspace.LAB_SETTINGS`).
+    ``enableKernelInitNotification``, :data:`labkit.lab.workspace.LAB_SETTINGS`).
 
     Raises:
         LabkitError: not within ``timeout_s`` seconds (the sessions the server listed quoted).

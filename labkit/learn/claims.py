@@ -1,6 +1,6 @@
 """A notebook's claims: its assertion cells check the lesson's claims against what happened, and its last claims cell
 ends with ``labkit.claims_hold("All claims hold ...")``, which prints that line and publishes the mark
-``("claims", "held")`` (:mod:`labkit.marks`). That line is reached only when every assertion above it in its cell held:
+``("claims", "held")`` (:mod:`labkit.learn.marks`). That line is reached only when every assertion above it in its cell held:
 the mark is the cell's own assertions having run to its last line, not a reading of the cell's text.
 
 **An assertion cell** is a code cell with an ``assert`` statement: a line of its source whose first word is
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from labkit import marks
+from labkit.learn import marks
 
 #: How a claims line starts.
 CLAIMS_LINE = "All claims hold"

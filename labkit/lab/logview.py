@@ -3,7 +3,7 @@
 The log is the one the broker stores, read batch by batch with :func:`labkit.kafka.logbatches.read_log`: each
 control record (the COMMIT or ABORT marker the transaction coordinator has the partition leader write with
 WriteTxnMarkers, KIP-98) is one the batches mark as such (the batch's isControlBatch attribute), not an offset no
-producer was told of. That function is here too, as ``labkit.logview.read_log``, for the notebooks.
+producer was told of. That function is here too, as ``labkit.lab.logview.read_log``, for the notebooks.
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ demonstration's outcome first understand it better than those who only watch it 
 Phys. 72, 835 (2004)).
 
 A locked-in prediction is kept in the learner's working folder (``<work>/.predictions/<notebook>.json``,
-:func:`labkit.workspace.work_dir`): it survives a kernel restart and a reopened notebook. ``$LABKIT_PREDICTIONS``
+:func:`labkit.lab.workspace.work_dir`): it survives a kernel restart and a reopened notebook. ``$LABKIT_PREDICTIONS``
 (:data:`FOLDER_ENV`) names another folder: the test run gives each of its processes one, so that two runs of one
 notebook at once (on two Kafka releases) never read each other's prediction. A lesson states its :class:`Question`
 (the choices, and for each wrong one the usual reason behind it) and works out from its run which choice the broker
 bore out; :func:`reveal` compares. Nothing here knows a topic.
 
 **Locked means locked** (issue 66). The run starts with the notebook's first experiment: the first
-``("experiment", "started")`` mark the kernel's process published (:func:`labkit.marks.experiment_started_ms`: the lab
+``("experiment", "started")`` mark the kernel's process published (:func:`labkit.learn.marks.experiment_started_ms`: the lab
 publishes it where it creates a topic or runs a model, observed, never a flag the notebook sets), and, kept in the
 prediction's file as ``run_ms``, the first one any kernel saw while the question was shown (:func:`predict`) or
 locked in or revealed. A choice made before it is the prediction: it replaces an earlier one and is published as a
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from labkit import marks
-from labkit.jsonfile import write_json
-from labkit.workspace import work_dir
+from labkit.core.jsonfile import write_json
+from labkit.lab.workspace import work_dir
+from labkit.learn import marks
 
 #: The folder of the locked-in predictions, under the working folder.
 FOLDER = ".predictions"
@@ -55,7 +55,7 @@ class Question:
             (MODELLED)" where the behaviour is only proposed and a model ran it.
 
     Raises (constructor):
-        ValueError: fewer than two choices, a key that is no short identifier (:data:`labkit.marks.CHOICE`: the live
+        ValueError: fewer than two choices, a key that is no short identifier (:data:`labkit.learn.marks.CHOICE`: the live
             view's reports carry it), or a reason for a key that is not a choice.
     """
 
@@ -101,7 +101,7 @@ _watched: set[Path] = set()
 
 def _run_ms(path: Path) -> int | None:
     """When the run began for the prediction in ``path``, in ms since the epoch: the file's ``run_ms``, else this
-    process's first experiment (:func:`labkit.marks.experiment_started_ms`), written into the file then; None before
+    process's first experiment (:func:`labkit.learn.marks.experiment_started_ms`), written into the file then; None before
     either. Watches ``path`` from now on."""
     _watched.add(path)
     data = _read(path)
@@ -114,7 +114,7 @@ def _run_ms(path: Path) -> int | None:
 
 
 def _run_started(kind: str, _state: str) -> None:
-    """The observer of :mod:`labkit.marks`: at this process's first experiment, write its start into every watched
+    """The observer of :mod:`labkit.learn.marks`: at this process's first experiment, write its start into every watched
     prediction file that has none, so that a kernel restarted before the reveal still knows the run began. Never
     raises (it runs inside the lab's call that started the experiment)."""
     if kind != marks.EXPERIMENT:
@@ -134,7 +134,7 @@ def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
     (default ``$LABKIT_HOME``). Returns ``choice``.
 
     Before the run began (the module docstring: the notebook's first experiment) the choice is the prediction: it
-    replaces an earlier one and is published as a ``("prediction", choice)`` mark (:mod:`labkit.marks`), which on the
+    replaces an earlier one and is published as a ``("prediction", choice)`` mark (:mod:`labkit.learn.marks`), which on the
     workshop hub the instructor's live view counts, names hidden. After it, the choice is kept apart as chosen after
     the run (replacing an earlier such choice): the prediction, if any, stays as it was, and nothing is published.
 

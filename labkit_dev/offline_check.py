@@ -1,7 +1,7 @@
 """The offline test of the bundle, outside ``make test`` (the archive is large and the run takes minutes): build it,
 then set the lab up from it in a fresh copy of this checkout with no network at all, and run notebook 00.
 
-    taskset -c 1 nice -n 5 .venv/bin/python -m labkit.bundle.offline_check [--bundle ARCHIVE] [--keep] [--json FILE]
+    taskset -c 1 nice -n 5 .venv/bin/python -m labkit_dev.offline_check [--bundle ARCHIVE] [--keep] [--json FILE]
 
 1. The bundle, as ``make bundle`` builds it (:func:`labkit.bundle.build.build`), unless ``--bundle`` names one.
 2. A fresh folder: the checkout's files as git lists them, as they are on disk (tracked and new, not ignored: once
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/00_tour.ipynb"
 #: The bundle's measured size and this check's figures, as the last passed run wrote them (``--json``): the one place
 #: of that size (the README and the run-sheet give it; tests/test_figures.py checks them against this file).
@@ -109,7 +109,7 @@ def step(name: str, cmd: list[str], cwd: Path, env: dict[str, str], figures: dic
 
 def main(argv: list[str]) -> int:
     """Run the check (module docstring); print the figures."""
-    parser = argparse.ArgumentParser(prog="python -m labkit.bundle.offline_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m labkit_dev.offline_check", description=__doc__.split("\n")[0])
     parser.add_argument("--bundle", type=Path, help="an archive `make bundle` wrote (default: build one into dist/)")
     parser.add_argument("--keep", action="store_true", help="keep the fresh folder (its path is printed)")
     parser.add_argument("--json", type=Path, help=f"once every step passed, write the figures to this file (the "

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: Debian's package (``apt-get install chromium``); Playwright's own browsers are not downloaded.
-CHROMIUM = "/usr/bin/chromium"
+from labkit.doctor.checks import CHROMIUM
+
 #: No sandbox (root in a container), no GPU, nothing that reaches the internet.
 FLAGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage")

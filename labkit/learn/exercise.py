@@ -5,7 +5,7 @@ still holds ``...``), wrong (with a hint) or right. A check never raises on a wr
 with its exercises unanswered still runs headless; it raises when it could not judge the answer (the broker did not
 answer, the run or the lab failed): that error is the lab's, shown as an error, never as the learner's mistake.
 
-Every ``check_...`` is decorated with :func:`marked`, which publishes its outcome as a mark (:mod:`labkit.marks`:
+Every ``check_...`` is decorated with :func:`marked`, which publishes its outcome as a mark (:mod:`labkit.learn.marks`:
 ``("exercise", state)``, ``"error"`` when it raised) for whoever listens; a :class:`Verdict` itself is a value and does
 nothing. The reference solutions and wrong answers are in ``instructor/solutions.py``; ``tests/test_exercise.py`` runs
 every check with them.
@@ -17,8 +17,8 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from labkit import marks
-from labkit.errors import LabkitError
+from labkit.core.errors import LabkitError
+from labkit.learn import marks
 
 #: What an exercise cell holds until the learner answers: ``answer = ...``.
 UNANSWERED = ...
