@@ -1,35 +1,22 @@
-"""What an attendee's single-user server runs first, as the attendee: ``python -m labkit.hub.singleuser [ARGS]``.
+"""Prepare an attendee's lab, then exec ``jupyterhub-singleuser``: ``python -m labkit.hub.singleuser [ARGS]``.
 
-The hub's spawner (:class:`labkit.hub.spawner.LabSpawner`, JupyterHub's ``LocalProcessSpawner``) starts this module
-as the attendee's Unix user, in their home, with ``LABKIT_HOME`` set to ``~/labkit``. It makes or refreshes their
-working copies of the notebooks (:func:`labkit.lab.workspace.make_copies`, in ``$LABKIT_HOME/work``) and the Jupyter
-server configuration ``make lab`` uses (:func:`labkit.lab.workspace.write_server_config`: the copies as the root folder,
-idle kernels culled, widget views stripped before saves), starts the attendee's **lab broker**'s daemon
-(:func:`labkit.lab.server.spawn_broker` running :func:`serve_broker`) without waiting for the broker, then replaces itself
-with ``jupyterhub-singleuser`` of the same venv, given that configuration (``--config``) and the hub's arguments
-(``ARGS``, e.g. ``--port``). The daemon starts the broker when the attendee's first kernel asks for it
-(:func:`serve_broker`), so a sign-in waits for JupyterLab alone and an attendee who runs nothing costs no broker: a
-room signing in at once on a shared machine waited for every broker's start (bench/room.py: on two cores, with the
-broker started beside JupyterLab, the later half of nine sign-ins over a minute took 27-34 s before their JupyterLab
-answered); that kernel's first cell waits for the start, and says so (:func:`labkit.connect`).
+Run by the hub's spawner (:class:`labkit.hub.spawner.LabSpawner`) as the attendee's Unix user, in their home, with
+``LABKIT_HOME`` set to ``~/labkit``:
 
-The broker is started as ``labkit up`` (``make lab``) starts it, by :mod:`labkit.lab.server`'s own functions: a daemon in a
-session of its own (it outlives this process's ``exec``), its state file in ``$LABKIT_HOME/lab/broker.json``, which
-is how :func:`labkit.connect` in every kernel of the attendee finds it, so no kernel starts a broker of its own. Its
-jars come from the shared cache (``LABKIT_SHARED_CACHE``, set by the spawner). It ends when the hub stops the server
-(:meth:`labkit.hub.spawner.LabSpawner.stop` ends every process of the attendee).
+1. make or refresh their working copies of the notebooks (:func:`labkit.lab.workspace.make_copies`, in
+   ``$LABKIT_HOME/work``) and the Jupyter server configuration ``make lab`` uses
+   (:func:`labkit.lab.workspace.write_server_config`);
+2. start their **lab broker**'s daemon (:func:`labkit.lab.server.spawn_broker` running :func:`serve_broker`) without
+   waiting: the daemon starts the broker when their first kernel asks (``labkit.connect()``), its jars from the
+   shared cache (``LABKIT_SHARED_CACHE``), its state in ``$LABKIT_HOME/lab/broker.json``;
+3. replace itself with ``jupyterhub-singleuser`` of the same venv, given that configuration (``--config``) and the
+   hub's ``ARGS`` (e.g. ``--port``).
 
-If the broker does not start (no Java, a start slower than :data:`labkit.lab.server.BROKER_READY_S`), the attendee still has
-JupyterLab, with a clear message: the file :data:`FAILED_NOTE` at the top of their file browser says what failed and
-what to do, and the daemon's log (``$LABKIT_HOME/lab/broker-daemon.log``) has the same lines. Chosen over failing the
-spawn because JupyterHub 6 reports a server that exits before answering only as "failed to start" after its
-``http_timeout`` (the reason stays in the hub's log, which the attendee cannot read), while the lab itself still works
-without the lab broker: :func:`labkit.connect` then starts a broker per kernel (about 455 MiB each, so the instructor
-should look: the note asks the attendee to call them, and to stop and start their server, which tries again).
-
-Running as the attendee, never as root, is the point: a root process writing into a home the attendee controls could
-be pointed at any file of the machine through a symbolic link. JupyterLab's own settings (``overrides.json``) live in
-the shared venv, written once by the set-up (:mod:`labkit.hub.install`).
+A broker that does not start (no Java, slower than :data:`labkit.lab.server.BROKER_READY_S`) leaves JupyterLab
+working, with :data:`FAILED_NOTE` at the top of the file browser saying what failed and what to do (the daemon's log,
+``$LABKIT_HOME/lab/broker-daemon.log``, has the same lines). Runs as the attendee, never as root: a root process
+writing into a home the attendee controls could be pointed anywhere through a symbolic link. Why the broker waits for
+the first kernel, and why a failed broker does not fail the spawn: docs/hub-decisions.md.
 """
 
 from __future__ import annotations
