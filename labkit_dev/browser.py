@@ -1,5 +1,6 @@
-"""The lab's pages as a learner sees them: Debian's Chromium driven by Playwright, and what a page shows that a learner
-could not read.
+"""Drive Debian's Chromium with Playwright; read what a page shows badly.
+
+The lab's pages as a learner sees them, and what a page shows that a learner could not read.
 
 One helper for every browser check of the lab (the control-panel test, the notebook pages test, ``docs/figures.py``,
 and the workshop hub's and the book's tests): :func:`chromium` launches the browser, :class:`ConsoleErrors` gathers the

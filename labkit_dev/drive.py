@@ -1,4 +1,6 @@
-"""Driving a real workshop hub as a room would: start it on free ports with its own state, sign attendees in through
+"""Drive a real workshop hub as a room would, through headless Chromium.
+
+Start it on free ports with its own state, sign attendees in through
 headless Chromium, open a notebook in their JupyterLab, Run All, wait for it to finish, shut its kernel down, run
 cells in a kernel of theirs, read the instructor's live view; then stop the hub and remove the Unix users it made.
 Shared by the hub's test (``tests/test_hub.py``) and ``bench/hub.py`` (which runs as a script, with only ``labkit``

@@ -1,4 +1,6 @@
-"""The offline test of the bundle, outside ``make test`` (the archive is large and the run takes minutes): build it,
+"""Build the bundle, then set the lab up from it with no network at all.
+
+The offline test of the bundle, outside ``make test`` (the archive is large and the run takes minutes): build it,
 then set the lab up from it in a fresh copy of this checkout with no network at all, and run notebook 00.
 
     taskset -c 1 nice -n 5 .venv/bin/python -m labkit_dev.offline_check [--bundle ARCHIVE] [--keep] [--json FILE]

@@ -1,4 +1,6 @@
-"""A soak of read-process-write under random faults, modelled on Kafka's own system test
+"""Soak read-process-write under random faults (Kafka's transactions_test).
+
+A soak of read-process-write under random faults, modelled on Kafka's own system test
 ``transactions_test``: consume-transform-produce processors (KIP-447 transactions, or at-least-once as the
 negative control) are SIGKILLed at random moments, SIGSTOPped past their session timeout, and the broker is
 kill -9'd and restarted, while a :class:`~labkit.crashlab.supervisor.Supervisor` restarts whatever ends badly.

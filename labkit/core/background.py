@@ -1,4 +1,6 @@
-"""Periodic work in a background thread: what a sampler, a supervisor, a live figure and a panel share."""
+"""Run periodic work in a background thread.
+
+What a sampler, a supervisor, a live figure and a panel share."""
 
 from __future__ import annotations
 

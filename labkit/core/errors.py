@@ -1,4 +1,6 @@
-"""Exceptions labkit raises. Each message says what went wrong and how to fix it."""
+"""The exceptions labkit raises.
+
+Each message says what went wrong and how to fix it."""
 
 
 class LabkitError(Exception):

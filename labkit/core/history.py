@@ -1,4 +1,6 @@
-"""One history per experiment: every participant appends structured events to one JSON-lines file.
+"""Append to and read one experiment's history: events in a JSON-lines file.
+
+One history per experiment: every participant appends structured events to one JSON-lines file.
 
 Participants on either client write it alike: the Python loops through :class:`History`, the Java participant
 (``jvm/participant/``) through its twin ``History.java``, on the same clock (Java's ``System.nanoTime()`` and

@@ -1,4 +1,6 @@
-"""Writing a JSON file whole or not at all: a reader (another process, another thread) sees the old content or the
+"""Write a JSON file whole or not at all.
+
+A reader (another process, another thread) sees the old content or the
 new one, never half of one."""
 
 from __future__ import annotations

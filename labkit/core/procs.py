@@ -1,4 +1,6 @@
-"""Child processes that live as long as the Python that started them, and never longer; which process a pid names.
+"""Start children that never outlive their Python; tell which process a pid names.
+
+Child processes that live as long as the Python that started them, and never longer; which process a pid names.
 
 Every child the lab starts (a participant, a broker JVM, a Spark daemon) is forked by one long-lived daemon thread
 of the process, the spawner (:func:`spawn`), and asks Linux to SIGKILL it when its parent dies (prctl(2)

@@ -1,4 +1,6 @@
-"""Waiting for a condition, by polling, and the deadlines of loops that do work each round."""
+"""Wait for a condition by polling, within a deadline.
+
+Also the deadlines of loops that do work each round."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which broker a notebook talks to, and the fault proxy in front of it."""
+"""Find the broker a notebook talks to, and open the fault proxy in front of it."""
 
 from __future__ import annotations
 

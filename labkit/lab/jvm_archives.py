@@ -1,4 +1,6 @@
-"""Makes the class-data sharing archives (:mod:`labkit.broker.cds`) of the JVMs the lab starts by the hundred: the
+"""Make the class-data sharing archives of the JVMs the lab starts.
+
+The archives (:mod:`labkit.broker.cds`) of the JVMs the lab starts by the hundred: the
 broker's and the Java participant's, once per Kafka release, JDK and participant source, and the Spark driver's
 (``python -m labkit jars`` does it after resolving the jars; ``make lab`` and ``make test`` run that).
 

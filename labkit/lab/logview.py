@@ -1,4 +1,4 @@
-"""What a partition's log holds, offset by offset, and what each isolation level reads of it.
+"""Show what a partition's log holds, and what each isolation level reads of it.
 
 The log is the one the broker stores, read batch by batch with :func:`labkit.kafka.logbatches.read_log`: each
 control record (the COMMIT or ABORT marker the transaction coordinator has the partition leader write with

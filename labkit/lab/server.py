@@ -1,4 +1,4 @@
-"""``make lab`` / ``make stop``: the lab broker and JupyterLab, run in the background.
+"""Run ``make lab``'s broker and JupyterLab in the background, and stop them.
 
 Usage: ``python -m labkit up|down|status``. ``up`` starts an :class:`EmbeddedBroker` of the Kafka
 release :func:`~labkit.broker.settings.kafka_version` names in a detached process (data kept in

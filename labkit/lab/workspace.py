@@ -1,4 +1,4 @@
-"""The learner's working copies of the notebooks, and the settings the lab's JupyterLab runs with.
+"""Make the learner's working copies of the notebooks and JupyterLab's settings.
 
 ``make lab`` serves **copies**, never the repository's tracked ``notebooks/``: JupyterLab marks a notebook modified
 when it opens it and autosaves it, which used to write into the tracked files (a workshop's ``git pull`` then

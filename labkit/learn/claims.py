@@ -1,4 +1,6 @@
-"""A notebook's claims: its assertion cells check the lesson's claims against what happened, and its last claims cell
+"""Check a notebook's claims, and publish that they held.
+
+A notebook's claims: its assertion cells check the lesson's claims against what happened, and its last claims cell
 ends with ``labkit.claims_hold("All claims hold ...")``, which prints that line and publishes the mark
 ``("claims", "held")`` (:mod:`labkit.learn.marks`). That line is reached only when every assertion above it in its cell held:
 the mark is the cell's own assertions having run to its last line, not a reading of the cell's text.

@@ -1,4 +1,6 @@
-"""Exercises with automatic checks (nbgrader's idea, without its server). A notebook's exercise cell sets
+"""Check an exercise's answer against what really happened.
+
+Exercises with automatic checks (nbgrader's idea, without its server). A notebook's exercise cell sets
 ``answer``; its check cell calls the lesson's ``check_...`` function, which compares the answer with what really
 happened (on the broker, or in the run the notebook just made) and returns a :class:`Verdict`: unanswered (the cell
 still holds ``...``), wrong (with a hint) or right. A check never raises on a wrong or missing answer, so a notebook

@@ -1,4 +1,6 @@
-"""The marks a notebook's kernel makes of a learner's progress, and who hears them: a tiny observer registry below
+"""Publish the marks a kernel makes of a learner's progress to who listens.
+
+The marks a notebook's kernel makes of a learner's progress, and who hears them: a tiny observer registry below
 every lesson, so that an exercise or a claims cell knows nothing of who listens.
 
 A mark is ``(kind, state)``, published where it is observed:

@@ -1,4 +1,6 @@
-"""Predict, then see: a notebook's opening question as one choice the learner locks in before the first experiment,
+"""Lock in a prediction before the first experiment; reveal it beside the run.
+
+Predict, then see: a notebook's opening question as one choice the learner locks in before the first experiment,
 and the reveal that sets it beside what the notebook's own run showed (issue 50). Students who predict a
 demonstration's outcome first understand it better than those who only watch it (Crouch, Fagen, Callan, Mazur, Am. J.
 Phys. 72, 835 (2004)).

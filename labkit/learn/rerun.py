@@ -1,4 +1,6 @@
-"""One of each per kernel: what a notebook cell starts (a cluster, a broker) is made through :func:`only`, under a name
+"""Keep one of each per kernel: a cell run again closes what it made before.
+
+What a notebook cell starts (a cluster, a broker) is made through :func:`only`, under a name
 the cell gives, so that running the cell again closes what its last run made before making a new one (issue 65).
 
 The run-sheet's routine (``docs/instructor.md``) has a learner lock in the prediction, then press Run All: every cell

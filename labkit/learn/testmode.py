@@ -1,4 +1,4 @@
-"""Whether a notebook runs under the test runner, or in a learner's hands.
+"""Tell whether a notebook runs under the test runner or in a learner's hands.
 
 Some cells exist for CI only: they press a playground's buttons through the panel's own functions
 (``panel.press(...)``, ``panel.close()``) so that nbval exercises the playground headless. In a learner's Run All
