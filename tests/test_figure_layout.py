@@ -186,3 +186,23 @@ def test_a_live_figure_redrawn_is_the_figure_of_the_last_history_alone():
                                                       for t in f.to_plotly_json()["data"]]}
     assert plain(live) == plain(once)
     assert live.layout.width == LIVE_WIDTH <= COLUMN_PX
+
+
+def test_a_share_figure_s_time_axis_covers_what_it_draws_not_the_wait_for_the_consumers():
+    """Issue 65: the records sent, then 8 s of consumers starting before anything is drawn; the axis began at 0."""
+    events = S().add("start", "c", topic=None).written(4).later(8000).delivered("c", 0).later(500).acked("c", 0).events
+    fig = share_timeline_figure(events, SHARE)
+    drawn = [x for t in fig.data for x in (t.x or ()) if x is not None]
+    low, high = fig.layout.xaxis.range
+    assert min(drawn) > 8 and low > 0.9 * min(drawn) and high < 1.1 * max(drawn), (low, high, min(drawn), max(drawn))
+
+
+def test_a_share_figure_leaves_out_what_an_earlier_run_of_the_same_consumer_names_did():
+    """Issue 65: a re-run playground's figure drew the last run's pause and resume of player-1 (same name, another
+    topic) and an axis from then: 0-107 s for a run of 30 s."""
+    h = S().add("pause", "c", topic=None).add("resume", "c", topic=None).later(100_000)
+    events = h.written(2).later(1000).delivered("c", 0).add("crash", "c", topic=None).later(1000).delivered("d", 0,
+                                                                                                           count=2).events
+    fig = share_timeline_figure(events, SHARE)
+    assert [a.text for a in fig.layout.annotations] == ["crash c"]
+    assert fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0] < 5, fig.layout.xaxis.range

@@ -86,14 +86,16 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
     no more; the figure is at most :data:`~labkit.crashlab.timeline.MAX_HEIGHT` px tall, its lanes thinner the more
     there are. Returns the figure."""
     mine = [e for e in events if e.topic == topic and e.partition in (partition, None)]
-    who = {e.participant for e in mine}  # lab actions (crash, pause...) only of this partition's consumers
-    events = sorted(mine + [e for e in events if e.topic is None and e.participant in who], key=lambda e: e.mono_ns)
     fig = figure if figure is not None else go.Figure()
-    if not events:
+    if not mine:
         return fig
-    t0, t_end = events[0].mono_ns, events[-1].mono_ns
+    who, t0 = {e.participant for e in mine}, min(e.mono_ns for e in mine)
+    # lab actions (crash, pause...) of this partition's consumers, from the partition's first event on: a name reused
+    # (a re-run playground's player-1) brings its earlier run's actions, which belong to another topic's figure
+    events = sorted(mine + [e for e in events if e.topic is None and e.participant in who and e.mono_ns >= t0],
+                    key=lambda e: e.mono_ns)
+    t_end = events[-1].mono_ns
     sec = lambda ns: (ns - t0) / 1e9  # noqa: E731
-    span = (-0.02 * sec(t_end), 1.02 * sec(t_end) or 1.0)  # a little room for the markers at either end
     segments, held = broker_segments(events, t0, t_end), acquisitions(events, t0, t_end)
     drawn = ("delivered", "ack_committed", "effect")  # records not yet delivered, and the SPSO and SPEO, get no lane
     lanes = {o for o, *_ in segments} | {e.offset for e in events if e.kind in drawn and e.offset is not None}
@@ -104,10 +106,11 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
             actions.append((sec(e.mono_ns), "restart" if e.kind == "start" else e.kind, e.participant))
         if e.kind == "crash":
             crashed.add(e.participant)
+    traces = _traces(events, segments, held, sec, t_end)
+    span = drawn_span(traces, [x for x, *_ in actions])
     shapes, notes, legend, label_rows = action_marks(actions, span, ASSUMED_WIDTH - 100)
     heading = ("MODELLED: " if modelled else "") + (title or f"share partition {topic}[{partition}]")
     body = LANE_PX * (high - low + 1)
-    traces = _traces(events, segments, held, sec, t_end)
     names = [t.name for t in traces if t.showlegend is not False] + [t["name"] for t in legend]
     lane_px = plot_height(heading, label_rows, names, body) / (high - low + 1)
     thin = min(1.0, lane_px / LANE_PX)
@@ -121,11 +124,24 @@ def share_timeline_figure(events: list[Event], topic: str, title: str = "", part
         fig.add_traces(traces)
         fig.update_layout(shapes=shapes, annotations=notes, **frame(heading, label_rows, names, body),
                           xaxis=dict(title="virtual seconds (MODELLED)" if modelled else
-                                     "seconds since the experiment started", range=list(span)),
+                                     "seconds since the partition's first event", range=list(span)),
                           yaxis=dict(title="offset", range=[high + 0.5, low - 0.8], tick0=0,  # -0.8: room for "×2"
                                      dtick=next(d for d in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10**9)
                                                 if d * lane_px >= 14)))  # tick labels 14 px apart at least
     return fig
+
+
+def drawn_span(traces: list[go.Scatter], actions_s: list[float]) -> tuple[float, float]:
+    """The x range (s) that covers what ``traces`` draw and the action lines at ``actions_s``, no more: from the
+    first drawn x to the last, with 2 % of that on either side for the markers at the ends (at least 0.1 s). A
+    partition's first event (its records sent) comes seconds before its consumers are up and anything is drawn:
+    an axis from 0 left that part of it empty."""
+    xs = [x for t in traces for x in (t.x or ()) if x is not None] + list(actions_s)
+    if not xs:
+        return (0.0, 1.0)
+    low, high = min(xs), max(xs)
+    pad = max(0.02 * (high - low), 0.1)
+    return (low - pad, high + pad)
 
 
 def _traces(events: list[Event], segments: list, held: list, sec, t_end: int) -> list[go.Scatter]:
