@@ -14,7 +14,7 @@ import time
 
 from labkit.broker import EmbeddedBroker
 from labkit.lessons import spark_pipeline as sp
-from labkit.spark.cluster import StandaloneCluster
+from labkit.lab.spark_cluster import StandaloneCluster
 
 
 def one_run(bootstrap: str, sink: str, records: int, master: str | None = None) -> tuple[float, float]:

@@ -38,7 +38,7 @@ _PUBLIC = {
     "plot_offsets": "labkit.kafka.offsets",
     "ShareObserver": "labkit.share.observer", "Sink": "labkit.share.sink", "check_share": "labkit.share.check",
     "share_timeline_figure": "labkit.share.timeline",
-    "StandaloneCluster": "labkit.spark.cluster",
+    "StandaloneCluster": "labkit.lab.spark_cluster",
     "wait_for": "labkit.core.waiting", "wait_until": "labkit.core.waiting",
     "under_test": "labkit.learn.testmode",
     "claims_hold": "labkit.learn.claims",

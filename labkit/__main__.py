@@ -3,7 +3,7 @@
 Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars, make the
 broker's and the Java participant's class-data archives, :mod:`labkit.lab.jvm_archives`),
 ``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
-``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.spark.cluster`),
+``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.lab.spark_cluster`),
 ``doctor [--lab]`` (whether this machine can run the lab, :mod:`labkit.doctor`),
 ``reset [--yes]`` (remove the topics the lab created and the experiment files; ``--yes``: no question on a broker
 that is not the lab's own, :mod:`labkit.lab.reset`).
@@ -21,9 +21,9 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     try:
         if args[:1] == ["spark-cluster"]:
-            from labkit.spark import cluster
+            from labkit.lab import spark_cluster
 
-            sys.exit(cluster.main(args[1:]))
+            sys.exit(spark_cluster.main(args[1:]))
         if args[:1] == ["doctor"]:
             from labkit.doctor.cli import main as doctor
 

@@ -1,4 +1,4 @@
-"""labkit.spark.cluster: a real Spark standalone master and worker (JVMs), their UI, stop, bad input, the CLI.
+"""labkit.lab.spark_cluster: a real Spark standalone master and worker (JVMs), their UI, stop, bad input, the CLI.
 
 A pipeline's micro-batches running in the cluster's executors is notebook 04's claim (part 4: the worker launched an
 executor for each driver, every input exactly once): the suite observes it there, not again here.
@@ -18,7 +18,7 @@ import pytest
 
 from labkit.core.errors import PortInUseError
 from labkit.core.procs import start_time
-from labkit.spark.cluster import SparkClusterError, StandaloneCluster, down, running_cluster
+from labkit.lab.spark_cluster import SparkClusterError, StandaloneCluster, down, running_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 def group_members(pgids: set[int]) -> list[int]:
@@ -141,7 +141,7 @@ def test_a_cluster_in_a_port_block_runs_a_job_and_stop_ends_every_process(tmp_pa
 
     start = min(free_port(), PORT_RANGE.stop - 100)
     block = range(start, start + 100)
-    job = ("import json, sys, time, urllib.request, psutil\nfrom labkit.spark.cluster import StandaloneCluster\n"
+    job = ("import json, sys, time, urllib.request, psutil\nfrom labkit.lab.spark_cluster import StandaloneCluster\n"
            "from labkit.spark import spark_session\n"
            "t = time.monotonic()\n"
            "with StandaloneCluster(folder=sys.argv[1], ui=True) as c:\n"

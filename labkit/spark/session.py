@@ -117,7 +117,7 @@ def connector_jars(env: dict[str, str] | None = None, *, progress: bool = True) 
 
 def spark_master(env: dict[str, str] | None = None) -> str:
     """The master URL pipelines use: ``$SPARK_MASTER`` (e.g. ``spark://127.0.0.1:7077`` of
-    :class:`~labkit.spark.cluster.StandaloneCluster`), else :data:`LOCAL_MASTER`."""
+    :class:`~labkit.lab.spark_cluster.StandaloneCluster`), else :data:`LOCAL_MASTER`."""
     env = os.environ if env is None else env
     return env.get("SPARK_MASTER") or LOCAL_MASTER
 
