@@ -101,9 +101,15 @@ bench: jars
 # from npm in .hub/. Passwords: LABKIT_HUB_PASSWORD (the workshop code, asked on an attendee's first sign-in, when they
 # set their own) and LABKIT_HUB_ADMIN_PASSWORD (the instructor's). Limits per attendee: ARGS="--memory MIB --tasks N".
 # e.g. sudo LABKIT_HUB_PASSWORD=... LABKIT_HUB_ADMIN_PASSWORD=... make hub ARGS="--ip 0.0.0.0 --port 8000"
-.PHONY: hub
+# Each run is a room (labkit/hub/rooms.py): a new one (.hub/rooms/<date>) unless ROOM=NAME names one to resume; its
+# first lines say which. The end of the day: sudo make hub-end ROOM=NAME (the hub stopped) writes the room's marks and
+# predictions to a CSV, prints its path, then removes the room's Unix users, hub accounts, passwords and marks.
+.PHONY: hub hub-end
 hub: $(STAMP)
-	$(PY) -m labkit.hub $(ARGS)
+	$(PY) -m labkit.hub $(if $(ROOM),--room $(ROOM)) $(ARGS)
+
+hub-end: $(STAMP)
+	$(PY) -m labkit.hub end-room $(ROOM) $(ARGS)
 
 # Whether this machine can run the lab (labkit/doctor/): one line per prerequisite with its fix, then which notebooks
 # can run here; exit 1 when one cannot. `make lab` runs it first as `preflight` (about 0.6 s with the caches filled;

@@ -30,6 +30,10 @@ setting, named as JupyterHub names it:
   address (:data:`labkit.hub.report.URL_ENV`), to which their kernels report with their own API token.
 * ``JupyterHub.cleanup_servers`` (True, JupyterHub's default, kept explicit): stopping the hub stops every attendee's
   server.
+* ``JupyterHub.default_url`` (:func:`landing`): where a sign-in without a ``next`` page lands. An attendee: their lab
+  (JupyterHub's own default, the spawn). The instructor: the live view, so no lab of theirs is made unless they ask
+  for one (*Start My Server* on the hub's home page): that lab is a Unix user of the room like an attendee's
+  (``LabSpawner.room``, the room's id: :mod:`labkit.hub.rooms`), removed with the room.
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ class HubSettings:
     folders (``prefix`` the shared install, ``state`` the hub's own 0700 folder, ``proxy`` the proxy command), the
     instructor's hub name ``admin``, ``cull_idle_s`` seconds, the TLS ``ssl_cert``/``ssl_key`` paths (or ""), and each
     attendee's limits: ``memory_mib`` (MiB), ``tasks`` (processes and threads) and ``tmp_mib`` (MiB, the size of each of
-    their ``/tmp`` and ``/dev/shm``: :attr:`labkit.hub.sandbox.Limits.tmp_mib`)."""
+    their ``/tmp`` and ``/dev/shm``: :attr:`labkit.hub.sandbox.Limits.tmp_mib`); ``room``: the room's id
+    (:func:`labkit.hub.rooms.ensure_record`, "" for none), written in each Unix user the hub makes."""
 
     ip: str
     port: int
@@ -84,6 +89,7 @@ class HubSettings:
     memory_mib: int = MEMORY_MIB
     tasks: int = TASKS
     tmp_mib: int = TMP_MIB
+    room: str = ""
     extra: dict = field(default_factory=dict)
 
     @property
@@ -146,6 +152,8 @@ def configure(c, settings: dict) -> None:
     c.LabSpawner.firewall_table = table_name(s.state)  # labkit.hub.firewall: the wall around the namespaces
     c.LabSpawner.private_tmp = str(private_root(state))  # labkit.hub.sandbox: each attendee's /tmp in it
     c.LabSpawner.memory_mib, c.LabSpawner.tasks, c.LabSpawner.tmp_mib = s.memory_mib, s.tasks, s.tmp_mib
+    c.LabSpawner.room = s.room  # labkit.hub.rooms: the room's id in each Unix user's comment
+    c.JupyterHub.default_url = landing  # the instructor to the live view, not to a lab of their own
 
     c.JupyterHub.services = [{"name": "idle-culler", "command": [
         str(venv_bin / "python"), "-m", "jupyterhub_idle_culler", f"--timeout={s.cull_idle_s}",
@@ -160,6 +168,14 @@ def configure(c, settings: dict) -> None:
     for section, values in s.extra.items():  # tests: e.g. {"Spawner": {"start_timeout": 60}}
         for name, value in values.items():
             setattr(getattr(c, section), name, value)
+
+
+def landing(handler) -> str:
+    """Where JupyterHub sends a signed-in user who asked for no page (``JupyterHub.default_url``, called with the
+    request's handler): an admin to the live view (``<base_url>services/liveview/``), anyone else nowhere in
+    particular ("": JupyterHub's default, their own server, spawned if needed)."""
+    user = handler.current_user
+    return f"{handler.base_url}services/liveview/" if user is not None and user.admin else ""
 
 
 def write_config_file(settings: HubSettings) -> Path:

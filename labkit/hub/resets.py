@@ -96,21 +96,24 @@ def redeem(state: Path | str, name: str, code: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m labkit.hub reset-password NAME [--state DIR]``: print a new one-time code for ``NAME`` (module
-    docstring) and what the attendee does with it. Returns the exit status (1: no such attendee).
+    """``python -m labkit.hub reset-password NAME [--room ROOM | --state DIR]``: print a new one-time code for ``NAME``
+    (module docstring) in the room named (default: the room whose hub runs, :func:`labkit.hub.rooms.chosen_state`) and
+    what the attendee does with it. Returns the exit status (1: no such attendee).
 
     Raises:
-        LabkitError: the file's lock was held :data:`LOCK_WAIT_S` seconds.
+        LabkitError: the file's lock was held :data:`LOCK_WAIT_S` seconds, or no room was named and not exactly one
+            runs or exists.
     """
-    from labkit.hub.run import STATE
+    from labkit.hub import rooms
 
     parser = argparse.ArgumentParser(prog="python -m labkit.hub reset-password", description="A one-time code with "
                                      "which an attendee who forgot their password sets a new one.")
     parser.add_argument("name", help="the attendee's hub name (the name they sign in with)")
-    parser.add_argument("--state", type=Path, default=STATE, help=f"the hub's state folder (default {STATE})")
+    parser.add_argument("--room", default=None, help="the room (default: the one whose hub runs)")
+    parser.add_argument("--state", type=Path, default=None, help="a hub's state folder instead of a room's name")
     args = parser.parse_args(argv)
     try:
-        code = issue(args.state, args.name)
+        code = issue(rooms.chosen_state(args.room, args.state), args.name)
     except LabkitError as exc:
         print(exc)
         return 1

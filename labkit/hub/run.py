@@ -1,8 +1,10 @@
 """``make hub``: check what the workshop hub needs, set it up (:mod:`labkit.hub.install`), then run JupyterHub as root.
 
-Usage: ``python -m labkit.hub [--ip IP] [--port PORT] [--admin NAME] [--password PW] [--admin-password PW]
-[--prefix DIR] [--state DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N] [--tmp MIB]``, or through make:
-``make hub ARGS="--ip 0.0.0.0 --port 8000"``. The passwords come from ``--password``/``--admin-password`` or, better
+Usage: ``python -m labkit.hub [--room NAME | --state DIR] [--ip IP] [--port PORT] [--admin NAME] [--password PW]
+[--admin-password PW] [--prefix DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N] [--tmp MIB]``, or through make:
+``make hub [ROOM=NAME] ARGS="--ip 0.0.0.0 --port 8000"``. Each run is a room (:mod:`labkit.hub.rooms`): a new one
+(``.hub/rooms/<date>``) unless ``--room NAME`` (``ROOM=NAME``) names one to resume; the first lines say which, and name
+the rooms not ended. The passwords come from ``--password``/``--admin-password`` or, better
 (a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
 
@@ -28,7 +30,7 @@ import psutil
 
 from labkit.broker.ports import ensure_free, free_port
 from labkit.core.errors import LabkitError, PortInUseError
-from labkit.hub import firewall, install, leftovers, sandbox
+from labkit.hub import firewall, install, leftovers, rooms, sandbox
 from labkit.hub.sandbox import TMP_MIB
 from labkit.hub.config import (ADMIN_PASSWORD_ENV, CULL_IDLE_S, MEMORY_MIB, PASSWORD_ENV, TASKS, HubSettings,
                                write_config_file)
@@ -36,8 +38,6 @@ from labkit.core.procs import spawn
 from labkit.core.waiting import wait_until
 from labkit.hub.names import why_refused
 
-#: Default state folder of the hub (database, cookie secret, generated config): in the project, git-ignored, 0700.
-STATE = install.HUB_DIR / "state"
 #: Seconds a new hub waits for the lock of one that has ended or is ending (its pid gone or a zombie: a hub killed
 #: with SIGKILL releases the lock once its last thread has exited).
 LOCK_WAIT_S = 10.0
@@ -138,13 +138,15 @@ def _exiting(pid: str) -> bool:
 
 
 def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instructor",
-            prefix: Path | str | None = None, state: Path = STATE, cull_idle_s: int = CULL_IDLE_S,
+            prefix: Path | str | None = None, state: Path | None = None, cull_idle_s: int = CULL_IDLE_S,
             ssl_cert: str = "", ssl_key: str = "", extra: dict | None = None, memory_mib: int = MEMORY_MIB,
             tasks: int = TASKS, tmp_mib: int = TMP_MIB, say=print) -> tuple[list[str], HubSettings]:
     """Everything before JupyterHub starts: root and port checks, the set-up (:func:`labkit.hub.install.install_shared`,
     :func:`~labkit.hub.install.install_proxy`), the checks that attendees can be kept apart (:func:`labkit.hub.sandbox.check`)
-    and the gateway address (:func:`~labkit.hub.sandbox.ensure_gateway`), the config file in ``state``. ``port`` None: a free one. Returns the
-    hub's command line and its settings. Takes no lock (:func:`lock_state`) and checks no password.
+    and the gateway address (:func:`~labkit.hub.sandbox.ensure_gateway`), the room's record
+    (:func:`labkit.hub.rooms.ensure_record`) and the config file in ``state`` (None: a new room,
+    :func:`labkit.hub.rooms.choose`). ``port`` None: a free one. Returns the hub's command line and its settings. Takes
+    no lock (:func:`lock_state`) and checks no password.
 
     Raises:
         LabkitError: not root, the port in use, the admin name refused, a limit below its minimum, no npm, nftables,
@@ -167,13 +169,14 @@ def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instru
     if (warning := sandbox.pid_room(tasks)):  # every attendee account's lab at its task limit at once
         say(f"warning: {warning}")
     sandbox.ensure_gateway()
+    state = rooms.choose()[0] if state is None else Path(state)
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o700)
     settings = HubSettings(ip=ip, port=port, hub_port=free_port(ports=firewall.HUB_PORTS),
                            proxy_api_port=free_port(ports=firewall.HUB_PORTS), prefix=str(prefix),
                            state=str(Path(state).resolve()), proxy=str(proxy), admin=admin, cull_idle_s=cull_idle_s,
                            ssl_cert=ssl_cert, ssl_key=ssl_key, memory_mib=memory_mib, tasks=tasks,
-                           tmp_mib=tmp_mib, extra=extra or {})
-    Path(settings.state).mkdir(parents=True, exist_ok=True)
-    Path(settings.state).chmod(0o700)
+                           tmp_mib=tmp_mib, room=rooms.ensure_record(state)["id"], extra=extra or {})
     config = write_config_file(settings)
     return [str(prefix / "venv" / "bin" / "jupyterhub"), "-f", str(config)], settings
 
@@ -223,7 +226,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--admin-password", default=os.environ.get(ADMIN_PASSWORD_ENV),
                         help=f"the instructor's password ({ADMIN_PASSWORD_ENV})")
     parser.add_argument("--prefix", default=None, help="shared install (default $LABKIT_HUB_PREFIX or /opt/labkit)")
-    parser.add_argument("--state", type=Path, default=STATE, help=f"the hub's state folder (default {STATE})")
+    parser.add_argument("--room", default=None, help="the room to resume, or to start under this name (default: a "
+                        f"new room named after the day, in {rooms.ROOMS})")
+    parser.add_argument("--state", type=Path, default=None, help="a state folder of the hub's instead of a room's name")
     parser.add_argument("--timeout", type=float, default=CULL_IDLE_S / 60, help="minutes idle before a server stops")
     parser.add_argument("--ssl-cert", default="", help="PEM certificate for HTTPS")
     parser.add_argument("--ssl-key", default="", help="PEM key for HTTPS")
@@ -237,11 +242,17 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     on_cli = [name for name in ("--password", "--admin-password")
               if any(arg == name or arg.startswith(f"{name}=") for arg in argv)]
+    if args.room is not None and args.state is not None:
+        parser.error("--room or --state, not both")
     check_root()
     check_passwords(args.password, args.admin_password)
-    fd = lock_state(args.state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
-    leftovers.stop_left_by(args.state)
-    command, settings = prepare(args.ip, args.port, args.admin, args.prefix, args.state, int(args.timeout * 60),
+    state, new = (args.state, rooms.record(args.state) is None) if args.state else rooms.choose(args.room)
+    fd = lock_state(state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
+    rooms.ensure_record(state)
+    for line in rooms.first_lines(state, new):
+        print(line, flush=True)
+    leftovers.stop_left_by(state)
+    command, settings = prepare(args.ip, args.port, args.admin, args.prefix, state, int(args.timeout * 60),
                                 args.ssl_cert, args.ssl_key, memory_mib=args.memory, tasks=args.tasks, tmp_mib=args.tmp)
     if on_cli:
         print(f"note: {' and '.join(on_cli)} on the command line can be read by every user of this machine (ps): "

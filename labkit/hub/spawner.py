@@ -16,7 +16,11 @@ its ``user_env``: ``USER``, ``HOME``, ``SHELL``), creates that user if needed (:
   ``/tmp``, ``/var/tmp``, ``/dev/shm`` and ``/run/lock`` (:attr:`LabSpawner.tmp_mib`), its info folder under
   :attr:`LabSpawner.private_tmp`. ``LocalProcessSpawner``'s own step (setuid in ``preexec_fn``) is
   replaced by joining the cgroups there, as root, and :func:`labkit.hub.sandbox.enter_command` in front of the
-  command, which drops to the attendee's uid once inside.
+  command, which drops to the attendee's uid once inside. On systemd with cgroup v2 (:func:`labkit.hub.unit.chosen`)
+  the command runs instead as the attendee's lab unit, ``systemd-run --wait --pipe`` in front of it
+  (:func:`labkit.hub.unit.run_command`, the unit's properties :func:`labkit.hub.unit.lab_properties`): the process
+  JupyterHub watches is systemd-run, which lives as long as the unit, and the environment reaches the unit by name
+  (``--setenv=NAME``), its values never on a command line.
 
 The command it runs is :mod:`labkit.hub.singleuser` (``Spawner.cmd``, set by :mod:`labkit.hub.config`), which
 starts the attendee's one broker before their JupyterLab.
@@ -26,6 +30,8 @@ SIGKILL to JupyterLab), :meth:`LabSpawner.stop` ends every process of the attend
 (:func:`labkit.hub.users.end_processes`: the broker, which runs in a session of its own, kernels, participants),
 SIGTERM then SIGKILL after :attr:`LabSpawner.end_grace_s`, logs what it ended and how many processes the OOM killer
 ended in the attendee's memory group, and removes their namespace and cgroups (:func:`labkit.hub.sandbox.release`).
+On systemd the unit is stopped first (:func:`labkit.hub.unit.stop`: ``systemctl stop``, SIGTERM to each of its
+processes, SIGKILL after :attr:`LabSpawner.end_grace_s`), its OOM count read before, as its group goes with it.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Float, Integer, Unicode
 
 from labkit.broker.runtime import SHARED_CACHE_ENV
-from labkit.hub import firewall, sandbox, users
+from labkit.hub import firewall, sandbox, unit, users
 from labkit.hub.names import unix_name
 
 #: The attendee's ``LABKIT_HOME``, relative to their home.
@@ -57,6 +63,7 @@ class LabSpawner(LocalProcessSpawner):
     shared_cache = Unicode("", config=True, help="The read-only shared cache (LABKIT_SHARED_CACHE); '' for none.")
     firewall_table = Unicode("", config=True, help="The hub's nftables table (labkit.hub.firewall); '' for none.")
     private_tmp = Unicode(config=True, help="The folder of the attendees' private temporary folders (root's).")
+    room = Unicode("", config=True, help="The room's id (labkit.hub.rooms), written in each Unix user's comment.")
     memory_mib = Integer(2048, config=True, help="Each attendee's memory limit (MiB, their cgroup's).")
     tasks = Integer(4096, config=True, help="Each attendee's limit of processes and threads (pids.max).")
     tmp_mib = Integer(sandbox.TMP_MIB, config=True, help="The size of each attendee's /tmp and /dev/shm (MiB, tmpfs "
@@ -75,7 +82,10 @@ class LabSpawner(LocalProcessSpawner):
 
     def make_preexec_fn(self, name):
         """In place of JupyterHub's setuid step (the sandbox's entry drops to the attendee's uid): join the
-        attendee's cgroups, as root, before the command runs."""
+        attendee's cgroups, as root, before the command runs; None on systemd (the unit is made with its limits and
+        runs as the attendee)."""
+        if unit.chosen() == unit.SYSTEMD:
+            return None
         uid = pwd.getpwnam(unix_name(name)).pw_uid
         return lambda: sandbox.join_cgroups(uid)
 
@@ -90,7 +100,8 @@ class LabSpawner(LocalProcessSpawner):
         return env
 
     async def start(self):
-        """Make the attendee's Unix user if needed (``useradd`` in a thread of :data:`ACCOUNTS_EXECUTOR`), the hub's
+        """Make the attendee's Unix user if needed (``useradd`` in a thread of :data:`ACCOUNTS_EXECUTOR`, tagged with
+        :attr:`room`), the hub's
         wall (once), the attendee's sandbox (:func:`labkit.hub.sandbox.prepare`), then start as
         ``LocalProcessSpawner`` inside it, listening on the namespace's address.
 
@@ -98,12 +109,19 @@ class LabSpawner(LocalProcessSpawner):
             labkit.core.errors.LabkitError: the name is refused, or ``useradd``, ``nft`` or ``ip`` failed (JupyterHub
                 shows the spawn failed, with the message).
         """
-        entry = await asyncio.get_running_loop().run_in_executor(ACCOUNTS_EXECUTOR, users.create, self.user.name)
+        entry = await asyncio.get_running_loop().run_in_executor(ACCOUNTS_EXECUTOR, users.create, self.user.name,
+                                                                  self.room)
         await self._wall()
         limits = sandbox.Limits(memory_mib=self.memory_mib, tasks=self.tasks, tmp_mib=self.tmp_mib)
         self.ip = await asyncio.to_thread(sandbox.prepare, entry.pw_uid, limits, self.private_tmp)
-        self.cmd = [*sandbox.enter_command(entry.pw_uid, entry.pw_gid, self.private_tmp, limits.tmp_mib),
-                    *self.lab_cmd]
+        if unit.chosen() == unit.SYSTEMD:
+            info = str(sandbox.info_folder(self.private_tmp, entry.pw_uid))
+            properties = unit.lab_properties(entry.pw_uid, entry.pw_dir, sandbox.netns(entry.pw_uid), info,
+                                             limits.memory_mib, limits.tasks, limits.tmp_mib, self.end_grace_s)
+            entry_cmd = unit.run_command(entry.pw_uid, entry.pw_gid, properties, sorted(self.get_env()), entry.pw_dir)
+        else:
+            entry_cmd = sandbox.enter_command(entry.pw_uid, entry.pw_gid, self.private_tmp, limits.tmp_mib)
+        self.cmd = [*entry_cmd, *self.lab_cmd]
         return await super().start()
 
     async def _wall(self) -> None:
@@ -137,18 +155,26 @@ class LabSpawner(LocalProcessSpawner):
         return status
 
     async def stop(self, now=False):
-        """Stop as ``LocalProcessSpawner`` (JupyterLab), then end every other process of the attendee's uid
+        """Stop the lab's unit on systemd (:func:`labkit.hub.unit.stop`), stop as ``LocalProcessSpawner``
+        (JupyterLab), then end every other process of the attendee's uid
         (:func:`labkit.hub.users.end_processes`), log them and the OOM killer's count, and release the sandbox.
 
         Raises:
             labkit.core.errors.LabkitError: a process of the attendee survived SIGKILL (logged by JupyterHub).
         """
-        await super().stop(now=now)
         try:
             uid = pwd.getpwnam(self.unix_user).pw_uid
         except KeyError:
+            uid = None
+        kills = None
+        if uid is not None and unit.chosen() == unit.SYSTEMD:  # the unit's group, with its OOM count, goes with it
+            kills = sandbox.oom_kills(uid)
+            await asyncio.to_thread(unit.stop, uid, self.end_grace_s)
+        await super().stop(now=now)
+        if uid is None:
             return
         ended = await asyncio.to_thread(users.end_processes, uid, self.end_grace_s)
         self.log.info("Ended %s's lab: %s; processes the OOM killer ended in it: %d", self.unix_user,
-                      ", ".join(ended) if ended else "no process left", sandbox.oom_kills(uid))
+                      ", ".join(ended) if ended else "no process left",
+                      sandbox.oom_kills(uid) if kills is None else kills)
         await asyncio.to_thread(sandbox.release, uid)

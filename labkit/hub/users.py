@@ -36,15 +36,26 @@ ACCOUNTS_LOCK = rootlock.LOCK_DIR / "accounts.lock"
 ACCOUNTS_WAIT_S = 90.0
 #: The shell an attendee's JupyterLab terminal opens (``useradd --shell``).
 SHELL = "/bin/bash"
+#: The word before a room's id in a user's comment (``labkit hub attendee ada room 3f9a1c2e``).
+ROOM_WORD = "room"
 
 
-def create(name: str) -> pwd.struct_passwd:
-    """Make the Unix user of hub user ``name`` (:func:`labkit.hub.names.unix_name`) with home mode 0700, or return it
-    if the lab made it before (its home's mode set to 0700 again). Blocking (``useradd``, a few ms): call it from a
-    thread in the hub.
+def room_of(entry: pwd.struct_passwd) -> str:
+    """The id of the room (:mod:`labkit.hub.rooms`) whose hub made the lab's user ``entry``: what follows ``room`` in
+    its comment (:func:`create`); "" for a user made before rooms, or not by the lab."""
+    words = entry.pw_gecos.split()
+    return words[-1] if len(words) >= 2 and words[-2] == ROOM_WORD else ""
+
+
+def create(name: str, room: str = "") -> pwd.struct_passwd:
+    """Make the Unix user of hub user ``name`` (:func:`labkit.hub.names.unix_name`) with home mode 0700, its comment
+    naming the ``room`` id (:func:`room_of`; none if ""), or return it if the lab made it before for this room or
+    before rooms (its home's mode set to 0700 again). Blocking (``useradd``, a few ms): call it from a thread in the
+    hub.
 
     Raises:
-        LabkitError: the name is refused (:func:`labkit.hub.names.why_refused`), every uid of
+        LabkitError: the name is refused (:func:`labkit.hub.names.why_refused`), the user is another room's (a room
+            not ended: the message says so), every uid of
             :data:`~labkit.hub.sandbox.ATTENDEE_UIDS` is taken, ``useradd`` failed (its message quoted), or
             :data:`ACCOUNTS_LOCK` was held :data:`ACCOUNTS_WAIT_S` seconds or is not root's alone.
     """
@@ -63,12 +74,16 @@ def create(name: str) -> pwd.struct_passwd:
                                   "own removal, which also removes their files outside the home (python -m "
                                   "labkit.hub.users remove <name>).") from None
             done = subprocess.run(["useradd", "--create-home", "--user-group", "--uid", str(uid), "--shell", SHELL,
-                                   "--comment", f"{COMMENT} {name}", user], capture_output=True, text=True, timeout=60)
+                                   "--comment", f"{COMMENT} {name}" + (f" {ROOM_WORD} {room}" if room else ""),
+                                   user], capture_output=True, text=True, timeout=60)
             if done.returncode != 0:
                 raise LabkitError(f"useradd {user} failed: {done.stderr.strip()}") from None
             entry = pwd.getpwnam(user)
     if not is_lab_user(entry):  # made by someone else between the check and here
         raise LabkitError(f"The Unix user {user} exists and was not made by the lab: choose another name.")
+    if room and room_of(entry) not in ("", room):
+        raise LabkitError(f"The Unix user {user} is another room's, not ended: end that room first (sudo make hub-end "
+                          "ROOM=<its name>; make hub's first lines name it), or sign in under another name.")
     os.chmod(entry.pw_dir, 0o700)
     return entry
 
@@ -153,26 +168,33 @@ def remove(name: str, tmp_root: Path | str, timeout_s: float = 10.0) -> list[str
 
 
 def main(argv: list[str]) -> int:
-    """``sudo .venv/bin/python -m labkit.hub.users remove NAME... [--state DIR]``: remove attendees (:func:`remove`)
-    of the hub whose state folder is ``DIR`` (default ``.hub/state``), printing what went. Returns the exit status: 1
-    if a name was not an attendee's."""
+    """``sudo .venv/bin/python -m labkit.hub.users remove NAME... [--room ROOM | --state DIR]``: remove attendees
+    (:func:`remove`) of the room named (default: the room whose hub runs, or the only one:
+    :func:`labkit.hub.rooms.chosen_state`), printing what went. Returns the exit status: 1 if a name was not an
+    attendee's.
+
+    Raises:
+        LabkitError: as :func:`remove`; no room was named and not exactly one runs or exists.
+    """
     import argparse
 
-    from labkit.hub.run import STATE
+    from labkit.hub import rooms
 
     parser = argparse.ArgumentParser(prog="python -m labkit.hub.users", description="Remove attendees of the hub: "
                                      "processes, sandbox, files of their uid anywhere they could write, user, home.")
     parser.add_argument("command", choices=["remove"])
     parser.add_argument("names", nargs="+", help="the attendees' hub names (lab-<name> are their Unix users)")
-    parser.add_argument("--state", type=Path, default=STATE, help=f"the hub's state folder (default {STATE})")
+    parser.add_argument("--room", default=None, help="the room (default: the one whose hub runs)")
+    parser.add_argument("--state", type=Path, default=None, help="a hub's state folder instead of a room's name")
     args = parser.parse_args(argv)
+    state = rooms.chosen_state(args.room, args.state)
     status = 0
     for name in args.names:
         if not is_lab_user_name(name):
             print(f"{name}: no attendee of that name (lab-{name} is not a user the lab made)")
             status = 1
             continue
-        removed = remove(name, sandbox.private_root(args.state))
+        removed = remove(name, sandbox.private_root(state))
         print(f"{name}: removed lab-{name}, its home" + "".join(f", {path}" for path in removed))
     return status
 
