@@ -3,12 +3,12 @@
 The names a notebook uses are here, imported when first used (a participant process, which imports
 ``labkit.crashlab.run``, pays for none of them): ``import labkit`` then ``labkit.connect()``,
 ``labkit.Experiment(...)``, ``labkit.timeline_figure(...)``; ``labkit.under_test()`` tells a CI-only cell whether the
-test runner runs it (``LABKIT_CI``, :mod:`labkit.learn.testmode`); ``labkit.only("cluster", make)`` lets a cell that starts
-a cluster or a broker run again without leaving the first one running (:mod:`labkit.learn.rerun`). Each lesson's own
-functions are in ``labkit.lessons.<notebook name>``; a notebook's claims cell ends with
-``labkit.claims_hold("All claims hold ...")`` (:mod:`labkit.learn.claims`). In a kernel on the workshop hub, importing
-labkit starts reporting exercise checks and claims cells to the instructor's live view (:mod:`labkit.hub.report`) and
-telling the learner when their lab reached its memory limit (:mod:`labkit.hub.memory_notice`).
+test runner runs it (``LABKIT_CI``, :mod:`labkit.learn.testmode`); ``labkit.only("cluster", make)`` lets a cell that
+starts a cluster or a broker run again without leaving the first one running (:mod:`labkit.learn.rerun`). Each lesson's
+own functions are in ``labkit.lessons.<notebook name>``; a notebook's claims cell ends with ``labkit.claims_hold("All
+claims hold ...")`` (:mod:`labkit.learn.claims`). In a kernel on the workshop hub, importing labkit starts reporting
+exercise checks and claims cells to the instructor's live view (:mod:`labkit.hub.report`) and telling the learner when
+their lab reached its memory limit (:mod:`labkit.hub.memory_notice`).
 """
 
 from __future__ import annotations

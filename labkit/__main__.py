@@ -1,13 +1,12 @@
 """labkit's command line, what ``make`` runs: ``python -m labkit COMMAND``.
 
-Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars, make the
-broker's and the Java participant's class-data archives, :mod:`labkit.lab.jvm_archives`),
-``up``, ``down``, ``status`` (the lab: broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts),
-``spark-cluster up|down|status`` (a local Spark standalone cluster, :mod:`labkit.lab.spark_cluster`),
-``doctor [--lab]`` (whether this machine can run the lab, :mod:`labkit.doctor`),
-``reset [--yes]`` (remove the topics the lab created and the experiment files; ``--yes``: no question on a broker
-that is not the lab's own, :mod:`labkit.lab.reset`).
-A :class:`~labkit.core.errors.LabkitError` is printed as its message alone (it names the fix), exit 1.
+Commands: ``jars [VERSION ...]`` (check Java, resolve the Kafka jars and Spark's Kafka connector jars, make the broker's
+and the Java participant's class-data archives, :mod:`labkit.lab.jvm_archives`), ``up``, ``down``, ``status`` (the lab:
+broker and JupyterLab), ``serve-broker`` (the lab broker daemon that ``up`` starts), ``spark-cluster up|down|status`` (a
+local Spark standalone cluster, :mod:`labkit.lab.spark_cluster`), ``doctor [--lab]`` (whether this machine can run the
+lab, :mod:`labkit.doctor`), ``reset [--yes]`` (remove the topics the lab created and the experiment files; ``--yes``: no
+question on a broker that is not the lab's own, :mod:`labkit.lab.reset`). A :class:`~labkit.core.errors.LabkitError` is
+printed as its message alone (it names the fix), exit 1.
 """
 
 import sys

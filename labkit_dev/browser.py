@@ -138,9 +138,9 @@ def lab_server(home: Path, bootstrap: str | None = None, settings: dict[str, dic
                timeout_s: float = 180.0) -> Iterator[str]:
     """The lab's JupyterLab as ``make lab`` starts it (``python -m labkit up``, run from the repository), in its own
     ``LABKIT_HOME`` ``home`` with empty Jupyter state folders, stopped after (``labkit down``). The broker is
-    ``bootstrap`` ("host:port"), else ``LABKIT_BOOTSTRAP``'s if set, else one the lab starts. ``settings`` are a user's JupyterLab settings
-    (``{"<package>:<plugin>": {setting: value}}``, as JupyterLab's Settings Editor saves them). Yields the URL
-    ``labkit up`` printed (its token included).
+    ``bootstrap`` ("host:port"), else ``LABKIT_BOOTSTRAP``'s if set, else one the lab starts. ``settings`` are a user's
+    JupyterLab settings (``{"<package>:<plugin>": {setting: value}}``, as JupyterLab's Settings Editor saves them).
+    Yields the URL ``labkit up`` printed (its token included).
 
     Raises:
         RuntimeError: ``labkit up`` failed or took more than ``timeout_s`` seconds (its stderr quoted).

@@ -1,11 +1,10 @@
 """Drive a real workshop hub as a room would, through headless Chromium.
 
-Start it on free ports with its own state, sign attendees in through
-headless Chromium, open a notebook in their JupyterLab, Run All, wait for it to finish, shut its kernel down, run
-cells in a kernel of theirs, read the instructor's live view; then stop the hub and remove the Unix users it made.
-Shared by the hub's test (``tests/test_hub.py``) and ``bench/hub.py`` (which runs as a script, with only ``labkit``
-importable, hence here and not under ``tests/``; like :mod:`labkit_dev.browser`, it imports Playwright only when a page is
-driven).
+Start it on free ports with its own state, sign attendees in through headless Chromium, open a notebook in their
+JupyterLab, Run All, wait for it to finish, shut its kernel down, run cells in a kernel of theirs, read the instructor's
+live view; then stop the hub and remove the Unix users it made. Shared by the hub's test (``tests/test_hub.py``) and
+``bench/hub.py`` (which runs as a script, with only ``labkit`` importable, hence here and not under ``tests/``; like
+:mod:`labkit_dev.browser`, it imports Playwright only when a page is driven).
 
 Everything here needs root (the hub makes Unix users and an nftables table) and Debian's chromium
 (:func:`labkit_dev.browser.missing`). Every wait has a deadline given by the caller; a page that does not get where it
@@ -200,8 +199,8 @@ def wait_for_server(page, hub: dict, name: str, timeout_s: float) -> None:
 
 
 def _not_ready(page, hub: dict, name: str, what: str) -> LabkitError:
-    """The error of a lab that :func:`wait_for_lab` or :func:`wait_for_server` waited for in vain: ``what`` it did, where
-    the page is, what it shows, its requests pending or failed, and the hub's log lines naming ``name``."""
+    """The error of a lab that :func:`wait_for_lab` or :func:`wait_for_server` waited for in vain: ``what`` it did,
+    where the page is, what it shows, its requests pending or failed, and the hub's log lines naming ``name``."""
     from labkit_dev.browser import network_report
 
     return LabkitError(f"{name}'s JupyterLab {what} (at {page.url}); the page shows:\n{page.inner_text('body')[:1000]}"

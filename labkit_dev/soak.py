@@ -100,13 +100,15 @@ def brokers_of(kafka: EmbeddedBroker | EmbeddedCluster) -> list[EmbeddedBroker]:
 def run_schedule(kafka: EmbeddedBroker | EmbeddedCluster, folder: str, seed: int, *, records: int = 1200, partitions: int = 3,
                  processors: int = 2, faults: int = 3, per_record_ms: int = 10, transactional: bool = True,
                  deadline_s: float = 300, client: str = "librdkafka") -> SoakResult:
-    """One randomized schedule (``seed`` fixes it): ``records`` inputs over ``partitions`` partitions,
-    ``processors`` KIP-447 processors (``transactional=False``: at-least-once) in one group under a supervisor,
-    each taking ``per_record_ms`` ms per record, on ``client`` ("librdkafka" or "java", Kafka's Java client). Each processor SIGKILLs itself once at a step of its batch drawn
-    from ``PROCESSOR.steps`` (:data:`AT_LEAST_ONCE_STEPS`) in a batch drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a
-    duplicate can arise); ``faults`` more faults are drawn from :data:`FAULTS` at random moments while they process (uniform over the time the processors need for the input, from their first
-    output on; a pause lasts :data:`PAUSE_S`, past the group's session timeout). ``kafka``: the lab's broker, or a
-    cluster, of which a broker fault kills one broker drawn at random (never the controller).
+    """One randomized schedule (``seed`` fixes it): ``records`` inputs over ``partitions`` partitions, ``processors``
+    KIP-447 processors (``transactional=False``: at-least-once) in one group under a supervisor, each taking
+    ``per_record_ms`` ms per record, on ``client`` ("librdkafka" or "java", Kafka's Java client). Each processor
+    SIGKILLs itself once at a step of its batch drawn from ``PROCESSOR.steps`` (:data:`AT_LEAST_ONCE_STEPS`) in a batch
+    drawn from its 2nd to 6th (its crash point: a kill inside the batch, where a duplicate can arise); ``faults`` more
+    faults are drawn from :data:`FAULTS` at random moments while they process (uniform over the time the processors need
+    for the input, from their first output on; a pause lasts :data:`PAUSE_S`, past the group's session timeout).
+    ``kafka``: the lab's broker, or a cluster, of which a broker fault kills one broker drawn at random (never the
+    controller).
 
     Raises:
         ValueError: fewer than 100 records per partition (the sources write batches of 100; ``records`` is

@@ -12,8 +12,8 @@
   table), then a note that it is a recording and how to run it live; not from its saved widget state: labkit's live
   figures (``FigureWidget``) are updated by deltas, so the state a notebook saves is their empty first frame; tqdm's
   progress bars dropped;
-* an exercise's check that asks for an answer first (the book leaves every exercise unanswered: ``answer = ...``) replaced by a
-  line saying the exercise is the reader's, and how to check an answer;
+* an exercise's check that asks for an answer first (the book leaves every exercise unanswered: ``answer = ...``)
+  replaced by a line saying the exercise is the reader's, and how to check an answer;
 * the cells a notebook collapses (``jupyter.source_hidden``: its claims and assertion cells) tagged ``hide-input``,
   so that the builder collapses their code too and shows their verdict lines;
 * test-only cells (:func:`is_test_only`: each statement an ``if`` on ``labkit.under_test()``) tagged ``remove-input``:

@@ -75,8 +75,8 @@ def ensure_builder(venv: Path = BUILDER_VENV, requirements: Path = REQUIREMENTS)
     ``make book``'s ``.venv-book/.installed`` rule (its stamp file is shared).
 
     Raises:
-        subprocess.CalledProcessError: venv creation or pip failed (pip's output is on stderr). subprocess.TimeoutExpired:
-            venv creation took more than 5 minutes, or pip more than 30.
+        subprocess.CalledProcessError: venv creation or pip failed (pip's output is on stderr).
+        subprocess.TimeoutExpired: venv creation took more than 5 minutes, or pip more than 30.
     """
     installed = venv / ".installed"
     if not installed.exists() or installed.stat().st_mtime < requirements.stat().st_mtime:

@@ -1,7 +1,7 @@
 """Whether a notebook's recorded run is current: a SHA-256 over the notebook's bytes, labkit's Python sources (every
 ``labkit/**/*.py`` but the book's own, except :mod:`labkit.book.recording`, which runs in the kernel), the pinned
-requirements and the Kafka release. Stored beside the executed copy as ``<name>.stamp``; a run is reused only while the stamp matches (one changed file anywhere in labkit re-runs all:
-coarse, but never stale)."""
+requirements and the Kafka release. Stored beside the executed copy as ``<name>.stamp``; a run is reused only while the
+stamp matches (one changed file anywhere in labkit re-runs all: coarse, but never stale)."""
 
 from __future__ import annotations
 

@@ -6,12 +6,13 @@ ends (``-XX:ArchiveClassesAtExit``, JEP 350); a later JVM with the same class pa
 (``-XX:SharedArchiveFile``) instead of loading them again. An archive changes how classes are loaded, never what
 they do: Kafka behaves the same.
 
-An archive is made for one command: its name holds a digest of the ``java -version`` text and the class path, so a
-new JDK, a new release's jars or a recompiled participant gets an archive of its own; the JVM itself also checks
-the jars' sizes and times and, on a mismatch, runs without it (``-Xshare:auto``, the default). Archives live in
+An archive is made for one command: its name holds a digest of the ``java -version`` text and the class path, so a new
+JDK, a new release's jars or a recompiled participant gets an archive of its own; the JVM itself also checks the jars'
+sizes and times and, on a mismatch, runs without it (``-Xshare:auto``, the default). Archives live in
 ``$LABKIT_HOME/cds/`` (read from the shared cache's ``cds/`` first, if it holds the archive:
-:func:`labkit.broker.runtime.cache_path`; an archive is only ever written in ``$LABKIT_HOME``); ``python -m labkit jars`` (``make lab``, ``make test``) makes them
-(:func:`labkit.broker.warmup.make_archives`). A JVM started before they exist runs without one.
+:func:`labkit.broker.runtime.cache_path`; an archive is only ever written in ``$LABKIT_HOME``); ``python -m labkit jars``
+(``make lab``, ``make test``) makes them (:func:`labkit.lab.jvm_archives.make_archives`). A JVM started before they
+exist runs without one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Java sources of the lab compiled at first use with ``javac``, against the jars of a Kafka release, into a jar cached
 in ``$LABKIT_HOME/<name>-<release>-<source hash>/`` (or read from the shared cache, if it holds that folder:
-:func:`labkit.broker.runtime.cache_path`): a changed source or another release compiles again and nothing else does. Used by the Java participant (:mod:`labkit.crashlab.java`) and the broker's launcher
-(:mod:`labkit.broker.launcher`).
+:func:`labkit.broker.runtime.cache_path`): a changed source or another release compiles again and nothing else does.
+Used by the Java participant (:mod:`labkit.crashlab.java`) and the broker's launcher (:mod:`labkit.broker.launcher`).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@
   archive against its manifest, this Python and this checkout's requirements.txt, then unpacks the wheels into
   ``.bundle/wheels`` (pip then installs with ``--no-index --find-links .bundle/wheels``) and the jar caches into
   ``$LABKIT_HOME``, where the lab looks for them, so Maven is never called.
-Its end-to-end test (:mod:`labkit_dev.offline_check`, tooling outside the package) runs outside ``make test`` (the archive is large: its size as
-  measured is in bench/results/bundle.json, which this test writes): build, install into a fresh copy of the checkout
-  with no network at all (``unshare -n``), run notebook 00.
+Its end-to-end test is tooling outside the package, :mod:`labkit_dev.offline_check`, run outside ``make test`` (the
+archive is large: its size as measured is in bench/results/bundle.json, which that test writes): build, install into a
+fresh copy of the checkout with no network at all (``unshare -n``), run notebook 00.
 
 ``python -m labkit.bundle build|install ...`` (:mod:`labkit.bundle.__main__`).
 """

@@ -8,7 +8,8 @@ Sources of each requirement:
   :mod:`labkit.lessons.nonmember_commit`; ``javac`` present is the doctor's sign of a JDK), which also reads the
   release's error codes from its kafka-clients jar on a JVM (:func:`labkit.kafka.protocol.error_names`);
 * a JVM and Spark's Kafka connector jars, resolved with Maven (:func:`labkit.spark.session.connector_jars`): 04;
-* a broker of its own (a JVM on the Kafka jars): 08 and 09, also when the lab uses another cluster (``LABKIT_BOOTSTRAP``);
+* a broker of its own (a JVM on the Kafka jars): 08 and 09, also when the lab uses another cluster
+  (``LABKIT_BOOTSTRAP``);
 * nothing more than the broker: 00 and 07, whose protocol facts the broker itself answers (ApiVersions,
   :mod:`labkit.kafka.api_versions`), so with ``LABKIT_BOOTSTRAP`` (docker compose) they need no Java on this machine;
 * the lab broker: every notebook; a local JVM on the Kafka jars unless ``LABKIT_BOOTSTRAP`` names another cluster;

@@ -1,6 +1,6 @@
-"""The lab's ledger of the topics it created, ``$LABKIT_HOME/lab/created-topics.jsonl``: one JSON line
-``{"cluster": <cluster id>, "topic": <name>}`` per topic, appended by :func:`labkit.kafka.records.create_topic`.
-``make reset`` (:mod:`labkit.lab.reset`) deletes only the topics it lists: see there why a ledger and not a name pattern.
+"""The lab's ledger of the topics it created, ``$LABKIT_HOME/lab/created-topics.jsonl``: one JSON line ``{"cluster":
+<cluster id>, "topic": <name>}`` per topic, appended by :func:`labkit.kafka.records.create_topic`. ``make reset``
+(:mod:`labkit.lab.reset`) deletes only the topics it lists: see there why a ledger and not a name pattern.
 """
 
 from __future__ import annotations

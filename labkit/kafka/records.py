@@ -37,7 +37,8 @@ def create_topic(bootstrap: str, prefix: str = "lab", *, partitions: int = 1, ti
     partition on those brokers instead (CreateTopics' replica assignment).
 
     An experiment starts with its topics: this publishes the mark ``("experiment", "started")``
-    (:mod:`labkit.learn.marks`), after which a notebook's prediction is no longer taken as one (:mod:`labkit.learn.predictions`).
+    (:mod:`labkit.learn.marks`), after which a notebook's prediction is no longer taken as one
+    (:mod:`labkit.learn.predictions`).
 
     Returns:
         The topic name.

@@ -1,11 +1,11 @@
 """``make reset``: remove the lab's topics and experiment files, and nothing else.
 
-The lab's topics are the ones it created itself, as its ledger ``$LABKIT_HOME/lab/created-topics.jsonl`` records
-them (:mod:`labkit.kafka.ledger`): one JSON line ``{"cluster": <cluster id>, "topic": <name>}`` per topic,
-appended when :func:`labkit.kafka.records.create_topic` creates it. A ledger rather than a name pattern: the lab's
-names, ``<prefix>-<8 hex digits>``, are also what a learner's ``orders-20260101`` or ``payments-deadbeef`` look
-like, and no name or topic config is a mark a user's topic cannot carry by accident; the cluster id (not the address, which
-changes with every start of a broker on the same data) keeps a topic of the same name on another cluster safe.
+The lab's topics are the ones it created itself, as its ledger ``$LABKIT_HOME/lab/created-topics.jsonl`` records them
+(:mod:`labkit.kafka.ledger`): one JSON line ``{"cluster": <cluster id>, "topic": <name>}`` per topic, appended when
+:func:`labkit.kafka.records.create_topic` creates it. A ledger rather than a name pattern: the lab's names,
+``<prefix>-<8 hex digits>``, are also what a learner's ``orders-20260101`` or ``payments-deadbeef`` look like, and no
+name or topic config is a mark a user's topic cannot carry by accident; the cluster id (not the address, which changes
+with every start of a broker on the same data) keeps a topic of the same name on another cluster safe.
 
 They are deleted from the broker the lab uses (``LABKIT_BOOTSTRAP``, else the running ``make lab`` broker); when no
 lab broker runs, each lab broker data folder (``$LABKIT_HOME/lab/broker-data-<version>``) is opened by a broker of

@@ -55,8 +55,9 @@ def _state(name: str) -> dict | None:
 def read_state(name: str) -> dict | None:
     """Read the lab's state file ``name`` (``"broker"``, ``"jupyter"``).
 
-    Returns its JSON if the process it names is the one the lab started and alive, else ``None``. A state file of an older labkit (no start time) is read while its pid is alive: its address is harmless to
-    use, though :func:`down` never signals that pid."""
+    Returns its JSON if the process it names is the one the lab started and alive, else ``None``. A state file of an
+    older labkit (no start time) is read while its pid is alive: its address is harmless to use, though :func:`down`
+    never signals that pid."""
     state = _state(name)
     if not state:
         return None
@@ -264,10 +265,10 @@ def up(timeout_s: float = 120.0) -> dict:
 
 
 def down(timeout_s: float = 30.0) -> dict[str, str]:
-    """Stop JupyterLab and the lab broker (SIGTERM to the process group, then SIGKILL after ``timeout_s``
-    seconds), each only if its state file's pid is still the process the lab started
-    (:func:`labkit.core.procs.why_not_ours`); every state file found is removed. Returns ``{name: "stopped" or why it was
-    not signalled}`` for each state file found ("jupyter", "broker")."""
+    """Stop JupyterLab and the lab broker (SIGTERM to the process group, then SIGKILL after ``timeout_s`` seconds), each
+    only if its state file's pid is still the process the lab started (:func:`labkit.core.procs.why_not_ours`); every
+    state file found is removed. Returns ``{name: "stopped" or why it was not signalled}`` for each state file found
+    ("jupyter", "broker")."""
     outcome = {}
     for name in ("jupyter", "broker"):
         state = _state(name)

@@ -62,9 +62,9 @@ class StandaloneCluster:
     ``spark.ui.enabled`` is the driver's), so they bind to 127.0.0.1 (``SPARK_LOCAL_IP``), on ports the
     kernel picks with ``ui=False``, on free ports with ``ui=True`` (the master's in :attr:`ui_url`).
 
-    With ``LABKIT_PORT_RANGE`` set (a lab sharing the machine's loopback with other users') every daemon port, the master's and each worker's RPC and web
-    UI (the master's REST server is off: :data:`NO_REST`), is picked in the attendee's block
-    (:func:`labkit.spark.session.block_port`), never by the kernel: the daemons take no authentication
+    With ``LABKIT_PORT_RANGE`` set (a lab sharing the machine's loopback with other users') every daemon port, the
+    master's and each worker's RPC and web UI (the master's REST server is off: :data:`NO_REST`), is picked in the
+    attendee's block (:func:`labkit.spark.session.block_port`), never by the kernel: the daemons take no authentication
     (``spark.authenticate`` is false), and a firewall rule can close only the block to other users
     (:func:`labkit.spark.session.block_ports` says why; the executors' ports follow the driver's settings).
 

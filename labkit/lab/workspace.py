@@ -14,10 +14,10 @@ conflicted) and left widget views whose models were never saved (reopened: "widg
   copy goes beside the learner's (``02_zombie_fencing (new).ipynb``) and a message says so. One exception, which loses
   nothing: a copy whose bytes are still exactly what was written (never opened, never saved) is simply replaced. A
   copy the learner deleted is made again from the current source.
-* :func:`write_server_config` writes the Jupyter server's configuration for a home folder (its copies' folder as
-  root, idle kernels culled after :data:`CULL_IDLE_TIMEOUT_S`, :func:`strip_orphan_widget_views` before every save);
-  :func:`write_lab_settings` writes JupyterLab's ``overrides.json`` and ``page_config.json``. A JupyterHub set-up can call both (and
-  :func:`make_copies`) per attendee, as :mod:`labkit.lab.server` does for ``make lab``.
+* :func:`write_server_config` writes the Jupyter server's configuration for a home folder (its copies' folder as root,
+  idle kernels culled after :data:`CULL_IDLE_TIMEOUT_S`, :func:`strip_orphan_widget_views` before every save);
+  :func:`write_lab_settings` writes JupyterLab's ``overrides.json`` and ``page_config.json``. A JupyterHub set-up can
+  call both (and :func:`make_copies`) per attendee, as :mod:`labkit.lab.server` does for ``make lab``.
 
 Copies carry no widget state: the repository's notebooks hold no outputs and no ``widgets`` metadata today, and
 :func:`strip_widget_state` removes both from every copy should they ever gain some. After that, every save drops the

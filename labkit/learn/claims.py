@@ -1,9 +1,9 @@
 """Check a notebook's claims, and publish that they held.
 
-A notebook's claims: its assertion cells check the lesson's claims against what happened, and its last claims cell
-ends with ``labkit.claims_hold("All claims hold ...")``, which prints that line and publishes the mark
-``("claims", "held")`` (:mod:`labkit.learn.marks`). That line is reached only when every assertion above it in its cell held:
-the mark is the cell's own assertions having run to its last line, not a reading of the cell's text.
+A notebook's claims: its assertion cells check the lesson's claims against what happened, and its last claims cell ends
+with ``labkit.claims_hold("All claims hold ...")``, which prints that line and publishes the mark ``("claims", "held")``
+(:mod:`labkit.learn.marks`). That line is reached only when every assertion above it in its cell held: the mark is the
+cell's own assertions having run to its last line, not a reading of the cell's text.
 
 **An assertion cell** is a code cell with an ``assert`` statement: a line of its source whose first word is
 ``assert`` (:func:`is_assertion_cell`; under ``if labkit.under_test():`` too). In the notebooks each one is a

@@ -5,9 +5,9 @@ every lesson, so that an exercise or a claims cell knows nothing of who listens.
 
 A mark is ``(kind, state)``, published where it is observed:
 
-* ``"exercise"``: an exercise check's outcome (:func:`labkit.learn.exercise.check`): ``"unanswered"`` (the answer cell still
-  holds ``...``), ``"wrong"``, ``"right"``, or ``"error"``: the check raised (the broker did not answer, the run or the
-  lab failed), which says nothing of the answer;
+* ``"exercise"``: an exercise check's outcome (:func:`labkit.learn.exercise.check`): ``"unanswered"`` (the answer cell
+  still holds ``...``), ``"wrong"``, ``"right"``, or ``"error"``: the check raised (the broker did not answer, the run
+  or the lab failed), which says nothing of the answer;
 * ``"claims"``: a notebook's claims cell: ``"held"`` when its assertions ran to its last line
   (:func:`labkit.learn.claims.claims_hold`); ``"failed"`` (an assertion did not hold) and ``"error"`` (the cell raised
   anything else) are seen by whoever watches the cell end, as the workshop hub's kernels do;

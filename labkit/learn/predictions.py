@@ -12,15 +12,15 @@ notebook at once (on two Kafka releases) never read each other's prediction. A l
 (the choices, and for each wrong one the usual reason behind it) and works out from its run which choice the broker
 bore out; :func:`reveal` compares. Nothing here knows a topic.
 
-**Locked means locked** (issue 66). The run starts with the notebook's first experiment: the first
-``("experiment", "started")`` mark the kernel's process published (:func:`labkit.learn.marks.experiment_started_ms`: the lab
-publishes it where it creates a topic or runs a model, observed, never a flag the notebook sets), and, kept in the
-prediction's file as ``run_ms``, the first one any kernel saw while the question was shown (:func:`predict`) or
-locked in or revealed. A choice made before it is the prediction: it replaces an earlier one and is published as a
-``("prediction", choice)`` mark. A choice made after it is kept apart, as *chosen after the run*: never scored, never
-published (so the instructor's live view counts only predictions locked before the run), and the reveal says it was
-chosen after the run. The file: ``{"choice", "locked_ms", "run_ms", "after_run": {"choice", "chosen_ms"}}`` (times in
-ms since the epoch; each field absent until known).
+**Locked means locked** (issue 66). The run starts with the notebook's first experiment: the first ``("experiment",
+"started")`` mark the kernel's process published (:func:`labkit.learn.marks.experiment_started_ms`: the lab publishes it
+where it creates a topic or runs a model, observed, never a flag the notebook sets), and, kept in the prediction's file
+as ``run_ms``, the first one any kernel saw while the question was shown (:func:`predict`) or locked in or revealed. A
+choice made before it is the prediction: it replaces an earlier one and is published as a ``("prediction", choice)``
+mark. A choice made after it is kept apart, as *chosen after the run*: never scored, never published (so the
+instructor's live view counts only predictions locked before the run), and the reveal says it was chosen after the run.
+The file: ``{"choice", "locked_ms", "run_ms", "after_run": {"choice", "chosen_ms"}}`` (times in ms since the epoch; each
+field absent until known).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class Question:
             (MODELLED)" where the behaviour is only proposed and a model ran it.
 
     Raises (constructor):
-        ValueError: fewer than two choices, a key that is no short identifier (:data:`labkit.learn.marks.CHOICE`: the live
-            view's reports carry it), or a reason for a key that is not a choice.
+        ValueError: fewer than two choices, a key that is no short identifier (:data:`labkit.learn.marks.CHOICE`: the
+            live view's reports carry it), or a reason for a key that is not a choice.
     """
 
     notebook: str
@@ -103,8 +103,8 @@ _watched: set[Path] = set()
 
 def _run_ms(path: Path) -> int | None:
     """When the run began for the prediction in ``path``, in ms since the epoch: the file's ``run_ms``, else this
-    process's first experiment (:func:`labkit.learn.marks.experiment_started_ms`), written into the file then; None before
-    either. Watches ``path`` from now on."""
+    process's first experiment (:func:`labkit.learn.marks.experiment_started_ms`), written into the file then; None
+    before either. Watches ``path`` from now on."""
     _watched.add(path)
     data = _read(path)
     if isinstance(data.get("run_ms"), int):
@@ -136,8 +136,8 @@ def lock_in(question: Question, choice: str, home: Path | None = None) -> str:
     (default ``$LABKIT_HOME``). Returns ``choice``.
 
     Before the run began (the module docstring: the notebook's first experiment) the choice is the prediction: it
-    replaces an earlier one and is published as a ``("prediction", choice)`` mark (:mod:`labkit.learn.marks`), which on the
-    workshop hub the instructor's live view counts, names hidden. After it, the choice is kept apart as chosen after
+    replaces an earlier one and is published as a ``("prediction", choice)`` mark (:mod:`labkit.learn.marks`), which on
+    the workshop hub the instructor's live view counts, names hidden. After it, the choice is kept apart as chosen after
     the run (replacing an earlier such choice): the prediction, if any, stays as it was, and nothing is published.
 
     Raises:

@@ -229,13 +229,13 @@ def open_transaction_blocks(exp: Experiment, open_s: float = 3.0, end: str = "co
 
 
 #: What Kafka's Java client meets when it commits a transaction the coordinator has already aborted for its
-#: ``transaction.timeout.ms`` (:func:`timeout_abort`, notebook 03 part 3), per broker release: the participant's
-#: history errors, ``[(event kind, error)]``. Kafka 4.4.0's coordinator answers the EndTxn(commit) INVALID_TXN_STATE
-#: (the transaction is COMPLETE_ABORT; under transaction version 2 the commit's epoch, one below the bumped one, passes
-#: as a retry's), fatal in the client's ``TransactionManager.EndTxnHandler``: the participant's ``abortTransaction``
-#: then fails with it too. Kafka 4.3.2 answers PRODUCER_FENCED (KAFKA-20785, apache/kafka PR 23204: in 4.3.2, not
-#: in 4.4.0), also fatal, which Kafka Streams handles as a task migration instead of a dying thread. Settled by runs on a
-#: real broker of each release (``tests/test_java.py``); the client's ``EndTxnHandler`` is the same in both jars.
+#: ``transaction.timeout.ms`` (:func:`timeout_abort`, notebook 03 part 3), per broker release: the participant's history
+#: errors, ``[(event kind, error)]``. Kafka 4.4.0's coordinator answers the EndTxn(commit) INVALID_TXN_STATE (the
+#: transaction is COMPLETE_ABORT; under transaction version 2 the commit's epoch, one below the bumped one, passes as a
+#: retry's), fatal in the client's ``TransactionManager.EndTxnHandler``: the participant's ``abortTransaction`` then
+#: fails with it too. Kafka 4.3.2 answers PRODUCER_FENCED (KAFKA-20785, apache/kafka PR 23204: in 4.3.2, not in 4.4.0),
+#: also fatal, which Kafka Streams handles as a task migration instead of a dying thread. Settled by runs on a real
+#: broker of each release (``tests/test_java.py``); the client's ``EndTxnHandler`` is the same in both jars.
 JAVA_TIMED_OUT_COMMIT: dict[str, list[tuple[str, str]]] = {
     "4.4.0": [("txn_end", "INVALID_TXN_STATE"), ("fenced", "INVALID_TXN_STATE")],
     "4.3.2": [("fenced", "PRODUCER_FENCED")],
@@ -251,9 +251,9 @@ def timeout_abort(exp: Experiment, timeout_ms: int = 3000, abort_within_s: float
     if its client let it (KIP-98; the coordinator looks for expired transactions every
     ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` and fences the producer's epoch as it aborts).
 
-    What the resumed producer meets is its client's: librdkafka raises the fatal ``_FENCED`` (its transaction
-    manager, ``rdkafka_txnmgr.c``, names PRODUCER_FENCED and INVALID_PRODUCER_EPOCH ``_FENCED``: rd_kafka_txn_normalize_err), and Kafka's Java client
-    gets the coordinator's answer to its EndTxn, which depends on the broker's release
+    What the resumed producer meets is its client's: librdkafka raises the fatal ``_FENCED`` (its transaction manager,
+    ``rdkafka_txnmgr.c``, names PRODUCER_FENCED and INVALID_PRODUCER_EPOCH ``_FENCED``: rd_kafka_txn_normalize_err), and
+    Kafka's Java client gets the coordinator's answer to its EndTxn, which depends on the broker's release
     (:data:`JAVA_TIMED_OUT_COMMIT`): fatal either way in its ``TransactionManager.EndTxnHandler``.
 
     Args:

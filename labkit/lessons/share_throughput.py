@@ -180,12 +180,12 @@ def _done_count(events: list[Event], kind: str, topic: str, names: list[str]) ->
 def measure(events: list[Event], runs: dict[str, tuple[str, list[str]]]) -> pd.DataFrame:
     """What each group of ``runs`` processed, read from ``events`` (a history) alone.
 
-    A record counts as processed by a consumer once its processing was committed: in a consumer group, a ``consume``
-    of it followed by that consumer's next ``offsets_committed`` (the role commits after each poll); in a share group,
-    its ACCEPT committed without error (``ack_committed``; a refused one, e.g. INVALID_RECORD_STATE after the lock
-    expired, does not count). A commit counts once however many records it carried: the consumer group's
-    ``offsets_committed`` of a consumer with a record consumed since its last one, the share group's ``commit_sync``
-    (its ``ack_committed`` events of one consumer at one instant). The time runs from the first record handed to any of the group's consumers
+    A record counts as processed by a consumer once its processing was committed: in a consumer group, a ``consume`` of
+    it followed by that consumer's next ``offsets_committed`` (the role commits after each poll); in a share group, its
+    ACCEPT committed without error (``ack_committed``; a refused one, e.g. INVALID_RECORD_STATE after the lock expired,
+    does not count). A commit counts once however many records it carried: the consumer group's ``offsets_committed`` of
+    a consumer with a record consumed since its last one, the share group's ``commit_sync`` (its ``ack_committed``
+    events of one consumer at one instant). The time runs from the first record handed to any of the group's consumers
     (``consume``, ``delivered``) to the last commit of a processed record.
 
     Args:

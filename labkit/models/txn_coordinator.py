@@ -2,14 +2,14 @@
 
 Kafka's transactions exist (KIP-98); this is their model, for notebook 07's proposal to run on. Sources:
 
-* [KIP-98] / Kafka ``TransactionCoordinator``: one entry per ``transactional.id`` with its producer id
-  and epoch; EMPTY → ONGOING → PREPARE_COMMIT → COMPLETE_COMMIT, or PREPARE_ABORT → COMPLETE_ABORT;
-  each transition is written to ``__transaction_state`` (the :attr:`TxnCoordinator.log`) before it is
-  answered; EndTxn returns once PREPARE_* is written, WriteTxnMarkers then go to every partition of the
-  transaction, one by one (each partition's leader answers on its own; the coordinator keeps which
-  answered in memory only, so a recovered coordinator sends them all again, and a partition gets a
-  marker twice: harmless, Kafka's ``TransactionMarkerChannelManager``). InitProducerId bumps the epoch (fencing the previous instance: PRODUCER_FENCED) and
-  aborts the transaction it left ONGOING; while markers are pending it answers CONCURRENT_TRANSACTIONS.
+* [KIP-98] / Kafka ``TransactionCoordinator``: one entry per ``transactional.id`` with its producer id and epoch; EMPTY
+  → ONGOING → PREPARE_COMMIT → COMPLETE_COMMIT, or PREPARE_ABORT → COMPLETE_ABORT; each transition is written to
+  ``__transaction_state`` (the :attr:`TxnCoordinator.log`) before it is answered; EndTxn returns once PREPARE_* is
+  written, WriteTxnMarkers then go to every partition of the transaction, one by one (each partition's leader answers on
+  its own; the coordinator keeps which answered in memory only, so a recovered coordinator sends them all again, and a
+  partition gets a marker twice: harmless, Kafka's ``TransactionMarkerChannelManager``). InitProducerId bumps the epoch
+  (fencing the previous instance: PRODUCER_FENCED) and aborts the transaction it left ONGOING; while markers are pending
+  it answers CONCURRENT_TRANSACTIONS.
 * [KIP-98] ``transaction.timeout.ms``: the coordinator aborts a transaction open longer; since KIP-360
   it bumps the epoch, so the producer's next call fails with INVALID_PRODUCER_EPOCH (abortable).
 * [KIP-1289 seed §4.1] AddShareAcksToTxn adds a ``__share_group_state`` partition to the transaction:

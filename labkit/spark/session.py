@@ -69,9 +69,8 @@ def block_port(env: dict[str, str] | None = None, besides: set[int] | None = Non
 
 
 def block_ports(ui: bool = False, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The Spark settings that put a driver's listening ports in the attendee's port block when
-    ``LABKIT_PORT_RANGE`` is set (a lab sharing the machine's loopback); ``{}`` when it is not (Spark's defaults: ports the
-    kernel picks).
+    """The Spark settings that put a driver's listening ports in the attendee's port block when ``LABKIT_PORT_RANGE`` is
+    set (a lab sharing the machine's loopback); ``{}`` when it is not (Spark's defaults: ports the kernel picks).
 
     Why: a driver listens on its RPC port (``spark.driver.port``), on its block manager's
     (``spark.blockManager.port``, also an executor's on a standalone worker) and, with ``ui``, on its web UI

@@ -9,10 +9,10 @@ task per input partition reads and writes each record as it arrives, for a batch
 inside a batch therefore replays the whole batch from the previous ``offsets/N``: processing is exactly-once (each
 input belongs to one committed batch), the Kafka sink's delivery at-least-once (its records are written again).
 
-Only Spark's Kafka sink: the guide's sinks are Kafka, ``foreach``, console and memory; ``foreachBatch``, which
-sink B of the micro-batch pipeline is, fails to start with ``STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST``
-(``RealTimeModeAllowlist``). No ``maxOffsetsPerTrigger`` either (``KafkaMicroBatchStream``: "maxOffsetsPerTrigger
-is not compatible with real time mode"): a batch reads what arrives within ``trigger_ms``.
+Only Spark's Kafka sink: the guide's sinks are Kafka, ``foreach``, console and memory; ``foreachBatch``, which sink B of
+the micro-batch pipeline is, fails to start with ``STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST``
+(``RealTimeModeAllowlist``). No ``maxOffsetsPerTrigger`` either (``KafkaMicroBatchStream``: "maxOffsetsPerTrigger is not
+compatible with real time mode"): a batch reads what arrives within ``trigger_ms``.
 
 Crash points, in the batch the driver starts with (its id is the last ``commits/N`` + 1; with the input already in
 the topic, it reads all of it), watched from the driver since the sink runs in Spark's tasks: ``before_produce``
