@@ -135,6 +135,7 @@ def test_configuration(monkeypatch):
     assert c.JupyterHub.implicit_spawn_seconds == c.JupyterHub.template_vars["spawn_after_stop_seconds"] == 2
     assert "--timeout=600" in c.JupyterHub.services[0]["command"]
     assert c.JupyterHub.db_url == "sqlite:////s/jupyterhub.sqlite" and c.ConfigurableHTTPProxy.command == ["/p"]
+    assert c.JupyterHub.default_url is config.landing and c.LabSpawner.room == ""  # the instructor: no lab unasked
 
 
 def test_the_shared_venv_has_the_lab_and_pyspark_pins_but_not_the_test_tools():

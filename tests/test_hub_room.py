@@ -142,3 +142,50 @@ def test_a_hub_restarted_after_sigkill_stops_what_the_killed_one_left_running_an
     finally:  # whatever the killed hub left, if the test failed before the restart stopped it
         if proc is None:
             leftovers.stop_left_by(hub["state"], say=lambda line: None)
+
+
+def test_a_room_s_end_of_day_writes_its_marks_csv_and_removes_its_users_accounts_and_marks(tmp_path):
+    """A room on a real hub of its own: an attendee signs in (their Unix user made, tagged with the room), the
+    instructor signs in with no page asked for and lands on the live view with no lab of theirs made; a mark is filed
+    in the live view's store; the hub stopped, ``python -m labkit.hub end-room`` prints the CSV's path, whose rows are
+    read back, and removes the attendee's Unix user and the room's folder (hub accounts, passwords, marks)."""
+    import csv
+    import signal
+    import sys
+
+    from labkit.hub import rooms
+    from labkit.hub.verdicts import FILE_NAME, Store
+    from labkit_dev.browser import chromium, new_page
+
+    skip_unless_hub_can_run()
+    cpu0 = time.process_time()
+    with drive.running_hub(tmp_path / "room", 1, start_timeout_s=HUB_START_S, extra=LIMITS) as hub:
+        (name,) = hub["names"]
+        state = Path(hub["state"])
+        with chromium() as page:
+            join_to_server(page, hub, name)
+            instructor = new_page(page.context.browser)
+            drive.sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"])
+            instructor.wait_for_selector(f"#live th.who:text-is('{name}')", timeout=60_000)
+            assert instructor.url.startswith(f"{hub['url']}services/liveview/"), instructor.url
+        entry = pwd.getpwnam(names.unix_name(name))
+        assert users.room_of(entry) == rooms.record(state)["id"]
+        assert not drive.user_exists(names.unix_name(hub["admin"]))  # no lab of the instructor's, unasked
+        store = Store(state / FILE_NAME)  # the live view's store, as it files a kernel's report
+        store.record(name, "00", "exercise", "right")
+        store.close()
+        os.kill(hub["pid"], signal.SIGTERM)  # Ctrl-C's end: the hub stops every attendee's server
+        assert wait_until(lambda: not psutil.pid_exists(hub["pid"])
+                          or psutil.Process(hub["pid"]).status() == psutil.STATUS_ZOMBIE, 120, 0.5)
+        marks_csv = tmp_path / "marks.csv"
+        done = subprocess.run([sys.executable, "-m", "labkit.hub", "end-room", "--state", str(state), "--csv",
+                               str(marks_csv)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"Marks and predictions of room {state.name}: {marks_csv} (1 rows)" in done.stdout, done.stdout
+        with open(marks_csv, newline="") as f:
+            rows = list(csv.DictReader(f))
+        assert [(r["attendee"], r["notebook"], r["kind"], r["state"]) for r in rows] == [(name, "00", "exercise",
+                                                                                         "right")], rows
+        assert not drive.user_exists(entry.pw_name) and not sandbox.exists(entry.pw_uid)
+        assert not state.exists()  # JupyterHub's database, the passwords, the marks
+    print(f"end of a room's day: {time.process_time() - cpu0:.1f} s CPU (this process)")

@@ -18,6 +18,8 @@ One job per module:
 * :mod:`labkit.hub.singleuser`: run as the attendee: their copies and server settings, then ``jupyterhub-singleuser``.
 * :mod:`labkit.hub.config`: the JupyterHub configuration.
 * :mod:`labkit.hub.run`: ``make hub``: checks, set-up, start.
+* :mod:`labkit.hub.rooms`: a workshop is a room: ``make hub`` starts a new one or resumes one named, each in a state
+  folder of its own; ``make hub-end`` writes its marks to a CSV and removes its users, accounts and marks.
 * :mod:`labkit.hub.leftovers`: what a hub that ended without stopping left running, stopped by the next one.
 * :mod:`labkit.hub.rootlock`: root-only file locks, with deadlines, for the hub's state.
 * :mod:`labkit.hub.resets`: ``python -m labkit.hub reset-password NAME``: a one-time code for a forgotten password.

@@ -168,7 +168,8 @@ def first_lines(state: Path | str, new: bool, rooms: Path = ROOMS, old_state: Pa
     state = Path(state)
     name = (record(state) or {}).get("name", state.name)
     where = f"make hub ROOM={name}" if state.parent == Path(rooms) else f"make hub ARGS='--state {state}'"
-    ending = f"make hub-end ROOM={name}" if state.parent == Path(rooms) else f"python -m labkit.hub end-room --state {state}"
+    ending = (f"make hub-end ROOM={name}" if state.parent == Path(rooms)
+              else f".venv/bin/python -m labkit.hub end-room --state {state}")
     if new:
         lines = [f"New room {name}: no attendees, marks or predictions yet (its state: {state}). Resume it later with "
                  f"sudo {where}; at the end of the day, sudo {ending}."]
@@ -181,7 +182,8 @@ def first_lines(state: Path | str, new: bool, rooms: Path = ROOMS, old_state: Pa
     for other in others:
         lines.append(f"  not ended: room {other.name} (started {(record(other) or {}).get('started', '?')}, "
                      f"{len(members(other))} Unix users): their names stay taken until you end it (sudo make hub-end "
-                     f"ROOM={other.name}); to go on with it instead, stop this hub and sudo make hub ROOM={other.name}.")
+                     f"ROOM={other.name}); to go on with it instead, stop this hub and sudo make hub "
+                     f"ROOM={other.name}.")
     if Path(old_state).is_dir() and Path(old_state).resolve() != state.resolve():
         lines.append(f"  not ended: {old_state}, a hub's state from before rooms: resume it with sudo make hub "
                      f"ARGS='--state {old_state}', end it with sudo .venv/bin/python -m labkit.hub end-room --state "
@@ -294,17 +296,21 @@ def main(argv: list[str], rooms: Path = ROOMS) -> int:
     ``FILE`` (default :data:`RECORDS`/``<room>-<UTC time>.csv``). Returns the exit status (0).
 
     Raises:
-        LabkitError: as :func:`chosen_state` and :func:`end`.
+        LabkitError: not root; as :func:`chosen_state` and :func:`end`.
     """
     parser = argparse.ArgumentParser(prog="python -m labkit.hub end-room", description="End a room: write its marks "
                                      "and predictions to a CSV, then remove its attendees' Unix users, the "
                                      "instructor's lab, hub accounts, passwords, marks and predictions.")
     parser.add_argument("room", nargs="?", help=f"the room's name (a folder of {rooms})")
     parser.add_argument("--state", type=Path, default=None, help="a hub's state folder instead of a room's name")
-    parser.add_argument("--csv", type=Path, default=None, help=f"where the marks go (default {RECORDS}/<room>-<time>.csv)")
+    parser.add_argument("--csv", type=Path, default=None,
+                        help=f"where the marks go (default {RECORDS}/<room>-<time>.csv)")
     args = parser.parse_args(argv)
     if args.room is None and args.state is None:
         parser.error("name the room to end (its name, or --state DIR)")
+    if os.geteuid() != 0:
+        raise LabkitError("Ending a room removes its attendees' Unix users: run it as root (sudo make hub-end "
+                          "ROOM=...).")
     state = chosen_state(args.room, args.state, rooms)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     end(state, args.csv or RECORDS / f"{(record(state) or {}).get('name', state.name)}-{stamp}.csv")
