@@ -2,25 +2,12 @@
 
 import pytest
 
-from labkit.core.history import Event
 from labkit.crashlab.experiment import Experiment
-from labkit.lessons.share_groups import (LOCK_MS, deliveries, first_ns, framework_sink, handovers, held,
-                                         implicit_acknowledgement, lock_expiry, persisted, playground, rewind,
-                                         slow_record, slow_record_summary, share_offsets)
+from labkit.lessons.share_groups import (LOCK_MS, framework_sink, handovers, held, implicit_acknowledgement,
+                                         lock_expiry, playground, rewind, slow_record, slow_record_summary)
 from labkit.core.waiting import wait_for
 from labkit.share.reset import alter_share_group_offsets
-
-
-def test_first_ns_is_the_earliest_event_matching_every_field_given():
-    events = [Event("share_state", "observer", mono_ns=5, topic="t", state="ACQUIRED"),
-              Event("share_state", "observer", mono_ns=9, topic="t", state="AVAILABLE"),
-              Event("share_state", "observer", mono_ns=7, topic="u", state="AVAILABLE"),
-              Event("delivered", "a", mono_ns=3, topic="t"), Event("delivered", "b", mono_ns=2, topic="t")]
-    assert first_ns(events, "share_state", topic="t", state="AVAILABLE") == 9
-    assert first_ns(events, "share_state", state="AVAILABLE") == 7
-    assert first_ns(events, "delivered", "a") == 3 and first_ns(events, "delivered") == 2
-    with pytest.raises(ValueError):
-        first_ns(events, "crash")
+from labkit.share.runs import deliveries, persisted, share_offsets
 
 
 def test_unknown_order_and_fault_are_refused_before_anything_runs(tmp_path):

@@ -18,74 +18,22 @@ import uuid
 import pandas as pd
 
 from labkit.broker.settings import SHARE_LOCK_MS
-from labkit.core.history import Event
 from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.registry import CLIENTS
 from labkit.kafka.records import read_topic
-from labkit.kafka.share_state import describe_share_group, describe_share_group_offsets
+from labkit.kafka.share_state import describe_share_group
 from labkit.learn.exercise import Verdict, marked, unanswered
 from labkit.models.share_partition import TERMINAL, replay_client_events
 from labkit.share.group_config import configure_group, dlq_supported
 from labkit.share.observer import ShareObserver
 from labkit.share.reset import alter_share_group_offsets
+from labkit.share.runs import deliveries, first_ns, persisted, share_group, share_offsets
 
 #: The lab broker's acquisition lock (``group.share.record.lock.duration.ms``), ms; the notebooks read it here.
 LOCK_MS = SHARE_LOCK_MS
 #: Kafka's default ``share.delivery.count.limit`` (``GroupConfig``, KIP-932), for a group that does not set one.
 DEFAULT_DELIVERY_LIMIT = 5
-
-
-def share_group(exp: Experiment, label: str, records: int, **config: object) -> tuple[str, str]:
-    """A fresh one-partition topic holding ``records`` records (``source-1``..), and a fresh share
-    group configured by :func:`configure_group` (``config``). Returns ``(topic, group_id)``."""
-    topic = exp.topic(label)
-    exp.participant(f"source-{label}", "producer", topic=topic, iterations=1, batch=records).start().wait(60)
-    group = f"{exp.name}-{label}-{uuid.uuid4().hex[:6]}"
-    configure_group(exp.bootstrap, group, **config)
-    return topic, group
-
-
-def deliveries(exp: Experiment, topic: str) -> pd.DataFrame:
-    """Every delivery of ``topic``'s records, in time order: consumer, offset, value_id, delivery_count."""
-    rows = [(e.participant, e.offset, e.value_id, e.delivery_count) for e in exp.history.events()
-            if e.kind == "delivered" and e.topic == topic]
-    return pd.DataFrame(rows, columns=["consumer", "offset", "value_id", "delivery_count"])
-
-
-def first_ns(events: list[Event], kind: str, participant: str | None = None, topic: str | None = None,
-             **match: object) -> int:
-    """The monotonic time (ns) of the first of ``events`` of ``kind``, by ``participant`` and on ``topic``
-    when given, whose other fields equal ``match`` (e.g. ``state="AVAILABLE"``).
-
-    Raises:
-        ValueError: no event matches.
-    """
-    return min(e.mono_ns for e in events if e.kind == kind and participant in (None, e.participant)
-               and topic in (None, e.topic) and all(getattr(e, k) == v for k, v in match.items()))
-
-
-def persisted(exp: Experiment, topic: str) -> pd.DataFrame:
-    """The last state the broker persisted for each offset of ``topic`` (partition 0), as the observer
-    read ``__share_group_state``: offset, state, delivery_count, and every state it went through."""
-    last, seen = {}, {}
-    for e in exp.history.events():
-        if e.kind == "share_state" and e.topic == topic:
-            for offset in range(e.offset, e.last_offset + 1):
-                last[offset] = (e.state, e.delivery_count)
-                seen.setdefault(offset, []).append(e.state)
-    return pd.DataFrame([(o, *last[o], " → ".join(seen[o])) for o in sorted(last)],
-                        columns=["offset", "state", "delivery_count", "history"])
-
-
-def _observed(exp: Experiment, topic: str, group: str) -> ShareObserver:
-    return ShareObserver(exp.bootstrap, exp.history, group, topic, interval_s=0.3).start()
-
-
-def _settle(observer: ShareObserver, seconds: float = 1.5) -> None:
-    """Let the observer catch the last persisted states, then stop it."""
-    time.sleep(seconds)
-    observer.stop()
 
 
 def many_consumers(exp: Experiment, consumers: int = 3, records: int = 30, per_record_ms: int = 100) -> dict:
@@ -103,7 +51,7 @@ def many_consumers(exp: Experiment, consumers: int = 3, records: int = 30, per_r
     topic = exp.topic("many")
     group = f"{exp.name}-many-{uuid.uuid4().hex[:6]}"
     configure_group(exp.bootstrap, group)
-    observer = _observed(exp, topic, group)
+    observer = ShareObserver.started_for(exp, topic, group)
     members = [exp.participant(f"share-{i}", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
                                per_record_ms=per_record_ms, config={"max.poll.records": 5}).start()
                for i in range(1, consumers + 1)]
@@ -114,7 +62,7 @@ def many_consumers(exp: Experiment, consumers: int = 3, records: int = 30, per_r
     exp.participant("source-many", "producer", topic=topic, iterations=records, batch=1).start().wait(60)
     for m in members:
         m.wait(120)
-    _settle(observer)
+    observer.settle()
     return {"topic": topic, "group": group, "consumers": members, "observer": observer}
 
 
@@ -134,12 +82,12 @@ def acknowledgement_types(exp: Experiment, delivery_limit: int = 3, dlq: bool | 
     dlq_topic = exp.topic("acks", prefix="dlq.", config={"errors.deadletterqueue.group.enable": "true"}) if dlq else None
     records = 6
     topic, group = share_group(exp, "acks", records, delivery_limit=delivery_limit, dlq_topic=dlq_topic)
-    observer = _observed(exp, topic, group)
+    observer = ShareObserver.started_for(exp, topic, group)
     consumer = exp.participant("share-acks", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
                                per_record_ms=per_record_ms, decisions={"source-acks-2": ["release", "accept"], "source-acks-3": "reject",
                                           "source-acks-4": "release"}).start()
     consumer.wait(120)
-    _settle(observer)
+    observer.settle()
     return {"topic": topic, "group": group, "consumer": consumer, "dlq_topic": dlq_topic, "records": records,
             "delivery_limit": delivery_limit,
             "dlq": read_topic(exp.bootstrap, dlq_topic, "read_uncommitted", headers=True) if dlq_topic else None}
@@ -165,7 +113,7 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     if how not in ("pause", "crash"):
         raise ValueError(f"how must be 'pause' or 'crash', not {how!r}")
     topic, group = share_group(exp, f"lock-{how}", records)
-    observer = _observed(exp, topic, group)
+    observer = ShareObserver.started_for(exp, topic, group)
     hold = {"after_poll": 4000}  # a window to pause A, and to resume it while B holds the records
     a = exp.participant(f"A-{how}", "share_consumer", topic=topic, group_id=group, idle_ms=6000, sleep_at=hold).start()
     wait_for(lambda: a.counters()["delivered"] >= records, f"A-{how} never got the {records} records")
@@ -179,7 +127,7 @@ def lock_expiry(exp: Experiment, how: str = "pause", records: int = 4) -> dict:
     if how == "pause":
         a.wait(60)
     b.wait(60)
-    _settle(observer)
+    observer.settle()
     return {"topic": topic, "group": group, "a": a, "b": b, "how": how, "records": records,
             "delivery_limit": DEFAULT_DELIVERY_LIMIT}
 
@@ -214,7 +162,7 @@ def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: in
     runs = {}
     for client in clients:
         topic, group = share_group(exp, f"slow-{client}", 1)
-        runs[client] = {"topic": topic, "group": group, "observer": _observed(exp, topic, group)}
+        runs[client] = {"topic": topic, "group": group, "observer": ShareObserver.started_for(exp, topic, group)}
     for client, run in runs.items():
         run["consumer"] = exp.participant(f"slow-{client}", "share_consumer", client=client, topic=run["topic"],
                                           group_id=run["group"], hold_ms=hold_ms, per_record_ms=per_record_ms,
@@ -228,7 +176,7 @@ def slow_record(exp: Experiment, clients: tuple[str, ...] = CLIENTS, hold_ms: in
                  f"{consumer.name} never had an ACCEPT committed", 120)
         consumer.stop()
     for i, run in enumerate(runs.values()):
-        _settle(run.pop("observer"), 1.5 if i == 0 else 0)  # one wait for all the observers
+        run.pop("observer").settle(1.5 if i == 0 else 0)  # one wait for all the observers
     return runs
 
 
@@ -261,11 +209,11 @@ def implicit_acknowledgement(exp: Experiment, records: int = 6) -> dict:
         ``{"topic", "group", "consumer"}``.
     """
     topic, group = share_group(exp, "implicit", records)
-    observer = _observed(exp, topic, group)
+    observer = ShareObserver.started_for(exp, topic, group)
     consumer = exp.participant("share-implicit", "share_consumer", topic=topic, group_id=group, idle_ms=3000,
                                ack_mode="implicit", config={"max.poll.records": 2}).start()
     consumer.wait(60)
-    _settle(observer)
+    observer.settle()
     return {"topic": topic, "group": group, "consumer": consumer}
 
 
@@ -289,7 +237,7 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
         raise ValueError(f"unknown order {order!r}; the orders are {', '.join(crash_at)}")
     topic, group = share_group(exp, order.replace("_", "-"), records)
     sink = exp.history.path.with_name(f"{exp.history.path.stem}.{order}.sqlite")
-    observer = _observed(exp, topic, group)
+    observer = ShareObserver.started_for(exp, topic, group)
     worker = exp.participant(f"worker-{order}", "share_consumer", topic=topic, group_id=group, idle_ms=4000,
                              sink=str(sink), order=order, crash_at=crash_at[order], crash_iteration=1).start()
     wait_for(lambda: worker.status not in ("running", "stalled"), f"worker-{order} never reached its crash point")
@@ -299,16 +247,8 @@ def framework_sink(exp: Experiment, order: str, records: int = 4) -> dict:
                            f"{worker.stderr_log}")
     worker.restart(crash_at=None, idle_ms=LOCK_MS + 5000)
     worker.wait(120)
-    _settle(observer)
+    observer.settle()
     return {"topic": topic, "group": group, "worker": worker, "sink": sink}
-
-
-def share_offsets(bootstrap: str, group: str, topic: str) -> tuple[int, int] | None:
-    """``(SPSO, lag)`` of ``group`` on ``topic``'s partition 0 (DescribeShareGroupOffsets, KIP-932; the lag, KIP-1226,
-    counts the records from the SPSO on not yet ACKNOWLEDGED or ARCHIVED), ``None`` if the group has none there."""
-    rows = [(r["start_offset"], r["lag"]) for r in describe_share_group_offsets(bootstrap, group)
-            if r["topic"] == topic and r["partition"] == 0 and not r["error"]]
-    return rows[0] if rows else None
 
 
 def rewind(exp: Experiment, run: dict, offset: int = 0, empty_within_s: float = 60.0) -> dict:
@@ -335,7 +275,7 @@ def rewind(exp: Experiment, run: dict, offset: int = 0, empty_within_s: float = 
     """
     topic, group = run["topic"], run["group"]
     label = topic.rsplit("-", 1)[0]
-    observer = _observed(exp, topic, group)
+    observer = ShareObserver.started_for(exp, topic, group)
     before = share_offsets(exp.bootstrap, group, topic)
 
     def members() -> list:
@@ -353,7 +293,7 @@ def rewind(exp: Experiment, run: dict, offset: int = 0, empty_within_s: float = 
     consumer = exp.participant(f"rewound-{label}", "share_consumer", topic=topic, group_id=group,
                                idle_ms=3000).start()
     consumer.wait(120)
-    _settle(observer)
+    observer.settle()
     return {"topic": topic, "group": group, "before": before, "refused": refused, "accepted": accepted,
             "after": after, "consumer": consumer}
 

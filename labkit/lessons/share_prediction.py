@@ -6,7 +6,7 @@ from __future__ import annotations
 from labkit.core.errors import LabkitError
 from labkit.core.history import Event
 from labkit.learn.predictions import Question
-from labkit.lessons.share_groups import first_ns
+from labkit.share.runs import first_ns
 
 QUESTION = Question(
     "06", "consumers A and B of one share group read a single partition, and A is killed (kill -9) while it holds "

@@ -51,6 +51,28 @@ class ShareObserver:
         self._last_assignment: set[tuple] | None = None
         self._thread = Periodic("labkit-share-observer", self.sample, interval_s, last_round=True)
 
+    @classmethod
+    def started_for(cls, exp, topic: str, group_id: str, interval_s: float = 0.3) -> "ShareObserver":
+        """Start an observer of ``group_id`` on ``topic`` into the experiment ``exp``'s history.
+
+        Args:
+            exp: a :class:`~labkit.crashlab.experiment.Experiment` (its ``bootstrap`` and ``history``).
+            topic, group_id: the topic and the share group (the group may not exist yet).
+            interval_s: seconds between samples.
+        Raises:
+            RuntimeError: see :meth:`start`.
+        """
+        return cls(exp.bootstrap, exp.history, group_id, topic, interval_s=interval_s).start()
+
+    def settle(self, seconds: float = 1.5) -> None:
+        """Wait ``seconds`` for the last persisted states to be sampled, then :meth:`stop`.
+
+        Raises:
+            see :meth:`stop`.
+        """
+        time.sleep(seconds)
+        self.stop()
+
     def start(self) -> "ShareObserver":
         """Start sampling in the background (a first sample at once).
 
