@@ -12,7 +12,9 @@ from labkit.broker import EmbeddedBroker
 from labkit.broker.ports import HOST, free_port
 from labkit.core.waiting import wait_until
 from labkit.crashlab.proxy import PRODUCE, FaultProxy
+from labkit.kafka.api_versions import broker_api_versions
 from labkit.kafka.records import create_topic, read_topic
+from labkit.kafka.wire import API_VERSIONS_KEY
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,36 @@ def test_black_hole_then_heal(proxied):
     proxy.cut()  # the client reconnects and retries
     assert producer.flush(30) == 0
     assert "during" in list(read_topic(broker.bootstrap_servers, topic, "read_uncommitted")["value"])
+
+
+class _FailingTap:
+    """Keeps every frame it is shown, then raises, as a tap that cannot read them would."""
+
+    def __init__(self) -> None:
+        self.seen = []
+
+    def request(self, conn_id: int, body: bytes) -> None:
+        self.seen.append(("request", conn_id, body))
+        raise ValueError("cannot read this request")
+
+    def response(self, conn_id: int, body: bytes) -> None:
+        self.seen.append(("response", conn_id, body))
+        raise ValueError("cannot read this response")
+
+
+def test_a_tap_sees_each_frame_and_its_errors_are_kept_while_the_frame_still_reaches_the_other_side(proxied):
+    broker, _ = proxied
+    tap = _FailingTap()
+    with FaultProxy(free_port(), broker.proxied_listener_port, tap=tap) as proxy:
+        versions = broker_api_versions(proxy.bootstrap_servers, timeout_s=10)  # a real ApiVersions, both ways
+    assert API_VERSIONS_KEY in versions
+    (_, conn, asked), (_, conn_back, answer) = tap.seen
+    api_key, _, correlation_id = struct.unpack(">hhi", asked[:8])
+    assert (api_key, conn_back, struct.unpack(">i", answer[:4])[0]) == (API_VERSIONS_KEY, conn, correlation_id)
+    assert proxy.tap_errors == [
+        f"request api {API_VERSIONS_KEY} correlation {correlation_id}: ValueError('cannot read this request')",
+        f"response api {API_VERSIONS_KEY} correlation {correlation_id}: ValueError('cannot read this response')"]
+    assert proxy.tap_error_count == 2
 
 
 def test_broker_without_proxied_listener_is_refused():

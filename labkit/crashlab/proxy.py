@@ -7,14 +7,19 @@ then the response), so it can lose a whole response: the request reached the bro
 and the client never hears so. That is what makes a producer retry a write that is already in the log.
 It can also corrupt one record of a Produce request on its way in, so that the broker refuses that batch
 with a retriable error while the requests after it succeed: what reorders a producer's retries.
+
+A tap (:class:`Tap`) reads the frames as they pass, without changing them: a frame the tap cannot read is forwarded
+all the same, and what the tap raised is kept in :attr:`FaultProxy.tap_errors`.
 """
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 import threading
 import time
+from typing import Protocol
 
 from labkit.broker.ports import HOST
 from labkit.core.waiting import wait_until
@@ -22,6 +27,22 @@ from labkit.kafka.wire import Writer
 
 #: Kafka API key of Produce requests (the Kafka protocol's ApiKeys.PRODUCE).
 PRODUCE = 0
+#: The most tap errors a proxy keeps (:attr:`FaultProxy.tap_errors`); later ones are counted only.
+TAP_ERRORS_KEPT = 100
+
+
+class Tap(Protocol):
+    """What a :class:`FaultProxy` shows each forwarded frame to, from the proxy's threads (two per connection, so
+    a tap must be thread-safe). ``conn_id`` numbers the proxy's connections (1, 2, ...); ``body`` is the frame
+    without its 4-byte size: a request from its request header on (API key, version, correlation id, ...), a
+    response from its correlation id on. A call sees the frame before it is forwarded, after any fault changed it;
+    a frame the proxy loses is not shown."""
+
+    def request(self, conn_id: int, body: bytes) -> None:
+        """Read one request the client sent."""
+
+    def response(self, conn_id: int, body: bytes) -> None:
+        """Read one response the broker sent."""
 
 
 class FaultProxy:
@@ -31,14 +52,20 @@ class FaultProxy:
         listen_port: port to listen on; for an :class:`~labkit.broker.EmbeddedBroker` started with
             ``proxy_listener=True``, its ``proxy_port``.
         target_port: the broker's PROXIED listener port (``proxied_listener_port``).
+        tap: a :class:`Tap` shown every frame the proxy forwards, or ``None``. What it raises is kept in
+            :attr:`tap_errors` (the first :data:`TAP_ERRORS_KEPT`; :attr:`tap_error_count` counts them all) and the
+            frame is forwarded all the same.
     Use :meth:`for_broker` for both at once; :meth:`close` (or ``with``) stops it.
 
     The faults and the counters are shared by the caller's thread and the proxy's threads (two per connection):
     every read and write of them holds one lock, and a response's fate and its count change in one step.
     """
 
-    def __init__(self, listen_port: int, target_port: int) -> None:
-        self.listen_port, self.target_port = listen_port, target_port
+    def __init__(self, listen_port: int, target_port: int, tap: Tap | None = None) -> None:
+        self.listen_port, self.target_port, self.tap = listen_port, target_port, tap
+        self._tap_errors: list[str] = []
+        self._tap_error_count = 0
+        self._conn_ids = itertools.count(1)
         self._lock = threading.Lock()
         self._drop, self._drop_apis, self._black_hole = 0, (PRODUCE,), False
         self._forwarded = self._dropped = self._corrupted = 0
@@ -50,15 +77,15 @@ class FaultProxy:
         threading.Thread(target=self._accept, daemon=True, name="faultproxy-accept").start()
 
     @classmethod
-    def for_broker(cls, broker) -> "FaultProxy":
-        """A proxy in front of ``broker`` (started with ``proxy_listener=True``).
+    def for_broker(cls, broker, tap: Tap | None = None) -> "FaultProxy":
+        """A proxy in front of ``broker`` (started with ``proxy_listener=True``), with ``tap`` if given.
 
         Raises:
             ValueError: the broker has no PROXIED listener.
         """
         if not broker.proxy_port:
             raise ValueError("this broker has no PROXIED listener: start it with EmbeddedBroker(proxy_listener=True)")
-        return cls(broker.proxy_port, broker.proxied_listener_port)
+        return cls(broker.proxy_port, broker.proxied_listener_port, tap)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -83,6 +110,20 @@ class FaultProxy:
         """Produce requests :meth:`corrupt_record` corrupted so far."""
         with self._lock:
             return self._corrupted
+
+    @property
+    def tap_errors(self) -> list[str]:
+        """What the tap raised so far, oldest first, at most :data:`TAP_ERRORS_KEPT`: one
+        ``"<request|response> api <API key> correlation <id>: <repr(exception)>"`` each (a response's API key is
+        that of its request, ``None`` if unknown)."""
+        with self._lock:
+            return list(self._tap_errors)
+
+    @property
+    def tap_error_count(self) -> int:
+        """How many times the tap raised so far, those beyond :attr:`tap_errors` included."""
+        with self._lock:
+            return self._tap_error_count
 
     # -- faults -----------------------------------------------------------------------------
     def drop_responses(self, n: int = 1, apis: tuple[int, ...] = (PRODUCE,)) -> int:
@@ -177,11 +218,26 @@ class FaultProxy:
                 self._conns += [client, broker]
             in_flight: dict[int, int] = {}  # correlation id -> API key, for this connection
             held: dict[int, float] = {}  # correlation id -> seconds to hold its response
-            threading.Thread(target=self._requests, args=(client, broker, in_flight, held), daemon=True).start()
-            threading.Thread(target=self._responses, args=(broker, client, in_flight, held), daemon=True).start()
+            conn_id = next(self._conn_ids)
+            threading.Thread(target=self._requests, args=(client, broker, in_flight, held, conn_id),
+                             daemon=True).start()
+            threading.Thread(target=self._responses, args=(broker, client, in_flight, held, conn_id),
+                             daemon=True).start()
+
+    def _show(self, kind: str, conn_id: int, body: bytes, api_key: int | None, correlation_id: int) -> None:
+        """Show ``body`` to the tap's ``kind`` ("request" or "response"); keep what it raises."""
+        if self.tap is None:
+            return
+        try:
+            getattr(self.tap, kind)(conn_id, body)
+        except Exception as exc:  # the frame is forwarded all the same; the error is kept, not lost
+            with self._lock:
+                self._tap_error_count += 1
+                if len(self._tap_errors) < TAP_ERRORS_KEPT:
+                    self._tap_errors.append(f"{kind} api {api_key} correlation {correlation_id}: {exc!r}")
 
     def _requests(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int],
-                  held: dict[int, float]) -> None:
+                  held: dict[int, float], conn_id: int) -> None:
         try:
             while True:
                 header = _recv_exactly(src, 4)
@@ -193,6 +249,7 @@ class FaultProxy:
                 if api_key == PRODUCE:
                     body = self._maybe_corrupt(body, correlation_id, held)
                 if forward:
+                    self._show("request", conn_id, body, api_key, correlation_id)
                     dst.sendall(header + body)
         except OSError:
             pass
@@ -208,7 +265,7 @@ class FaultProxy:
         return body[:at] + bytes([body[at] ^ 1]) + body[at + 1:]
 
     def _responses(self, src: socket.socket, dst: socket.socket, in_flight: dict[int, int],
-                   held: dict[int, float]) -> None:
+                   held: dict[int, float], conn_id: int) -> None:
         try:
             while True:
                 header = _recv_exactly(src, 4)
@@ -226,6 +283,7 @@ class FaultProxy:
                             self._drop -= 1
                 if drop:
                     continue
+                self._show("response", conn_id, body, api_key, correlation_id)
                 dst.sendall(header + body)
                 with self._lock:
                     self._forwarded += 1

@@ -64,22 +64,42 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
     return address
 
 
+def proxied_ports() -> tuple[int, int]:
+    """Return the PROXIED listener's ports of the broker :func:`connect` finds (connecting quietly first).
+
+    Returns:
+        ``(listener port, advertised port)``: the port the broker's PROXIED listener listens on (a proxy's
+        ``target_port``) and the one it advertises to clients (where a proxy must listen: its ``listen_port``).
+    Raises:
+        LabkitError: that broker has no PROXIED listener (an external cluster without ``LABKIT_PROXIED``): use the
+            lab broker, or docker-compose.yml, which has one.
+        what :func:`connect` raises.
+    """
+    connect(quiet=True)
+    if _proxied is None:
+        raise LabkitError("This broker has no PROXIED listener for a fault proxy. Unset LABKIT_BOOTSTRAP to use "
+                          "the lab broker, or use docker-compose.yml and set LABKIT_PROXIED=9095:9094.")
+    return _proxied
+
+
+def close_fault_proxy() -> None:
+    """Close the kernel's fault proxy (:func:`fault_proxy`) if one is open, freeing the advertised port for another
+    proxy; :func:`fault_proxy` opens it again."""
+    if _proxy is not None and not _proxy.closed:
+        _proxy.close()
+
+
 def fault_proxy() -> FaultProxy:
     """The kernel's :class:`~labkit.crashlab.proxy.FaultProxy` in front of the broker that
     :func:`connect` found (started on first use, healed and reused afterwards).
 
     Raises:
-        LabkitError: that broker has no PROXIED listener (an external cluster without
-            ``LABKIT_PROXIED``): use the lab broker, or docker-compose.yml, which has one.
+        LabkitError: see :func:`proxied_ports`.
     """
     global _proxy
-    connect(quiet=True)
-    if _proxied is None:
-        raise LabkitError("This broker has no PROXIED listener for the fault proxy. Unset LABKIT_BOOTSTRAP to use "
-                          "the lab broker, or use docker-compose.yml and set LABKIT_PROXIED=9095:9094.")
-    if _proxy is None or _proxy.closed or (_proxy.target_port, _proxy.listen_port) != _proxied:
-        if _proxy is not None:
-            _proxy.close()
-        _proxy = FaultProxy(listen_port=_proxied[1], target_port=_proxied[0])
+    ports = proxied_ports()
+    if _proxy is None or _proxy.closed or (_proxy.target_port, _proxy.listen_port) != ports:
+        close_fault_proxy()
+        _proxy = FaultProxy(listen_port=ports[1], target_port=ports[0])
     _proxy.heal()
     return _proxy
