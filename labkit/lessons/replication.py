@@ -22,7 +22,7 @@ from labkit.kafka.api_versions import broker_features
 from labkit.kafka.wire import Reader, Writer, call, error_name
 from labkit.learn.exercise import Verdict, marked, unanswered
 from labkit.learn.predictions import Question
-from labkit.lessons.broker_crashes import broker_restart_in_transaction
+from labkit.crashlab.broker_restart import broker_restart_in_transaction
 
 #: The notebook's opening question, on part 3's run (answered by :func:`loss_outcome`).
 QUESTION = Question(
@@ -163,7 +163,7 @@ def _restart(exp: Experiment, cluster: EmbeddedCluster, node: int) -> int:
 
 def leader_kill_in_transaction(exp: Experiment, cluster: EmbeddedCluster, clients: tuple[str, ...] = CLIENTS,
                                hold_ms: int = 4000) -> dict:
-    """Part 1: a KIP-447 processor per client (:func:`~labkit.lessons.broker_crashes.broker_restart_in_transaction`:
+    """Part 1: a KIP-447 processor per client (:func:`~labkit.crashlab.broker_restart.broker_restart_in_transaction`:
     one input per transaction, each held open ``hold_ms`` ms after its output's acknowledgement) writes to an output
     partition on all three brokers (the cluster's replication factor 3, min.insync.replicas=2); while every one holds
     a transaction open the lab kill -9s the output partition's leader and waits for the controller to elect another
@@ -174,9 +174,9 @@ def leader_kill_in_transaction(exp: Experiment, cluster: EmbeddedCluster, client
         ``{"runs": {client: run}, "states": DataFrame (moment, leader, replicas, isr, high_watermark, live,
         log_end_offset: the leader's, :func:`log_end_offset`),
         "killed": node id, "leaderless_s": seconds from the kill to a new leader in the metadata}``; each ``run`` as
-        :func:`~labkit.lessons.broker_crashes.broker_restart_in_transaction` returns it.
+        :func:`~labkit.crashlab.broker_restart.broker_restart_in_transaction` returns it.
     Raises:
-        What :func:`~labkit.lessons.broker_crashes.broker_restart_in_transaction` raises; TimeoutError: no new leader
+        What :func:`~labkit.crashlab.broker_restart.broker_restart_in_transaction` raises; TimeoutError: no new leader
         within 60 s.
     """
     leader, follower, spare = pair(cluster)

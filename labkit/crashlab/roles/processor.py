@@ -24,7 +24,7 @@ from labkit.kafka.records import caught_up
 #: is down: librdkafka's re-bootstrap leaves its cached coordinator on the dead connection, and the first
 #: coordinator request after a broker restart (``send_offsets_to_transaction``; a consumer's offset commit or
 #: group heartbeat) then hangs until another connection changes state (librdkafka issues 5456 and 5511;
-#: :func:`labkit.lessons.broker_crashes.broker_restart_in_transaction`). A spec's ``config`` overrides it
+#: :func:`labkit.crashlab.broker_restart.broker_restart_in_transaction`). A spec's ``config`` overrides it
 #: (``{"metadata.recovery.strategy": "rebootstrap"}``: librdkafka's default).
 _NO_REBOOTSTRAP = {"metadata.recovery.strategy": "none"}
 
