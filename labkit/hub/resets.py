@@ -7,7 +7,7 @@ workshop code, anyone's, set a new password and got the owner's files. Now a nam
 (:func:`labkit.hub.users.is_lab_user_name`) and that has no password is refused even with the workshop code
 (:mod:`labkit.hub.auth`), and its owner gets back in with a code only the instructor can make:
 
-* ``sudo .venv/bin/python -m labkit.hub reset-password NAME [--state DIR]`` (:func:`main`, as root, on the hub's
+* ``sudo .venv/bin/python -m labkit.hub reset-password NAME [--room ROOM]`` (:func:`main`, as root, on the hub's
   machine, while the hub runs or not) makes a new code for ``NAME`` (:func:`issue`), prints it once and keeps only
   its SHA-256 in ``<state>/password_resets.json`` (:data:`FILE_NAME`, mode 0600, in the hub's 0700 state folder). A
   later reset replaces the code; the old password no longer signs in from then on.

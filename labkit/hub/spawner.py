@@ -106,8 +106,8 @@ class LabSpawner(LocalProcessSpawner):
         ``LocalProcessSpawner`` inside it, listening on the namespace's address.
 
         Raises:
-            labkit.core.errors.LabkitError: the name is refused, or ``useradd``, ``nft`` or ``ip`` failed (JupyterHub
-                shows the spawn failed, with the message).
+            labkit.core.errors.LabkitError: the name is refused, its Unix user is another room's (not ended), or
+                ``useradd``, ``nft`` or ``ip`` failed (JupyterHub shows the spawn failed, with the message).
         """
         entry = await asyncio.get_running_loop().run_in_executor(ACCOUNTS_EXECUTOR, users.create, self.user.name,
                                                                   self.room)
