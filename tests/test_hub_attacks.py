@@ -333,6 +333,22 @@ async def main():
         "Too many" in (await sign_in(f"tz-dir{i}", "a-password", "wrong-code", via=None, source="127.0.0.2",
                                      headers={"X-Real-IP": f"10.7.0.{i}", "X-Forwarded-For": f"10.6.0.{i}"}))["said"]
         for i in range(35)]
+    # a room behind one address (the venue's NAT): one attendee fails on purpose under another's name, and under new
+    # names with wrong codes; the rest of the room, and that name from elsewhere, still sign in (issue 63)
+    room, elsewhere = "198.51.100.30", "198.51.100.31"
+    found["room_bea_first"] = await sign_in("tz-bea", "bea-password", CODE, via=room)
+    found["room_wrong_ada"] = ["Too many" in (await sign_in("tz-ada", f"guess-{i}", via=room))["said"]
+                               for i in range(35)]
+    found["room_ada_right_here"] = await sign_in("tz-ada", "ada-password", via=room)
+    found["room_ada_right_elsewhere"] = await sign_in("tz-ada", "ada-password", via=elsewhere)
+    found["room_bea_right"] = await sign_in("tz-bea", "bea-password", via=room)
+    found["room_newcomer"] = await sign_in("tz-cy", "cy-password", CODE, via=room)
+    found["room_wrong_codes"] = ["Too many" in (await sign_in(f"tz-x{i}", "a-password", "wrong-code", via=room))["said"]
+                                 for i in range(35)]
+    found["room_bea_after_codes"] = await sign_in("tz-bea", "bea-password", via=room)
+    for i in range(35):
+        await sign_in("inst", f"guess-{i}", via=room)
+    found["room_admin"] = await sign_in("inst", ADMIN_PASSWORD, via=room)
     # 10: megabyte names: the hub's memory and log
     me = psutil.Process()
     before, logged = me.memory_info().rss, len(log.getvalue())
@@ -376,6 +392,21 @@ def test_wrong_passwords_under_a_name_never_refuse_its_right_password(attempts):
     assert attempts["admin_other_address"]["result"] == {"name": "inst", "admin": True}
     assert attempts["attendee_first"]["result"] == {"name": "tz-ada", "admin": False}
     assert attempts["attendee_right"]["result"] == {"name": "tz-ada", "admin": False}
+
+
+def test_one_attendee_failing_from_the_room_s_address_keeps_out_one_name_there_never_the_room(attempts):
+    """A room signs in from one address: 35 wrong passwords under tz-ada from it refuse the 31st on for tz-ada from
+    there (the guesses stop), while tz-ada from elsewhere, tz-bea and a newcomer from the same address, and the
+    instructor after 35 wrong passwords, all sign in; 35 wrong workshop codes refuse first sign-ins only."""
+    assert attempts["room_bea_first"]["result"] == {"name": "tz-bea", "admin": False}
+    assert attempts["room_wrong_ada"] == [False] * 30 + [True] * 5
+    assert "Too many failed sign-ins as tz-ada" in attempts["room_ada_right_here"]["said"]
+    assert attempts["room_ada_right_elsewhere"]["result"] == {"name": "tz-ada", "admin": False}
+    assert attempts["room_bea_right"]["result"] == {"name": "tz-bea", "admin": False}
+    assert attempts["room_newcomer"]["result"] == {"name": "tz-cy", "admin": False}
+    assert attempts["room_wrong_codes"] == [False] * 30 + [True] * 5
+    assert attempts["room_bea_after_codes"]["result"] == {"name": "tz-bea", "admin": False}
+    assert attempts["room_admin"]["result"] == {"name": "inst", "admin": True}
 
 
 def test_forged_x_real_ip_and_x_forwarded_for_do_not_escape_the_address_throttle(attempts):

@@ -5,9 +5,10 @@ organisation): the first sign-in under a name sets that name's password (bcrypt,
 folder), which every later sign-in needs. Chosen over NativeAuthenticator because that is the model a room needs and
 nothing more: one form, no separate sign-up page or approval step. What the workshop adds:
 
-* **The workshop's code** (the shared password, ``workshop_code``, at least 8 characters) is asked on the first
-  sign-in under a name only: the form's third field (the lab's ``login.html``, :data:`labkit.hub.config.TEMPLATES`). A first sign-in
-  without it, or with a wrong one, is refused; so is an own password shorter than 8 characters or equal to the code.
+* **The workshop's code** (the shared password, ``workshop_code``, at least 8 characters) is asked on the first sign-in
+  under a name only: the form's third field (the lab's ``login.html``, :data:`labkit.hub.config.TEMPLATES`). A first
+  sign-in without it, or with a wrong one, is refused; so is an own password shorter than 8 characters or equal to the
+  code.
 * **A name already taken** is refused as taken when the code is given with a wrong password (a newcomer who chose a
   name in use), as a wrong password otherwise; nothing starts. A name whose Unix user the lab made
   (:func:`labkit.hub.users.is_lab_user_name`) is taken even when it has no password (JupyterHub's *Delete User*
@@ -17,14 +18,18 @@ nothing more: one form, no separate sign-up page or approval step. What the work
   ``python -m labkit.hub reset-password NAME``); from then on the old password is refused, and a sign-in with the
   name, a new password of the attendee's own and that code in the code field sets the new password, once. A wrong
   code is a failed sign-in of the address.
-* **Throttled failures, by address**: after :attr:`LabAuthenticator.allowed_failures_per_address` failed sign-ins
-  from one address within :attr:`LabAuthenticator.window_s` seconds, that address is refused, before any password is
-  checked, until the window has passed since its last failure, the message saying how long. The address is the one
-  the hub's own proxy saw (:func:`client_address`), which a request cannot forge. No name is ever refused for
-  failures under it: a right password is always taken, however many wrong ones came first (issue 63: five wrong
-  passwords a minute under the admin's name kept the instructor out), so a name can only be guessed at the rate its
-  guessers' addresses allow. The table of addresses keeps at most :data:`MAX_ADDRESSES` (the least recently failed go
-  first), each with at most its allowance of failures.
+* **Throttled failures, by address and name**: after :attr:`LabAuthenticator.allowed_failures` failed sign-ins
+  within :attr:`LabAuthenticator.window_s` seconds, the same kind of attempt from that address is refused, before any
+  password is checked, until the window has passed since its last failure, the message saying how long. Two kinds,
+  counted apart (:meth:`LabAuthenticator.throttle_key`): a wrong password or one-time code under a name that has one
+  counts against that address *and that name*; a first sign-in that fails (a wrong workshop code, a lab's name
+  without a password) against that address's first sign-ins. A room signs in from one address (the venue's NAT, as
+  the proxy sees it), so one attendee failing on purpose, or a guesser, keeps out at most the one name they fail
+  under from that address, and newcomers (by failing first sign-ins), never the room: an address-wide count did
+  (issue 63). The instructor's name is never throttled: its password is at least 32 characters, beyond guessing, and
+  nobody can keep the instructor out. The address is the one the hub's own proxy saw (:func:`client_address`), which
+  a request cannot forge. The table keeps at most :data:`MAX_ADDRESSES` entries (the least recently failed go first),
+  each with at most its allowance of failures.
 * **A password is at most** :data:`MAX_PASSWORD_BYTES` **bytes** (bcrypt's limit, which bcrypt 5 enforces by raising):
   a longer one is refused with that reason on the form, never checked (issue 63: an HTTP 500 before).
 * **The instructor** signs in under their admin name (``admin_users``) with their own password (``admin_password``,
@@ -84,57 +89,71 @@ def client_address(request) -> str:
 
 
 class LoginHandler(CustomLoginHandler):
-    """FirstUseAuthenticator's sign-in page (``CustomLoginHandler``: the authenticator's own message on the form),
-    able to show an error too. JupyterHub 6 shows an error of a form's POST as the form (``LoginHandler.render_template``
+    """FirstUseAuthenticator's sign-in page (``CustomLoginHandler``: the authenticator's own message on the form), able
+    to show an error too. JupyterHub 6 shows an error of a form's POST as the form (``LoginHandler.render_template``
     calls ``_render(**ns)`` with the error page's names: ``sync``, ``status_code``, ...), which FirstUseAuthenticator
-    1.1.1's ``_render(login_error, username)`` refuses with a TypeError: the error page itself failed, and the
-    browser got a bare, empty HTTP 500 (issue 63, a real JupyterHub 6.1.1's log: "Uncaught exception in
-    write_error ... unexpected keyword argument 'sync'")."""
+    1.1.1's ``_render(login_error, username)`` refuses with a TypeError: the error page itself failed, and the browser
+    got a bare, empty HTTP 500 (issue 63, a real JupyterHub 6.1.1's log: "Uncaught exception in write_error ...
+    unexpected keyword argument 'sync'")."""
 
     def _render(self, login_error=None, username=None, **kwargs):
         return super(CustomLoginHandler, self)._render(self.custom_login_error or login_error, username, **kwargs)
 
 
 class LabAuthenticator(FirstUseAuthenticator):
-    """``FirstUseAuthenticator`` with the workshop's code on a first sign-in, throttled failures by address, the
-    instructor's own password and the lab's name rules (module docstring)."""
+    """``FirstUseAuthenticator`` with the workshop's code on a first sign-in, throttled failures by address and name,
+    the instructor's own password and the lab's name rules (module docstring)."""
 
     workshop_code = Unicode(config=True, help="The code a first sign-in under a name needs (the shared password).")
     admin_password = Unicode(config=True, help="The instructor's password (at least 32 characters).")
-    allowed_failures_per_address = Integer(30, config=True, help="Failed sign-ins from one address before it waits.")
-    window_s = Float(60.0, config=True, help="Seconds an address waits after its last counted failure.")
+    allowed_failures = Integer(30, config=True, help="Failed sign-ins of one kind (throttle_key) before it waits.")
+    window_s = Float(60.0, config=True, help="Seconds a throttled kind waits after its last counted failure.")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.min_password_length = MIN_PASSWORD
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()  # address -> its latest failures, LRU
+        self._failures: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()  # throttle key -> failures, LRU
 
-    def _wait_s(self, address: str) -> float:
-        """Seconds ``address`` must still wait, 0 if it may try (nothing stored for an address without failures)."""
-        failures = self._failures.get(address)
-        if failures is None or len(failures) < self.allowed_failures_per_address:
+    def throttle_key(self, name: str, address: str) -> tuple[str, str] | None:
+        """What a failed sign-in under ``name`` from ``address`` counts against: ``(address, name)`` when the name has
+        a password or a pending reset (guessing that one name's secret), ``(address, "")`` for a first sign-in (the
+        workshop code), ``None`` for the instructor's name (never throttled: module docstring)."""
+        if name in self.admin_users:
+            return None
+        if self._has_password(name) or resets.pending(Path(self.dbm_path).parent, name):
+            return (address, name)
+        return (address, "")
+
+    def _wait_s(self, key: tuple[str, str] | None) -> float:
+        """Seconds ``key`` must still wait, 0 if it may try (nothing stored for a key without failures)."""
+        failures = self._failures.get(key)
+        if failures is None or len(failures) < self.allowed_failures:
             return 0.0
         return max(0.0, self.window_s - (time.monotonic() - failures[-1]))
 
     def _failed(self, handler, name: str, address: str, message: str) -> None:
         now = time.monotonic()
-        failures = self._failures.pop(address, None) or deque(maxlen=self.allowed_failures_per_address)
+        key = self.throttle_key(name, address)
+        handler.custom_login_error = message
+        self.log.warning("Refused sign-in (name:%s, address:%s): %s", name, address, message)
+        if key is None:
+            return
+        failures = self._failures.pop(key, None) or deque(maxlen=self.allowed_failures)
         while failures and now - failures[0] > self.window_s:
             failures.popleft()
         failures.append(now)
-        self._failures[address] = failures  # the most recently failed last
+        self._failures[key] = failures  # the most recently failed last
         while len(self._failures) > MAX_ADDRESSES:
             self._failures.popitem(last=False)
-        handler.custom_login_error = message
-        self.log.warning("Refused sign-in (name:%s, address:%s): %s", name, address, message)
 
     async def authenticate(self, handler, data):
-        """``{"name", "admin"}`` for a right password (the instructor's, or the name's own: set by a first sign-in
-        that gave the workshop code), else ``None`` with the reason on the form (``handler.custom_login_error``,
-        which ``FirstUseAuthenticator``'s login handler shows): a name that cannot be an attendee's Unix user, an
-        address that failed too often (:func:`client_address`), a password over :data:`MAX_PASSWORD_BYTES`, a wrong
-        password or code, a name of the lab without a password (module docstring) or with a pending reset and no
-        right one-time code. A right password is never refused for failures under its name (module docstring).
+        """``{"name", "admin"}`` for a right password (the instructor's, or the name's own: set by a first sign-in that
+        gave the workshop code), else ``None`` with the reason on the form (``handler.custom_login_error``, which
+        ``FirstUseAuthenticator``'s login handler shows): a name that cannot be an attendee's Unix user, an address that
+        failed too often under that name or at first sign-ins (:meth:`throttle_key`, :func:`client_address`), a password
+        over :data:`MAX_PASSWORD_BYTES`, a wrong password or code, a name of the lab without a password (module
+        docstring) or with a pending reset and no right one-time code. A right password is never refused for failures
+        under its name (module docstring).
 
         Raises:
             labkit.core.errors.LabkitError: the reset file's lock was held (:func:`labkit.hub.resets.redeem`)."""
@@ -145,8 +164,11 @@ class LabAuthenticator(FirstUseAuthenticator):
             handler.custom_login_error = why
             return None
         address = client_address(handler.request)
-        if (wait := self._wait_s(address)) > 0:
-            handler.custom_login_error = f"Too many failed sign-ins from your address: try again in {wait:.0f} s."
+        key = self.throttle_key(name, address)
+        if (wait := self._wait_s(key)) > 0:
+            handler.custom_login_error = (f"Too many failed sign-ins as {name} from your address: try again in "
+                                          f"{wait:.0f} s." if key[1] else "Too many failed first sign-ins from your "
+                                          f"address: try again in {wait:.0f} s.")
             return None
         if len(password.encode()) > MAX_PASSWORD_BYTES:
             handler.custom_login_error = (f"A password is at most {MAX_PASSWORD_BYTES} bytes (bcrypt's limit): yours "
