@@ -68,6 +68,12 @@ def test_a_room_named_again_is_resumed_with_its_marks_and_a_bad_name_is_refused(
     assert lines[0].startswith("Resuming room kafka-day (started ") and "1 marks kept" in lines[0], lines
     with pytest.raises(LabkitError, match="cannot name a room"):
         rooms.choose("../etc", tmp_path)
+    before_rooms = tmp_path / "state"  # a hub's state from before rooms: its database, no record
+    before_rooms.mkdir()
+    (before_rooms / "jupyterhub.sqlite").touch()
+    assert not rooms.unused(before_rooms) and rooms.unused(tmp_path / "2026-12-08")
+    assert rooms.first_lines(state, False, tmp_path, before_rooms)[-1].startswith(f"  not ended: {before_rooms}, a "
+                                                                                  "hub's state from before rooms")
 
 
 def test_the_instructor_lands_on_the_live_view_and_an_attendee_on_their_lab():

@@ -84,13 +84,19 @@ def choose(name: str | None = None, rooms: Path = ROOMS, today: date | None = No
     """
     if name is not None:
         state = Path(rooms) / check_name(name)
-        return state, not (state / RECORD).is_file()
+        return state, unused(state)
     base = (today or date.today()).isoformat()
     state, n = Path(rooms) / base, 1
     while state.exists():
         n += 1
         state = Path(rooms) / f"{base}-{n}"
     return state, True
+
+
+def unused(state: Path | str) -> bool:
+    """Whether no hub ran from ``state`` yet: it has neither a room's record (:data:`RECORD`) nor JupyterHub's
+    database (a state folder from before rooms has the database only)."""
+    return not (Path(state) / RECORD).is_file() and not (Path(state) / "jupyterhub.sqlite").is_file()
 
 
 def record(state: Path | str) -> dict | None:
@@ -252,7 +258,8 @@ def end(state: Path | str, csv_path: Path | str, say: Callable[[str], None] = pr
     try:
         leftovers.stop_left_by(state, say=said)
         rows = write_marks(state, csv_path)
-        said(f"Marks and predictions of room {state.name}: {csv_path} ({rows} rows): keep it for your records.")
+        said(f"Marks and predictions of room {(record(state) or {}).get('name', state.name)}: {csv_path} ({rows} "
+             "rows): keep it for your records.")
         for entry in members(state):
             removed = users.remove(entry.pw_name.removeprefix(unix_name("")), sandbox.private_root(state))
             said(f"  removed {entry.pw_name} (uid {entry.pw_uid}): its processes, sandbox, home"

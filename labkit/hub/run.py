@@ -30,7 +30,7 @@ import psutil
 
 from labkit.broker.ports import ensure_free, free_port
 from labkit.core.errors import LabkitError, PortInUseError
-from labkit.hub import firewall, install, leftovers, rooms, sandbox
+from labkit.hub import firewall, install, leftovers, rooms, sandbox, unit
 from labkit.hub.sandbox import TMP_MIB
 from labkit.hub.config import (ADMIN_PASSWORD_ENV, CULL_IDLE_S, MEMORY_MIB, PASSWORD_ENV, TASKS, HubSettings,
                                write_config_file)
@@ -153,6 +153,7 @@ def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instru
             ``ip``, ``setpriv`` or cgroup v1 unusable, IP forwarding on, or the set-up failed.
     """
     check_root()
+    say(f"Attendees' labs: {unit.survey()[2]}")  # the sandbox's backend here (labkit.hub.unit), and what it lacks
     if bool(ssl_cert) != bool(ssl_key):
         raise LabkitError("HTTPS needs both --ssl-cert and --ssl-key (PEM files).")
     if (why := why_refused(admin)):
@@ -246,7 +247,7 @@ def main(argv: list[str]) -> int:
         parser.error("--room or --state, not both")
     check_root()
     check_passwords(args.password, args.admin_password)
-    state, new = (args.state, rooms.record(args.state) is None) if args.state else rooms.choose(args.room)
+    state, new = (args.state, rooms.unused(args.state)) if args.state else rooms.choose(args.room)
     fd = lock_state(state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
     rooms.ensure_record(state)
     for line in rooms.first_lines(state, new):
