@@ -1,5 +1,6 @@
 """librdkafka's serialised consumer group metadata (``consumer.consumer_group_metadata()`` in confluent-kafka): the
-member epoch every offset commit made with it carries, read and replaced (a lagging client, as notebook 05 sends)."""
+member epoch every offset commit made with it carries, read and replaced (a lagging client, as notebook 05 sends), and
+the TxnOffsetCommit version such a commit goes out in (:data:`LIBRDKAFKA_TXN_VERSION`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import struct
 from labkit.core.errors import LabkitError
 
 _CGMD_MAGIC = b"CGMDv2:"
+#: The TxnOffsetCommit version the lab's models take for librdkafka's commits (:mod:`labkit.models.kip1287`). Any
+#: below 6 answers alike there: the broker sends a stale member epoch as ILLEGAL_GENERATION below 6 (KIP-1319), which
+#: is what librdkafka gets, and KIP-1287's draft validates from 6 on. librdkafka itself sends at most version 3
+#: (``rd_kafka_txn_send_TxnOffsetCommitRequest`` in its ``src/rdkafka_txnmgr.c`` asks for versions 0 to 3).
+LIBRDKAFKA_TXN_VERSION = 5
 
 
 class GroupMetadataFormatError(LabkitError):

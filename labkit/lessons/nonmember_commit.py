@@ -37,9 +37,8 @@ from labkit.core.waiting import wait_until
 from labkit.crashlab.experiment import Experiment
 from labkit.crashlab.java import JVM_FLAGS, SOURCE as JAVA_PARTICIPANT
 from labkit.kafka.group_member import GroupMember, describe_assignments
-from labkit.kafka.group_metadata import metadata_epoch
+from labkit.kafka.group_metadata import LIBRDKAFKA_TXN_VERSION, metadata_epoch
 from labkit.kafka.records import committed_offsets, produce
-from labkit.lessons.unassigned import LIBRDKAFKA_TXN_VERSION
 from labkit.models import kip1287
 
 #: The outsider's name in the experiment's history: librdkafka's (:class:`Outsider`).
@@ -260,7 +259,7 @@ def replay_nonmember(run: dict, release: str | None = None) -> list[dict]:
     :mod:`labkit.models.kip1287`'s rules, beside the broker's answers, against the group as it was (member A holding
     partition 0 at its epoch): one dict per commit ``{"request", "real", "4.2", "release", "kip1287 v5",
     "kip1287 v6 (as drafted)", "kip1287 v6 (non-member checked)"}``. TxnOffsetCommit as librdkafka sends it
-    (:data:`~labkit.lessons.unassigned.LIBRDKAFKA_TXN_VERSION`) except in the two v6 columns; "non-member checked"
+    (:data:`~labkit.kafka.group_metadata.LIBRDKAFKA_TXN_VERSION`) except in the two v6 columns; "non-member checked"
     is a reading no draft proposes (:data:`~labkit.models.kip1287.NON_MEMBER_READINGS`). The Java outsider's commit
     (``library`` "kafka-clients (Java)") is left out: which TxnOffsetCommit version it sent is not recorded."""
     rule = kip1287.rule_of(release or run["release"])

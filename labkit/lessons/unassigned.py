@@ -21,6 +21,7 @@ from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
 from labkit.kafka import protocol
 from labkit.kafka.group_member import GroupMember, classic_session, describe_assignments, hold
+from labkit.kafka.group_metadata import LIBRDKAFKA_TXN_VERSION
 from labkit.kafka.offset_guard import UnassignedPartitionError
 from labkit.kafka.records import committed_offsets
 from labkit.learn.exercise import Verdict, marked, unanswered
@@ -72,9 +73,6 @@ STALE_MEMBER_EPOCH, UNASSIGNED_PARTITION = kip1287.STALE_MEMBER_EPOCH, kip1287.U
 draft_collisions = protocol.draft_collisions
 #: Member epochs at the broker (ConsumerGroupDescribe); ``protocol`` is a group protocol's name below.
 describe_consumer_group = protocol.describe_consumer_group
-#: The TxnOffsetCommit version the model assumes librdkafka 2.16 sends: any below 6 answers alike (the broker
-#: sends STALE_MEMBER_EPOCH as ILLEGAL_GENERATION below 6, which is what librdkafka gets).
-LIBRDKAFKA_TXN_VERSION = 5
 
 
 def unassigned_commit(exp: Experiment, protocol: str = "consumer", *, records: int = 12, skip_to: int = 9,
