@@ -46,6 +46,15 @@ def test_a_package_imports_none_of_what_it_must_not(package, forbidden):
     assert not {f: n for f, n in wrong.items() if n}
 
 
+def test_no_lesson_imports_another_lesson():
+    """What two lessons share lives in a layer below them (a crash step of crashlab, labkit/share, labkit/kafka)."""
+    found = imports("lessons")
+    assert len(found) > 10
+    wrong = {f: sorted(n for n in names if n.startswith("labkit.lessons.")
+                       and n.split(".")[2] != Path(f).stem) for f, names in found.items()}
+    assert not {f: n for f, n in wrong.items() if n}
+
+
 def test_the_walk_sees_imports_inside_functions():
     assert "labkit.kafka.producers" in imports("crashlab")["labkit/crashlab/loop.py"]
 
@@ -80,3 +89,11 @@ def test_the_private_name_check_finds_both_forms(tmp_path):
                                        "x = server.__name__, wait_for\n")
     assert private_uses(tmp_path / "clean.py", "labkit.clean") == []
 
+
+def test_no_module_takes_another_modules_private_name():
+    found = {}
+    for root in (LABKIT, REPO / "labkit_dev"):
+        for path in root.rglob("*.py"):
+            module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            found[str(path.relative_to(REPO))] = private_uses(path, module)
+    assert {f: uses for f, uses in found.items() if uses} == {}
