@@ -6,8 +6,9 @@ what :func:`enter_command` gives its first process, so nothing of one attendee's
 connect **or bind**, and one attendee's runaway cell cannot take the machine.
 
 **The sandbox's contract.** Each line is a property a backend keeps (today's: ``ip netns``, cgroup v1 and a mount and
-IPC namespace per lab made by :func:`prepare` and :func:`enter_command`; a systemd / cgroup v2 backend must keep every
-one), and the test that tries to break it as an attendee would:
+IPC namespace per lab made by :func:`prepare` and :func:`enter_command`; on systemd with cgroup v2, each lab a
+transient unit, :mod:`labkit.hub.unit`, which says how it keeps each; :func:`labkit.hub.unit.choose` picks by what the
+machine has), and the test that tries to break it as an attendee would:
 
 * *Network alone*: a network namespace whose only reachable address is :data:`GATEWAY`
   (``test_an_attendee_reaches_the_hubs_ports_on_the_gateway_and_nothing_of_another``).
@@ -41,8 +42,9 @@ Today's backend:
 * **cgroups** (cgroup v1's ``memory``, ``cpu`` and ``pids`` controllers, ``/sys/fs/cgroup/<controller>/labkit/<uid>``):
   ``memory.limit_in_bytes`` (an attendee past it loses a process of their own to the kernel's OOM killer, inside
   their group), ``cpu.shares`` (1024 each: equal shares of a busy machine) and ``pids.max`` (tasks: processes and
-  threads; a fork bomb stops there). cgroup v2 (a unified hierarchy, what systemd machines mount) is not supported:
-  :func:`check` says so; jupyterhub-systemdspawner's ``systemd-run --scope`` is the way there, untested here.
+  threads; a fork bomb stops there). On cgroup v2 under systemd (a unified hierarchy) the lab is a unit instead
+  (:mod:`labkit.hub.unit`): :func:`prepare` then makes the namespace and the info folder only, :func:`cgroups` is the
+  unit's one group, and :func:`memory_of` and :func:`oom_kills` read its cgroup v2 files.
 * **A mount and an IPC namespace** (``ip netns exec`` makes the mount namespace, ``unshare --ipc``, util-linux, the
   IPC one; both end with the lab's last process, and everything in them with it). In the mount namespace: ``/tmp``
   (and ``/var/tmp``, the same folder) and ``/dev/shm``, each a tmpfs of :attr:`Limits.tmp_mib`, and ``/run/lock`` one
@@ -72,6 +74,7 @@ from pathlib import Path
 
 from labkit.core.errors import LabkitError
 from labkit.core.jsonfile import write_json
+from labkit.hub import unit
 
 #: The uids of the lab's attendees (:func:`labkit.hub.users.create` takes the lowest free one), one network address
 #: each (:func:`address`): 100 accounts of the lab on one machine, all hubs together (a removed attendee frees its uid).
@@ -79,7 +82,7 @@ ATTENDEE_UIDS = range(50000, 50100)
 #: The machine's address in every attendee's network (on its loopback): the hub's API and the live view.
 GATEWAY = "10.127.0.1"
 #: The cgroup v1 controllers each attendee has a group of.
-CONTROLLERS = ("memory", "cpu", "pids")
+CONTROLLERS = unit.V1_CONTROLLERS
 #: Where the cgroup v1 hierarchies are mounted, one folder per controller.
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: The lab's folder in each controller's hierarchy: one group per attendee's uid under it.
@@ -93,7 +96,7 @@ IP_TIMEOUT_S = 30
 #: memory limit (the module docstring), so this bounds what a full ``/tmp`` takes of it.
 TMP_MIB = 512
 #: The size of a lab's ``/run/lock`` (tmpfs, MiB): lock files are empty.
-RUN_LOCK_MIB = 1
+RUN_LOCK_MIB = unit.RUN_LOCK_MIB
 #: The cgroup v1 hierarchies a JVM reads (OpenJDK's ``CgroupSubsystemFactory`` takes a v1 machine's limits only when it
 #: finds all of cpuset, cpu, cpuacct and memory in ``/proc/self/mountinfo``; pids it reads when there).
 JVM_CONTROLLERS = ("cpuset", "cpu", "cpuacct", "memory", "pids")
@@ -142,7 +145,14 @@ def exists(uid: int) -> bool:
 
 
 def cgroups(uid: int) -> list[Path]:
-    """Attendee ``uid``'s group in each of :data:`CONTROLLERS`."""
+    """Attendee ``uid``'s group in each of :data:`CONTROLLERS` (cgroup v1), or, on systemd with cgroup v2, their lab
+    unit's one group (:func:`labkit.hub.unit.cgroup`), the memory group first either way.
+
+    Raises:
+        LabkitError: the machine has neither backend (:func:`labkit.hub.unit.chosen`).
+    """
+    if unit.chosen() == unit.SYSTEMD:
+        return [unit.cgroup(uid)]
     return [CGROUP_ROOT / controller / CGROUP_PARENT / str(uid) for controller in CONTROLLERS]
 
 
@@ -155,6 +165,12 @@ def private_tmp(tmp_root: Path | str, uid: int) -> Path:
     """Attendee ``uid``'s folder under ``tmp_root`` (the hub's state): its ``info`` folder (the lab's temporary folders
     are tmpfs of the lab's own, :func:`enter_command`; an older labkit kept ``tmp`` and ``shm`` here)."""
     return Path(tmp_root) / str(uid)
+
+
+def info_folder(tmp_root: Path | str, uid: int) -> Path:
+    """Attendee ``uid``'s ``info`` folder under ``tmp_root`` (root's): what the hub observed of their lab, which the
+    lab sees read-only at :data:`INFO_MOUNT` (:func:`write_info`)."""
+    return private_tmp(tmp_root, uid) / "info"
 
 
 def _ip(*args: str) -> str:
@@ -182,27 +198,28 @@ def _sysctl(*args: str) -> str:
 
 
 def check() -> None:
-    """Check that attendees can be kept apart here: ``ip`` (iproute2), ``setpriv`` and ``unshare`` (util-linux)
-    present, IP forwarding off, and cgroup v1's :data:`CONTROLLERS` mounted and writable.
+    """Check that attendees can be kept apart here: a backend (:func:`labkit.hub.unit.chosen`) and nothing it needs
+    missing (:func:`labkit.hub.unit.missing`: on systemd with cgroup v2, systemd 248 or later, the memory, cpu and pids
+    controllers, ``systemd-run``; else ``setpriv`` and ``unshare``; ``ip`` and ``sysctl`` on both), IP forwarding
+    off, and on cgroup v1 its :data:`CONTROLLERS` writable.
 
     Raises:
         LabkitError: one is not (the message names the fix).
     """
-    tools = (("ip", "iproute2"), ("setpriv", "util-linux"), ("unshare", "util-linux"), ("sysctl", "procps"))
-    for tool, package in tools:
-        if not shutil.which(tool):
-            raise LabkitError(f"The hub keeps each attendee's lab apart with `{tool}`, which is missing: "
-                              f"apt-get install {package}.")
+    backend = unit.chosen()
+    if (lacking := unit.missing(backend)):
+        raise LabkitError(f"The hub keeps each attendee's lab apart here with {backend}, and this machine lacks: "
+                          f"{'; '.join(lacking)}.")
     if _sysctl("-n", "net.ipv4.ip_forward").strip() != "0":
         raise LabkitError("IP forwarding is on (net.ipv4.ip_forward=1), so one attendee's network could reach "
                           "another's: sysctl -w net.ipv4.ip_forward=0, or run the hub on a machine that does not "
                           "route.")
-    for controller in CONTROLLERS:
+    for controller in () if backend == unit.SYSTEMD else CONTROLLERS:
         folder = CGROUP_ROOT / controller
         if not (folder / "cgroup.procs").exists() or not os.access(folder, os.W_OK):
             raise LabkitError(f"The hub limits each attendee with cgroup v1's {controller} controller, and "
-                              f"{folder} is not a writable cgroup v1 hierarchy (cgroup v2 is not supported: boot "
-                              "with systemd.unified_cgroup_hierarchy=0, or run the hub where cgroup v1 is mounted).")
+                              f"{folder} is not a writable cgroup v1 hierarchy (run the hub as root, or on a machine "
+                              "with systemd on cgroup v2).")
 
 
 def ensure_gateway() -> None:
@@ -219,9 +236,10 @@ def ensure_gateway() -> None:
 
 def prepare(uid: int, limits: Limits, tmp_root: Path | str) -> str:
     """Make attendee ``uid``'s namespace afresh (an old one, from a lab that ended, is replaced), their cgroups with
-    ``limits``, and their folder under ``tmp_root`` afresh (whatever an earlier lab of ``uid`` left there, e.g. after
-    ``userdel``, removed: nothing is handed over; the lab's temporary folders are made at its start,
-    :func:`enter_command`); return their lab's address.
+    ``limits`` (cgroup v1; on systemd the lab's unit has them, :func:`labkit.hub.unit.lab_properties`), and their
+    folder under ``tmp_root`` afresh (whatever an earlier lab of ``uid`` left there, e.g. after ``userdel``, removed:
+    nothing is handed over; the lab's temporary folders are made at its start, :func:`enter_command` or the unit);
+    return their lab's address.
 
     Raises:
         LabkitError: an ``ip`` call failed, or ``uid`` is not an attendee's.
@@ -241,16 +259,17 @@ def prepare(uid: int, limits: Limits, tmp_root: Path | str) -> str:
     _ip("-n", name, "route", "add", f"{GATEWAY}/32", "dev", inner)
     _ip("link", "set", host, "up")
     _ip("route", "add", f"{lab}/32", "dev", host, "src", GATEWAY)
-    memory, cpu, pids = cgroups(uid)
-    for group in (memory, cpu, pids):
-        group.mkdir(parents=True, exist_ok=True)
-    (memory / "memory.limit_in_bytes").write_text(str(limits.memory_mib * 2**20))
-    (cpu / "cpu.shares").write_text(str(limits.cpu_shares))
-    (pids / "pids.max").write_text(str(limits.tasks))
+    if unit.chosen() == unit.CGROUP_V1:
+        memory, cpu, pids = cgroups(uid)
+        for group in (memory, cpu, pids):
+            group.mkdir(parents=True, exist_ok=True)
+        (memory / "memory.limit_in_bytes").write_text(str(limits.memory_mib * 2**20))
+        (cpu / "cpu.shares").write_text(str(limits.cpu_shares))
+        (pids / "pids.max").write_text(str(limits.tasks))
     folder = private_tmp(tmp_root, uid)
     if folder.exists():  # an earlier lab's (its user removed without the lab's removal): never handed over
         shutil.rmtree(folder)
-    (folder / "info").mkdir(mode=0o755, parents=True)  # root's: what the hub observed
+    info_folder(tmp_root, uid).mkdir(mode=0o755, parents=True)  # root's: what the hub observed
     INFO_MOUNT.mkdir(mode=0o755, exist_ok=True)  # where the lab sees it (labkit.hub.memory_notice.INFO)
     write_info(uid, tmp_root)
     return lab
@@ -265,7 +284,7 @@ def write_info(uid: int, tmp_root: Path | str) -> None:
         OSError: the folder could not be written.
     """
     memory = memory_of(cgroups(uid)[0])
-    folder = private_tmp(tmp_root, uid) / "info"
+    folder = info_folder(tmp_root, uid)
     if memory is None or not folder.is_dir():
         return
     write_json(folder / "memory.json", {"limit_mib": memory[1] // 2**20, "oom_kills": oom_kills(uid)})
@@ -368,38 +387,47 @@ def pid_room(tasks: int, labs: int = len(ATTENDEE_UIDS)) -> str:
 
 
 def memory_of(group: Path | str) -> tuple[int, int] | None:
-    """``(usage, limit)`` in bytes of the cgroup v1 memory group ``group`` (a folder under
-    ``/sys/fs/cgroup/memory``): its ``memory.usage_in_bytes`` and ``memory.limit_in_bytes``, the kernel's own
+    """``(usage, limit)`` in bytes of the memory group ``group``: a cgroup v1 one (a folder under
+    ``/sys/fs/cgroup/memory``: its ``memory.usage_in_bytes`` and ``memory.limit_in_bytes``) or a cgroup v2 one (a
+    lab unit's, :func:`labkit.hub.unit.cgroup`: its ``memory.current`` and ``memory.max``), the kernel's own
     accounting of the group's pages (page cache and tmpfs included, as the OOM killer counts them); ``None`` without
-    the group (the attendee's lab is not running)."""
-    try:
-        return (int((Path(group) / "memory.usage_in_bytes").read_text()),
-                int((Path(group) / "memory.limit_in_bytes").read_text()))
-    except (OSError, ValueError):
-        return None
+    the group (the attendee's lab is not running) or without a limit (v2's ``max``)."""
+    for usage, limit in (("memory.usage_in_bytes", "memory.limit_in_bytes"), ("memory.current", "memory.max")):
+        try:
+            return int((Path(group) / usage).read_text()), int((Path(group) / limit).read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return None
+    return None
 
 
 def oom_kills(uid: int) -> int:
-    """How many of attendee ``uid``'s processes the OOM killer ended in their memory group (``memory.oom_control``'s
-    ``oom_kill``), 0 without a group."""
-    control = cgroups(uid)[0] / "memory.oom_control"
-    if not control.exists():
-        return 0
-    fields = dict(line.split() for line in control.read_text().splitlines() if line.strip())
-    return int(fields.get("oom_kill", 0))
+    """How many of attendee ``uid``'s processes the OOM killer ended in their memory group (``oom_kill`` of cgroup
+    v1's ``memory.oom_control`` or of the lab unit's cgroup v2 ``memory.events``), 0 without a group."""
+    for name in ("memory.oom_control", "memory.events"):
+        control = cgroups(uid)[0] / name
+        if control.exists():
+            fields = dict(line.split() for line in control.read_text().splitlines() if line.strip())
+            return int(fields.get("oom_kill", 0))
+    return 0
 
 
 def release(uid: int) -> None:
-    """Remove attendee ``uid``'s namespace (its veth pair goes with it) and their empty cgroups, if there. Call it once
-    their processes ended (:func:`labkit.hub.users.end_processes`).
+    """Remove attendee ``uid``'s namespace (its veth pair goes with it) and their empty cgroups, if there (on systemd:
+    their lab's unit stopped, :func:`labkit.hub.unit.stop`, which removes its group). Call it once their processes
+    ended (:func:`labkit.hub.users.end_processes`).
 
     Raises:
-        LabkitError: the namespace could not be removed.
+        LabkitError: the namespace could not be removed, or the unit not stopped.
         OSError: a group still holds a process (EBUSY).
     """
+    systemd = unit.chosen() == unit.SYSTEMD
+    if systemd:
+        unit.stop(uid)
     if exists(uid):
         _ip("netns", "delete", netns(uid))
-    for group in cgroups(uid):
+    for group in () if systemd else cgroups(uid):
         if group.exists():
             group.rmdir()
 
