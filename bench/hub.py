@@ -6,15 +6,16 @@ signs one attendee in through headless Chromium, and for each notebook opens it 
 All Cells and waits (up to ``--deadline`` s) until no cell runs or waits and the kernel is idle, then the last code
 cell must have run. Meanwhile, every 2 s, it sums the PSS (``psutil`` ``memory_full_info().pss``: a page shared by n
 processes counts 1/n in each, so shared pages count once) of every process of the attendee's uid, grouped by kind
-from the command line (:data:`KINDS`). Between notebooks it shuts the kernel down (Kernel > Shut Down All Kernels) and
-waits for its process to end, and opens the next with JupyterLab's ``?reset`` (no earlier tab restored), so each
-notebook is measured as a learner running it first after the previous one: same JupyterLab server and broker (the
-broker keeps the previous notebooks' topics), a fresh kernel. The idle figure is the lab with no kernel (JupyterLab
-and the broker) after the first notebook (which starts the broker: labkit.hub.singleuser). Each notebook's CPU seconds
-(all the attendee's processes, from opening it to the end of its run) are given too, for sizing a room's cores.
-The instructor's live view, open in a page of its own, must then show the notebook's claims as held (its ``C✓``
-mark, read from the page): a notebook whose claims held but whose report never reached the live view is a failed run
-too (its row's ``live_view_error``), since the instructor would have been told otherwise.
+from the command line (:class:`labkit_dev.memory.Sampler`, :data:`labkit_dev.memory.KINDS`). Between notebooks it
+shuts the kernel down (Kernel > Shut Down All Kernels) and waits for its process to end, and opens the next with
+JupyterLab's ``?reset`` (no earlier tab restored), so each notebook is measured as a learner running it first after
+the previous one: same JupyterLab server and broker (the broker keeps the previous notebooks' topics), a fresh kernel.
+The idle figure is the lab with no kernel (JupyterLab and the broker) after the first notebook (which starts the
+broker: labkit.hub.singleuser). Each notebook's CPU seconds (all the attendee's processes, from opening it to the end
+of its run) are given too, for sizing a room's cores. The instructor's live view, open in a page of its own, must
+then show the notebook's claims as held (its ``C✓`` mark, read from the page): a notebook whose claims held but whose
+report never reached the live view is a failed run too (its row's ``live_view_error``), since the instructor would
+have been told otherwise.
 
 Goals: <= 1 GiB (1024 MiB) at the peak of every notebook but 04 and 09 (issue 38), <= 1.5 GiB for 04 (issue 38) and
 09 (issue 51: a cluster of its own, four JVMs).
@@ -38,7 +39,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -49,28 +49,13 @@ from labkit.core.waiting import wait_until
 from labkit.hub import names, users
 from labkit_dev import drive
 from labkit_dev.browser import chromium, missing, new_page
+from labkit_dev.memory import Sampler, pss_by_kind
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: What a claims cell prints once its assertions held (a notebook's last: "All claims hold on the real broker.", a
 #: part's: "Sink A's claims hold: ...").
 CLAIMS_HOLD = re.compile(r"[Cc]laims hold")
 DEFAULT = ("00", "01", "02", "03", "05", "06", "07", "08", "09")
-#: What a process is, from its command line: the first kind one of whose markers is an argument (or an argument's
-#: last path part; for a ``prefix.`` marker the start of an argument, for a ``.suffix`` one its end). Else "other".
-KINDS = {
-    "jupyterlab": ("jupyterhub-singleuser", "labkit.hub.singleuser"),
-    "spark driver": ("org.apache.spark.deploy.SparkSubmit",),  # a standalone cluster's daemons and executors apart
-    "spark master": ("org.apache.spark.deploy.master.Master",),
-    "spark worker": ("org.apache.spark.deploy.worker.Worker",),
-    "spark executor": ("org.apache.spark.executor.CoarseGrainedExecutorBackend",),
-    "spark": ("org.apache.spark.", "pyspark."),
-    "kernel": ("ipykernel_launcher",),
-    "broker": ("labkit.broker.Launcher", "kafka.Kafka", "serve-broker"),
-    "java participants": ("labkit.participant.Main",),
-    "python participants": ("labkit.crashlab.run",),
-    "java programs": (".java",),  # single-file programs the lessons run (labkit.kafka.protocol, labkit.lessons)
-    "jupyterlab node": ("yarn.js",),  # JupyterLab's build check at each page load (yarn config, in node)
-}
 GOAL_MIB, GOAL_LARGE_MIB = 1024, 1536
 #: The notebooks held to GOAL_LARGE_MIB: 04 (Spark's driver and cluster), 09 (its own controller and three brokers).
 LARGE = ("04", "09")
@@ -78,26 +63,9 @@ LAB_START_S = 420  # sign-in to the file browser (JupyterLab; the broker starts 
 KERNEL_END_S = 120  # Shut Down All Kernels until the kernel's process has ended
 
 
-def kind(cmdline: list[str]) -> str:
-    """The kind (a key of :data:`KINDS`, or "other") of a process with command line ``cmdline``."""
-    for name, markers in KINDS.items():
-        for arg in cmdline:
-            if any(arg == m or arg.rsplit("/", 1)[-1] == m or (m.endswith(".") and arg.startswith(m))
-                   or (m.startswith(".") and arg.endswith(m)) for m in markers):
-                return name
-    return "other"
-
-
-def pss_by_kind(uid: int) -> dict[str, float]:
-    """PSS (MiB) of ``uid``'s processes summed per kind, at this moment; processes that end meanwhile are left out."""
-    sums: dict[str, float] = {}
-    for proc, _rss, pss in users.memory_mib(uid):
-        try:
-            k = kind(proc.cmdline())
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-        sums[k] = sums.get(k, 0.0) + pss
-    return sums
+def attendee_pss(uid: int) -> dict[str, float]:
+    """PSS (MiB) of ``uid``'s processes summed per kind (:func:`labkit_dev.memory.pss_by_kind`), at this moment."""
+    return pss_by_kind(users.processes_of(uid))
 
 
 def cpu_s(uid: int) -> float:
@@ -111,40 +79,6 @@ def cpu_s(uid: int) -> float:
             continue
         total += t.user + t.system + t.children_user + t.children_system
     return total
-
-
-class Sampler:
-    """Samples :func:`pss_by_kind` of ``uid`` every ``interval_s`` seconds in a thread; :meth:`take` returns the peaks
-    since the last take and starts over."""
-
-    def __init__(self, uid: int, interval_s: float = 2.0) -> None:
-        self.uid, self.interval_s = uid, interval_s
-        self._lock, self._stop = threading.Lock(), threading.Event()
-        self._samples: list[dict[str, float]] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            sample = pss_by_kind(self.uid)
-            with self._lock:
-                self._samples.append(sample)
-
-    def take(self) -> dict:
-        """``{"peak_mib", "at_peak": {kind: MiB}, "peak_by_kind": {kind: MiB}, "samples"}`` since the last take."""
-        with self._lock:
-            samples, self._samples = self._samples, []
-        if not samples:
-            return {"peak_mib": None, "at_peak": {}, "peak_by_kind": {}, "samples": 0}
-        top = max(samples, key=lambda s: sum(s.values()))
-        kinds = sorted({k for s in samples for k in s})
-        return {"peak_mib": round(sum(top.values())), "at_peak": {k: round(v) for k, v in sorted(top.items())},
-                "peak_by_kind": {k: round(max(s.get(k, 0.0) for s in samples)) for k in kinds},
-                "samples": len(samples)}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 def notebook_file(number: str) -> str:
@@ -217,9 +151,9 @@ def measure(page, hub: dict, name: str, uid: int, sampler: Sampler, notebook: st
         drive.shut_down_kernels(page)
     except Exception as exc:  # noqa: BLE001
         row["shutdown_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    if not wait_until(lambda: "kernel" not in pss_by_kind(uid), KERNEL_END_S, 1.0):
+    if not wait_until(lambda: "kernel" not in attendee_pss(uid), KERNEL_END_S, 1.0):
         row["shutdown_error"] = f"a kernel was still running {KERNEL_END_S} s after Shut Down All Kernels"
-    row["left"] = sorted(set(pss_by_kind(uid)) - {"jupyterlab", "broker"})
+    row["left"] = sorted(set(attendee_pss(uid)) - {"jupyterlab", "broker"})
     return row
 
 
@@ -271,7 +205,7 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
         instructor = new_page(page.context.browser)  # cookies of its own: the instructor's live view, beside
         drive.sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"], next_path="/services/liveview/")
         instructor.wait_for_selector(f"#live th.who:text-is('{name}')", timeout=60_000)
-        sampler = Sampler(uid)
+        sampler = Sampler(lambda: users.processes_of(uid))
         try:
             rows, idle = [], None
             for notebook in files:
