@@ -162,15 +162,19 @@ def test_a_room_s_end_of_day_writes_its_marks_csv_and_removes_its_users_accounts
     with drive.running_hub(tmp_path / "room", 1, start_timeout_s=HUB_START_S, extra=LIMITS) as hub:
         (name,) = hub["names"]
         state = Path(hub["state"])
-        with chromium() as page:
-            join_to_server(page, hub, name)
-            instructor = new_page(page.context.browser)
-            drive.sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"])
-            instructor.wait_for_selector(f"#live th.who:text-is('{name}')", timeout=60_000)
-            assert instructor.url.startswith(f"{hub['url']}services/liveview/"), instructor.url
+        try:
+            with chromium() as page:
+                join_to_server(page, hub, name)
+                instructor = new_page(page.context.browser)
+                drive.sign_in(instructor, hub["url"], hub["admin"], hub["admin_password"])
+                instructor.wait_for_selector(f"#live th.who:text-is('{name}')", timeout=60_000)
+                assert instructor.url.startswith(f"{hub['url']}services/liveview/"), instructor.url
+            assert not drive.user_exists(names.unix_name(hub["admin"]))  # no lab of the instructor's, unasked
+        finally:  # a lab made for the instructor (the failure this test looks for) is not left behind
+            if drive.user_exists(names.unix_name(hub["admin"])):
+                users.remove(hub["admin"], sandbox.private_root(state))
         entry = pwd.getpwnam(names.unix_name(name))
         assert users.room_of(entry) == rooms.record(state)["id"]
-        assert not drive.user_exists(names.unix_name(hub["admin"]))  # no lab of the instructor's, unasked
         store = Store(state / FILE_NAME)  # the live view's store, as it files a kernel's report
         store.record(name, "00", "exercise", "right")
         store.close()
