@@ -3,7 +3,8 @@ it fails and the notebooks the failure stops (:mod:`labkit.doctor.needs`).
 
 Every check takes the environment to judge (``env``: PATH, JAVA_HOME, LABKIT_HOME, LABKIT_BOOTSTRAP,
 LABKIT_KAFKA_VERSION), so a test can take a prerequisite away without touching the machine. None starts more than a
-``java -version`` and a ``javac -version``; the network probes are in :mod:`labkit.doctor.network`.
+``java -version``, a ``javac -version`` and, where systemd runs, a ``systemctl --version``; the network probes are in
+:mod:`labkit.doctor.network`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from labkit.broker.probe import check_reachable
 from labkit.broker.settings import kafka_version
 from labkit.core.errors import BrokerUnreachableError, JavaError, JavaTooOldError, PortInUseError
 from labkit.doctor import needs
+from labkit.hub import unit
 
 OK, WARN, FAIL = "ok", "warn", "FAIL"
 REPO = Path(__file__).resolve().parents[2]
@@ -400,3 +402,19 @@ def check_chromium(env: Mapping[str, str] | None = None) -> Check:
         return Check("chromium", OK, f"{CHROMIUM} (for the browser test)")
     return Check("chromium", WARN, f"no {CHROMIUM}: `make test` skips the browser test (no notebook needs it)",
                  "`sudo apt-get install chromium` (Debian), or `make browser` as root")
+
+
+def check_hub(root: Path | str = "/", version: int | None = None) -> Check:
+    """Which backend ``make hub`` (the room on one server) keeps attendees apart with on the machine whose root is
+    ``root``, and what it lacks there (:func:`labkit.hub.unit.survey`; ``version``: systemd's, default the running
+    one's). No notebook needs the hub: at worst a warning.
+
+    Raises:
+        LabkitError: ``systemctl --version`` overran its deadline.
+    """
+    backend, lacking, line = unit.survey(root, version)
+    if backend and not lacking:
+        return Check("hub backend", OK, line)
+    fix = ("install what is missing" if backend else
+           "only `make hub` needs it: for a room, rent a stock Debian 12/13 or Ubuntu 24.04 server (docs/instructor.md)")
+    return Check("hub backend", WARN, line, fix)

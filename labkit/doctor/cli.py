@@ -27,7 +27,7 @@ def run_checks(env: Mapping[str, str] | None = None, *, ports: Mapping[int, str]
     env = os.environ if env is None else env
     found = [c.check_os(), c.check_cores(), c.check_memory(memory_mib, env), c.check_disk(env), c.check_python(),
              c.check_java(env), c.check_javac(env), c.check_maven(env), c.check_make(env), c.check_ports(ports, env),
-             c.check_bootstrap(env), c.check_caches(env), check_network(env), c.check_chromium(env)]
+             c.check_bootstrap(env), c.check_caches(env), check_network(env), c.check_chromium(env), c.check_hub()]
     return [check for check in found if check is not None]
 
 
