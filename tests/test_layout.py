@@ -18,10 +18,10 @@ ABOVE_CORE = ("labkit.broker", "labkit.kafka", "labkit.crashlab", "labkit.share"
               "labkit.bundle", "labkit_dev")
 
 
-def imports(package: str) -> dict[str, set[str]]:
-    """Module file -> the labkit modules it imports (``package``: a folder of labkit/, or "" for all of it)."""
+def imports(package: str, root: Path = LABKIT) -> dict[str, set[str]]:
+    """Module file -> the labkit modules it imports (``package``: a folder of ``root``, or "" for all of it)."""
     found = {}
-    for path in (LABKIT / package).rglob("*.py"):
+    for path in (root / package).rglob("*.py"):
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -97,3 +97,31 @@ def test_no_module_takes_another_modules_private_name():
             module = ".".join(path.relative_to(REPO).with_suffix("").parts)
             found[str(path.relative_to(REPO))] = private_uses(path, module)
     assert {f: uses for f, uses in found.items() if uses} == {}
+
+
+def room_of(module: str) -> str:
+    """The room (a package folder of labkit, or labkit_dev) a dotted module name lives in; a top-level module of labkit
+    (``labkit``, ``labkit.__main__``) is a room of its own."""
+    parts = module.split(".")
+    if parts[0] == "labkit_dev":
+        return "labkit_dev"
+    return f"labkit.{parts[1]}" if len(parts) > 1 and (LABKIT / parts[1]).is_dir() else module
+
+
+def rooms_both_ways(found: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The pairs of rooms that import each other (a circle between two rooms: one of the arrows runs back up), from
+    :func:`imports`' map of module file -> the modules it imports."""
+    arrows = {(room_of(".".join(Path(f).with_suffix("").parts)), room_of(n)) for f, names in found.items()
+              for n in names if n.startswith("labkit")}
+    arrows = {(a, b) for a, b in arrows if a != b and b != "labkit"}  # the notebooks' names: imported lazily
+    return sorted((a, b) for a, b in arrows if (b, a) in arrows and a < b)
+
+
+def test_the_room_check_finds_two_rooms_importing_each_other():
+    found = {"labkit/lab/x.py": {"labkit.spark.session"}, "labkit/spark/y.py": {"labkit.lab.server"},
+             "labkit/core/z.py": {"labkit.core.waiting"}, "labkit/kafka/w.py": {"labkit.core.errors"}}
+    assert rooms_both_ways(found) == [("labkit.lab", "labkit.spark")]
+
+
+def test_no_two_rooms_import_each_other():
+    assert rooms_both_ways(imports("") | imports("", REPO / "labkit_dev")) == []
