@@ -1,19 +1,23 @@
 """The Java participant (labkit.crashlab.java, jvm/participant): compiled once, the same history, steps, signals and
 stall reports as a Python participant, on the real broker."""
 
+import json
+import subprocess
 import zipfile
 import time
 import uuid
+from dataclasses import asdict
 
 import pytest
 
 from labkit.broker import EmbeddedBroker
 from labkit.broker.settings import FEATURES_BY_VERSION
+from labkit.core.history import History
 from labkit.core.procs import process_state
 from labkit.core.waiting import wait_until
 from labkit.crashlab import java
 from labkit.crashlab.experiment import Experiment
-from labkit.crashlab.loop import EXIT_FENCED
+from labkit.crashlab.loop import EXIT_FAILED, EXIT_FENCED, EXIT_GAVE_UP, FENCED_ERRORS
 from labkit.crashlab.participant import Participant
 from labkit.kafka.records import committed_offsets, read_topic
 from labkit.lessons.isolation import JAVA_TIMED_OUT_COMMIT, timeout_abort
@@ -53,6 +57,41 @@ def test_a_client_a_role_or_an_option_lacks_is_refused_before_anything_starts(tm
     with pytest.raises(ValueError, match="renew_ms"):
         p.restart(renew_ms=5)
     assert p.status == "not started"
+
+
+def test_java_and_python_read_a_history_alike_leaving_out_a_cut_last_line(tmp_path):
+    """Both twins' readers (labkit.core.history, History.java's lines() through the compiled participant) take the
+    same lines: a line ends at a newline byte only (Jackson writes U+2028 and U+0085 raw inside a string, line breaks
+    to Python's str.splitlines), blank lines are skipped, and a last line without its newline (another process
+    mid-write, or one SIGKILLed there) is left out."""
+    path = tmp_path / "h.jsonl"
+    History(path).append("start", "p")
+    java_written = {"kind": "failed", "participant": "p", "mono_ns": time.monotonic_ns(), "wall_ms": 1,
+                    "error": "IllegalStateException: a\u2028b\u0085c"}
+    with open(path, "ab") as f:  # as Jackson writes it: one line, UTF-8, the separators raw
+        f.write(json.dumps(java_written, ensure_ascii=False).encode() + b"\n\n")
+        f.write(b'{"kind": "send", "participant": "p", "value_id": "p-1')  # cut
+    python = [{k: v for k, v in asdict(e).items() if v is not None} for e in History(path).events()]
+    out = subprocess.run([*java.command(), "lines", str(path)], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    assert [json.loads(line) for line in out.stdout.split(b"\n") if line] == python
+    assert [e["kind"] for e in python] == ["start", "failed"] and python[1] == java_written
+
+
+def test_a_java_participant_ends_by_the_fencings_and_exit_codes_its_spec_carries(tmp_path):
+    """The Java participant's fenced-error set and exit codes are labkit.crashlab.loop's, handed over in its spec
+    (java.ENDINGS): a spec that calls the Java client's ConfigException a fencing, with another exit code, is obeyed.
+    A config the Java client refuses (acks=maybe) ends it before anything is contacted."""
+    exp = Experiment("endings", "127.0.0.1:1", folder=tmp_path)
+    p = exp.participant("bad", "producer", client="java", topic="t", config={"acks": "maybe"})
+    assert set(p.spec["fenced_errors"]) == FENCED_ERRORS and len(FENCED_ERRORS) == 9
+    assert (p.spec["exit_fenced"], p.spec["exit_gave_up"], p.spec["exit_failed"]) == (EXIT_FENCED, EXIT_GAVE_UP,
+                                                                                       EXIT_FAILED)
+    assert exp.participant("py", "producer", client="librdkafka", topic="t").spec.keys().isdisjoint(java.ENDINGS)
+    assert p.start().wait(60) == "failed: ConfigException" and p.returncode == EXIT_FAILED
+    p.spec.update(fenced_errors=["ConfigException"], exit_fenced=13)
+    p.start().wait(60)
+    assert p.returncode == 13 and [e.error for e in exp.history.events() if e.kind == "fenced"] == ["ConfigException"]
 
 
 def test_java_events_are_on_pythons_clock_and_pass_the_checker(bootstrap, exp):

@@ -211,7 +211,7 @@ class History:
     def events(self) -> list[Event]:
         """Every event so far (batches expanded), ordered by ``mono_ns``. A last line without its newline is
         still being written by another process (a long batch takes more than one ``write``) and is left out
-        until it is whole."""
+        until it is whole; the Java participant's reader, ``History.lines()``, keeps the same rule."""
         with self._reading, open(self.path, "rb") as f:
             f.seek(self._read_to)
             data = f.read()
@@ -239,8 +239,10 @@ class History:
 
 
 def _parse(lines: bytes) -> list[Event]:
+    """The events of whole ``lines``, split at newline bytes only: the Java participant's Jackson writes U+2028 and
+    U+0085 raw inside strings, where ``str.splitlines`` would break a line (``History.java``'s ``lines()`` alike)."""
     events = []
-    for line in lines.decode().splitlines():
+    for line in lines.split(b"\n"):
         if not line.strip():
             continue
         record = json.loads(line)

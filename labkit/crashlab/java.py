@@ -3,8 +3,8 @@
 The sources are compiled with ``javac`` against the jars of the running Kafka release (``kafka-clients`` and what
 it needs, from the jar cache :func:`labkit.broker.runtime.ensure_jars` fills from Maven Central) into
 ``$LABKIT_HOME/participant-<release>-<source hash>/`` (:mod:`labkit.broker.javac`), so a changed source or another
-release compiles again and nothing else does. A Java participant reads the same spec as a Python one and writes the
-same history (``jvm/participant/src/labkit/participant/History.java``).
+release compiles again and nothing else does. A Java participant reads the same spec as a Python one, with
+:data:`ENDINGS` beside, and writes the same history (``jvm/participant/src/labkit/participant/History.java``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from labkit.broker import cds, javac
 from labkit.broker.runtime import classpath, ensure_jars, find_java
 from labkit.broker.settings import kafka_version
+from labkit.crashlab.loop import EXIT_FAILED, EXIT_FENCED, EXIT_GAVE_UP, FENCED_ERRORS
 
 SOURCE = Path(__file__).resolve().parents[2] / "jvm" / "participant"
 MAIN = "labkit.participant.Main"
@@ -23,6 +24,12 @@ JAR = "participant.jar"
 #: What :func:`labkit.broker.javac.find_javac`'s message says when there is no javac: what needs it, the way out.
 WITHOUT_JAVAC = {"needed_for": "The Java participant",
                  "otherwise": "or run the participant on librdkafka (client='librdkafka', or unset LABKIT_CLIENT)"}
+#: What a Java participant's spec holds beside a Python one's: how a participant ends, from :mod:`labkit.crashlab.loop`,
+#: the one source of both clients' rules: the errors that are fencings (:data:`~labkit.crashlab.loop.FENCED_ERRORS`)
+#: and the exit code of each ending (``Loop.java`` reads them; without them the JVM exits 1 before its loop).
+#: Flat and of immutable values: every spec shares them.
+ENDINGS = {"fenced_errors": tuple(sorted(FENCED_ERRORS)), "exit_fenced": EXIT_FENCED, "exit_gave_up": EXIT_GAVE_UP,
+           "exit_failed": EXIT_FAILED}
 #: JVM flags for a quick start (a participant is restarted often): C1 only, the serial collector, a small heap that
 #: starts at 16 MiB (the JVM's default start is the whole 256 MiB cap here, its young generation filled before the
 #: first collection): a transactional producer's 300 records peaked at 71 MiB PSS against 78, for the same CPU

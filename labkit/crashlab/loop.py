@@ -41,7 +41,8 @@ EXIT_FAILED = 5
 #: commitTransaction, notebook 03). Group (KIP-447, KIP-345, KIP-848): FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
 #: ILLEGAL_GENERATION, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH, what the group coordinator answers a member (its
 #: TxnOffsetCommit or OffsetCommit) once the group moved on without it. Every other error is a failure
-#: (:data:`EXIT_FAILED`). ``jvm/participant/.../KafkaErrors.java`` holds the same set.
+#: (:data:`EXIT_FAILED`). The Java participant gets this set and the exit codes in its spec
+#: (:data:`labkit.crashlab.java.ENDINGS`; ``KafkaErrors.fencing`` in ``jvm/participant/``).
 FENCED_ERRORS = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED", "INVALID_TXN_STATE",
                            "FENCED_INSTANCE_ID", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH",
                            "FENCED_MEMBER_EPOCH"})

@@ -89,6 +89,12 @@ def default_client(role: Role) -> str:
     return wanted if wanted in role.clients else role.clients[0]
 
 
+def _role_spec(role: Role, options: dict, crash_at: str | None, client: str) -> dict:
+    """``role``'s part of a spec for ``client`` (:meth:`~labkit.crashlab.registry.Role.spec`, which raises what it
+    raises), and for the Java participant how it ends (:data:`labkit.crashlab.java.ENDINGS`)."""
+    return {**role.spec(options, crash_at, client), **(java.ENDINGS if client == "java" else {})}
+
+
 def _command(client: str) -> list[str]:
     """The command that runs a participant on ``client``, before its spec (JSON)."""
     return java.command() if client == "java" else [sys.executable, "-m", "labkit.crashlab.run"]
@@ -127,7 +133,7 @@ class Participant:
         client = client or default_client(self.role_def)
         self.spec = {"name": name, "role": role, "history": str(history.path), "bootstrap": bootstrap,
                      "crash_at": crash_at, "crash_iteration": crash_iteration, "client": client,
-                     **self.role_def.spec(options, crash_at, client)}
+                     **_role_spec(self.role_def, options, crash_at, client)}
         self._command = _command(client)
         self._cell = current_cell() or f"made outside a cell, {id(self)}"
         self._options = dict(options)
@@ -232,7 +238,7 @@ class Participant:
             ValueError: a change the role does not take (see the class), checked before anything stops.
         """
         own = {k: changes.pop(k, self.spec[k]) for k in ("bootstrap", "crash_at", "crash_iteration", "client")}
-        spec = self.role_def.spec({**self._options, **changes}, own["crash_at"], own["client"])
+        spec = _role_spec(self.role_def, {**self._options, **changes}, own["crash_at"], own["client"])
         command = _command(own["client"])
         self.stop()
         self._options.update(changes)

@@ -2,8 +2,8 @@ package labkit.participant;
 
 /**
  * The broker fenced this participant: its producer epoch or its group membership is no longer current
- * (KafkaErrors.FENCED, labkit.crashlab.loop.FENCED_ERRORS); carries the error's name, already written in a fenced
- * event. Main exits with EXIT_FENCED.
+ * (labkit.crashlab.loop.FENCED_ERRORS, in the spec: Loop.fencedErrors); carries the error's name, already written in
+ * a fenced event. Main exits with the spec's exit code for it (Loop.exitFenced).
  */
 final class Fenced extends Exception {
     Fenced(String error) {
@@ -16,7 +16,7 @@ final class Fenced extends Exception {
      * {@code fields} go into the event.
      */
     static Exception endWith(Loop loop, String error, Object... fields) {
-        boolean fenced = KafkaErrors.fencing(error);
+        boolean fenced = KafkaErrors.fencing(error, loop.fencedErrors);
         Object[] all = new Object[fields.length + 2];
         System.arraycopy(fields, 0, all, 0, fields.length);
         all[fields.length] = "error";

@@ -9,7 +9,7 @@ final class GaveUp extends Exception {
         super(reason);
     }
 
-    /** A gave_up event with {@code reason} as its error, then GaveUp (Main exits with EXIT_GAVE_UP). */
+    /** A gave_up event with {@code reason} as its error, then GaveUp (Main exits with Loop.exitGaveUp). */
     static GaveUp giveUp(Loop loop, String reason) {
         loop.log("gave_up", "error", reason);
         return new GaveUp(reason);

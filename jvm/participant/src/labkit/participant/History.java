@@ -60,11 +60,24 @@ final class History {
         write(record);
     }
 
-    /** Every line so far, batches not expanded (the Java side reads only single events). */
+    /**
+     * Every whole line so far, batches not expanded (the Java side reads only single events), by the rule of
+     * labkit.core.history.History.events, its twin: a line ends at a '\n' byte and nowhere else (Jackson leaves
+     * U+2028 and U+0085 raw inside a string: line breaks to Python's str.splitlines, not to JSON); a last line
+     * without its '\n' is still being written by another process, or was cut by a SIGKILL, and is left out; blank
+     * lines are skipped.
+     *
+     * @throws UncheckedIOException the file cannot be read, or a whole line is not JSON
+     */
     List<JsonNode> lines() {
         List<JsonNode> out = new ArrayList<>();
         try {
-            for (String line : Files.readAllLines(path)) {
+            byte[] data = Files.readAllBytes(path);
+            int whole = data.length;
+            while (whole > 0 && data[whole - 1] != '\n') {
+                whole--;
+            }
+            for (String line : new String(data, 0, whole, StandardCharsets.UTF_8).split("\n")) {
                 if (!line.isBlank()) {
                     out.add(JSON.readTree(line));
                 }

@@ -13,18 +13,6 @@ import java.util.Set;
 
 /** How the Java participant names and classifies the Java client's exceptions, for the history's error field. */
 final class KafkaErrors {
-    /**
-     * The errors that end a participant as fenced: its producer epoch or group membership is no longer current
-     * (labkit.crashlab.loop.FENCED_ERRORS, which says why each). Producer (KIP-98): PRODUCER_FENCED,
-     * INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE (an EndTxn for a transaction the coordinator already aborted, a
-     * timeout or a new instance: the Java client 4.4's answer to commitTransaction, notebook 03); librdkafka's _FENCED.
-     * Group (KIP-447, KIP-345, KIP-848): FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-     * STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH. Every other error ends it failed.
-     */
-    static final Set<String> FENCED = Set.of("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED",
-            "INVALID_TXN_STATE", "FENCED_INSTANCE_ID", "UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION",
-            "STALE_MEMBER_EPOCH", "FENCED_MEMBER_EPOCH");
-
     private KafkaErrors() {
     }
 
@@ -54,15 +42,17 @@ final class KafkaErrors {
 
     /**
      * Whether the error named {@code error} ({@link #name}: "CommitFailedException(ILLEGAL_GENERATION)" counts as
-     * ILLEGAL_GENERATION) is a fencing, one of {@link #FENCED} (labkit.crashlab.loop.is_fencing).
+     * ILLEGAL_GENERATION) is one of {@code fenced}, the errors that end a participant as fenced: its producer epoch or
+     * group membership is no longer current (labkit.crashlab.loop.is_fencing; the set is its FENCED_ERRORS, which
+     * says why each, handed to this JVM in the spec: Loop.fencedErrors).
      */
-    static boolean fencing(String error) {
+    static boolean fencing(String error, Set<String> fenced) {
         if (error == null) {
             return false;
         }
         int open = error.indexOf('(');
         String inner = open >= 0 && error.endsWith(")") ? error.substring(open + 1, error.length() - 1) : error;
-        return FENCED.contains(inner);
+        return fenced.contains(inner);
     }
 
     /**

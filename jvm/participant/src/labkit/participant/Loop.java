@@ -15,10 +15,12 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -30,6 +32,15 @@ final class Loop {
     final JsonNode spec;
     final String name;
     final History history;
+    /**
+     * How a participant ends, from the spec (labkit.crashlab.java.ENDINGS puts them there, from labkit.crashlab.loop,
+     * their one source for both clients): the errors that are fencings (FENCED_ERRORS, KafkaErrors.fencing) and the
+     * exit codes of a fenced, a gave-up and a failed participant (EXIT_FENCED, EXIT_GAVE_UP, EXIT_FAILED).
+     */
+    final Set<String> fencedErrors = new HashSet<>();
+    final int exitFenced;
+    final int exitGaveUp;
+    final int exitFailed;
     int iteration;
     int txn;
     volatile boolean stopping;
@@ -44,6 +55,10 @@ final class Loop {
         this.name = spec.get("name").asText();
         this.history = new History(spec.get("history").asText());
         this.txn = spec.path("last_txn").asInt(0);
+        required(spec, "fenced_errors").forEach(error -> fencedErrors.add(error.asText()));
+        this.exitFenced = required(spec, "exit_fenced").asInt();
+        this.exitGaveUp = required(spec, "exit_gave_up").asInt();
+        this.exitFailed = required(spec, "exit_failed").asInt();
         // SIGTERM: finish the iteration and close the clients (a graceful stop), as the Python loop does; the JVM's
         // own handler would run the shutdown hooks and exit at once with 143
         Signal.handle(new Signal("TERM"), signal -> stopping = true);
@@ -53,6 +68,15 @@ final class Loop {
     }
 
     // -- the spec ---------------------------------------------------------------------------
+    /** The spec's {@code key}; IllegalArgumentException if it has none (a spec labkit did not write). */
+    private static JsonNode required(JsonNode spec, String key) {
+        JsonNode v = spec.get(key);
+        if (v == null || v.isNull()) {
+            throw new IllegalArgumentException("the spec has no " + key + " (labkit.crashlab.java.ENDINGS)");
+        }
+        return v;
+    }
+
     String text(String key) {
         JsonNode v = spec.get(key);
         return v == null || v.isNull() ? null : v.asText();
