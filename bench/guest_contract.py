@@ -82,9 +82,10 @@ def observed() -> dict:
     """What the hub reads of a running lab: its memory (:func:`labkit.hub.sandbox.memory_of` of its group, usage and
     MemoryMax, what the live view shows), the OOM killer's count (:func:`labkit.hub.sandbox.oom_kills`, what the
     spawner logs), the info file the lab's notebook reads (:func:`labkit.hub.sandbox.write_info`); then the stop
-    (:func:`labkit.hub.sandbox.release`: ``systemctl stop``, the unit and its group gone)."""
+    (:func:`labkit.hub.sandbox.release`: ``systemctl stop``, the unit, its group and every process of it gone, one
+    in a session of its own as the broker's included)."""
     uid = USERS["ann"]
-    sh(*lab_argv("ann", wait=False), "/bin/sh", "-c", FILL.format(200) + "; exec sleep 300",
+    sh(*lab_argv("ann", wait=False), "/bin/sh", "-c", "setsid sleep 300 & " + FILL.format(200) + "; exec sleep 300",
        env={"HOME": "/home/ann", "PATH": PATH})
     deadline, kills = time.monotonic() + 90, 0
     while kills < 1 and time.monotonic() < deadline:
@@ -98,12 +99,14 @@ def observed() -> dict:
     active = sh("systemctl", "is-active", unit.unit_name(uid)).stdout.strip()
     sandbox.release(uid)
     after = sh("systemctl", "is-active", unit.unit_name(uid)).stdout.strip()
+    left = sh("pgrep", "-u", str(uid)).stdout.split()  # a process of its own session (as the broker) included
     sandbox.prepare(uid, sandbox.Limits(MEMORY_MIB, TASKS, tmp_mib=TMP_MIB), TMP_ROOT)  # the namespace, for the rest
     reading = {"group": str(group), "memory_of": memory, "oom_kills": kills, "info": written,
-               "active_before_stop": active, "after_stop": after, "group_after_stop": group.exists()}
+               "active_before_stop": active, "after_stop": after, "group_after_stop": group.exists(),
+               "processes_of_the_uid_after_stop": left}
     return {"pass": kills == 1 and memory is not None and memory[1] == MEMORY_MIB << 20 and 0 < memory[0]
             and written == {"limit_mib": MEMORY_MIB, "oom_kills": 1} and active == "active"
-            and after in ("inactive", "unknown") and not group.exists(), "reading": reading}
+            and after in ("inactive", "unknown") and not group.exists() and not left, "reading": reading}
 
 
 FORKS = """

@@ -1,16 +1,20 @@
 """The hub's systemd backend (labkit.hub.unit) as the hub and the rehearsal guest read it: which backend a machine
 gets, judged from a fake root, and the unit properties and command of an attendee's lab (pure functions; the units
-themselves run in the stock Debian guest, bench/guest_contract.py, as no systemd runs here). About 1 CPU s."""
+themselves run in the stock Debian guest, bench/guest_contract.py, as no systemd runs here), and the hub's spawner
+building that command when the machine is a systemd one. About 2 CPU s."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from labkit.core.errors import LabkitError
 from labkit.doctor.checks import OK, WARN, check_hub
-from labkit.hub import sandbox, unit
+from labkit.hub import install, sandbox, unit
 
 UID, HOME = sandbox.ATTENDEE_UIDS[0], "/home/lab-ann"
 
@@ -93,9 +97,10 @@ def test_what_a_systemd_machine_lacks_is_named_with_its_fix(tmp_path):
     root = machine(tmp_path, systemd=True, v2=("cpu", "memory"))
     backend, lacking, line = unit.survey(root, version=247)
     assert backend == unit.SYSTEMD
-    assert [item for item in lacking if "systemd-run" not in item] == [
+    assert [item for item in lacking if "systemd-run (" not in item] == [
         "systemd 248 or later (this is 247: PrivateIPC= came in 248; Debian 12, 13 and Ubuntu 24.04 have it)",
-        f"the cgroup v2 pids controller (not in {root / 'sys/fs/cgroup/cgroup.controllers'})"]
+        f"the cgroup v2 pids controller (not in {root / 'sys/fs/cgroup/cgroup.controllers'})",
+        "D-Bus's system bus, for systemd-run --wait (apt-get install dbus)"]
     assert line.startswith("systemd on cgroup v2: each attendee's lab a transient systemd unit; missing: systemd 248")
 
 
@@ -116,3 +121,53 @@ def test_the_live_view_reads_a_unit_s_cgroup_v2_memory(tmp_path):
     (tmp_path / "memory.max").write_text("max\n")
     assert sandbox.memory_of(tmp_path) is None  # no limit: not a lab's group
     assert sandbox.memory_of(tmp_path / "gone") is None
+
+
+#: Run in the hub's venv (JupyterHub is there only), with the checkout first on its path: LabSpawner.start on a machine
+#: taken for a systemd one (unit.chosen), the attendee's user, sandbox and LocalProcessSpawner's Popen stubbed; prints
+#: the command, the environment's names and the preexec_fn JupyterHub would have run it with.
+SPAWN_ON_SYSTEMD = r"""
+import asyncio, json, pwd
+from types import SimpleNamespace
+from jupyterhub.spawner import LocalProcessSpawner
+from labkit.hub import sandbox, spawner, unit, users
+
+entry = pwd.getpwnam("nobody")
+unit.chosen = lambda: unit.SYSTEMD
+users.create = lambda name, room="": entry
+sandbox.prepare = lambda uid, limits, tmp_root: sandbox.address(sandbox.ATTENDEE_UIDS[0])
+spawner.pwd = SimpleNamespace(getpwnam=lambda name: entry)
+seen = {}
+
+
+async def start(self):
+    seen.update(cmd=[*self.cmd, *self.get_args()], env=sorted(self.get_env()), preexec=self.make_preexec_fn("ann"))
+    return self.ip, self.port
+
+
+LocalProcessSpawner.start = start
+hub = SimpleNamespace(public_host="", api_url="http://10.127.0.1:8081/hub/api", base_url="/hub/")
+lab = spawner.LabSpawner(user=SimpleNamespace(name="ann", url="/user/ann/", escaped_name="ann", id=1), hub=hub,
+                         private_tmp="/state/tmp", cmd=["python3", "-m", "labkit.hub.singleuser"],
+                         api_token="the-api-token-value", memory_mib=1024)
+asyncio.run(lab.start())
+print(json.dumps({"uid": entry.pw_uid, "cmd": seen["cmd"], "env": seen["env"], "preexec": seen["preexec"]}))
+"""
+
+
+def test_on_systemd_the_spawner_runs_the_lab_as_its_unit_with_the_environment_by_name():
+    python = install.venv_python(install.shared_prefix())
+    if not python.exists():
+        pytest.skip("no hub venv here (make hub makes it)")
+    done = subprocess.run([str(python), "-c", SPAWN_ON_SYSTEMD], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    cmd, uid = seen["cmd"], seen["uid"]
+    assert cmd[1:4] == ["--wait", "--pipe", "--collect"] and f"--unit={unit.unit_name(uid)}" in cmd
+    assert f"--property=NetworkNamespacePath=/run/netns/{sandbox.netns(uid)}" in cmd
+    assert "--property=MemoryMax=1024M" in cmd
+    assert cmd[cmd.index("--") + 1:] == ["python3", "-m", "labkit.hub.singleuser"]
+    assert {f"--setenv={name}" for name in seen["env"]} == {a for a in cmd if a.startswith("--setenv=")}
+    assert "JUPYTERHUB_API_TOKEN" in seen["env"] and not any("the-api-token-value" in a for a in cmd)
+    assert seen["preexec"] is None  # no cgroup v1 join: the unit has the limits and runs as the attendee

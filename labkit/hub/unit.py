@@ -197,7 +197,9 @@ def systemd_version() -> int:
 def missing(backend: str, root: Path | str = "/", version: int | None = None) -> list[str]:
     """What the machine whose root is ``root`` lacks for ``backend``, each with its fix; empty when nothing is
     missing. :data:`SYSTEMD`: systemd :data:`MIN_SYSTEMD` or later (``version``, default :func:`systemd_version`),
-    the :data:`CONTROLLERS` in the cgroup v2 root's ``cgroup.controllers``, ``systemd-run`` and ``ip``;
+    the :data:`CONTROLLERS` in the cgroup v2 root's ``cgroup.controllers``, D-Bus's system bus (``systemd-run
+    --wait`` follows its unit over it: without it "Failed to connect to bus", found in the rehearsal guest),
+    ``systemd-run`` and ``ip``;
     :data:`CGROUP_V1`: ``ip``, ``setpriv`` and ``unshare``. Both: ``sysctl``.
 
     Raises:
@@ -215,6 +217,8 @@ def missing(backend: str, root: Path | str = "/", version: int | None = None) ->
         present = listed.read_text().split() if listed.is_file() else []
         lacking += [f"the cgroup v2 {name} controller (not in {listed})" for name in CONTROLLERS
                     if name not in present]
+        if not (Path(root) / "run/dbus/system_bus_socket").exists():
+            lacking.append("D-Bus's system bus, for systemd-run --wait (apt-get install dbus)")
     else:
         tools.update(setpriv="util-linux", unshare="util-linux")
     lacking += [f"`{tool}` (apt-get install {package})" for tool, package in tools.items() if not shutil.which(tool)]
