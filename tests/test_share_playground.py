@@ -33,3 +33,15 @@ def test_nothing_runs_until_start_and_a_rerun_stops_the_last_run_and_counts_its_
         assert not [a.text for a in fig.layout.annotations if "pause" in a.text]
     finally:
         only("test-playground", lambda: Playground(bootstrap, playground)).close()  # the second closed; a third, unstarted
+
+
+def test_a_failed_start_raises_leaves_nothing_started_and_the_button_can_try_again():
+    def refused(exp, **options):
+        raise ValueError(f"lock_ms out of range: {options}")
+
+    play = Playground("127.0.0.1:9", refused, lock_ms=0)
+    play.button.click()  # the button shows the error instead of raising it into no cell
+    assert "ValueError: lock_ms out of range" in play.message.value and not play.button.disabled
+    assert play.exp is None and play.players == [] and len(play.widget.children) == 1
+    play.close()
+    assert play.button.disabled

@@ -67,6 +67,7 @@ class Playground:
         """Start the playground (what the button does): a new experiment, its topic and records, its share group,
         observer and players (``make``), their control panel and live
         timeline, shown in :attr:`widget`. Takes the few seconds the records' producer and the players' start take.
+        If ``make`` fails, what it started is stopped and the playground can be started again.
 
         Raises:
             RuntimeError: already started, or closed.
@@ -77,8 +78,14 @@ class Playground:
             raise RuntimeError(f"this playground is already {'closed' if self._closed else 'started'}; run its cell "
                                "again for a new one")
         self.button.disabled = True
-        self.exp = Experiment(self.name, self.bootstrap)
-        made = self.make(self.exp, **self.options)
+        exp = Experiment(self.name, self.bootstrap)
+        try:
+            made = self.make(exp, **self.options)
+        except BaseException:
+            exp.stop_all()  # what it started before it failed; the button can try again
+            self.button.disabled = False
+            raise
+        self.exp = exp
         self.topic, self.players, self.observer = made["topic"], made["players"], made["observer"]
         self.panel = ControlPanel(self.players)
         self.live = LiveTimeline(self.exp.history, title=self.title,
