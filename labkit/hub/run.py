@@ -153,7 +153,6 @@ def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instru
             ``ip``, ``setpriv`` or cgroup v1 unusable, IP forwarding on, or the set-up failed.
     """
     check_root()
-    say(f"Attendees' labs: {unit.survey()[2]}")  # the sandbox's backend here (labkit.hub.unit), and what it lacks
     if bool(ssl_cert) != bool(ssl_key):
         raise LabkitError("HTTPS needs both --ssl-cert and --ssl-key (PEM files).")
     if (why := why_refused(admin)):
@@ -252,6 +251,7 @@ def main(argv: list[str]) -> int:
     rooms.ensure_record(state)
     for line in rooms.first_lines(state, new):
         print(line, flush=True)
+    print(f"Attendees' labs: {unit.survey()[2]}", flush=True)  # the sandbox's backend (labkit.hub.unit), what it lacks
     leftovers.stop_left_by(state)
     command, settings = prepare(args.ip, args.port, args.admin, args.prefix, state, int(args.timeout * 60),
                                 args.ssl_cert, args.ssl_key, memory_mib=args.memory, tasks=args.tasks, tmp_mib=args.tmp)
