@@ -90,6 +90,26 @@ def test_an_unclean_election_loses_the_committed_transactions_the_checker_finds_
         cluster.await_partition(run["output"], lambda s: s["leader"] == 99, "a leader on broker 99", timeout_s=0.5)
 
 
+def test_sample_log_end_writes_each_reading_of_the_partitions_log_end_offset(bootstrap, tmp_path):
+    """Issue 65: notebook 09's figure draws a write not in the log until these readings show it appended."""
+    from labkit.core.waiting import wait_until
+    from labkit.crashlab.experiment import Experiment
+    from labkit.kafka.records import create_topic, produce
+
+    exp = Experiment("log-end", bootstrap, folder=tmp_path)
+    topic = create_topic(bootstrap, "log-end")
+    sampler = rp.sample_log_end(exp, bootstrap, "broker-1", topic, interval_s=0.05)
+    try:
+        assert wait_until(lambda: exp.history.events(), 10)  # the first reading: the empty log ends at 0
+        produce(bootstrap, topic, ["a", "b", "c"])
+        assert wait_until(lambda: exp.history.events()[-1].offset == 3, 10)
+    finally:
+        sampler.stop()
+    readings = [(e.kind, e.participant, e.topic, e.partition, e.offset) for e in exp.history.events()]
+    assert readings[0] == ("log_end", "broker-1", topic, 0, 0) and readings[-1][-1] == 3, readings
+    assert [r[-1] for r in readings] == sorted(r[-1] for r in readings) and len(readings) >= 3, readings
+
+
 #: Kafka's ``MetadataVersion.IBP_4_1_IV0`` feature level: from it on a newly formatted cluster finalizes
 #: ``eligible.leader.replicas.version`` 1 (``EligibleLeaderReplicasVersion.ELRV_1``'s bootstrap metadata version).
 METADATA_VERSION_4_1_IV0 = 26

@@ -174,3 +174,40 @@ def test_one_participants_actions_close_in_time_share_a_label_and_others_take_ro
     assert len({shifts[t] for t in ("pause → crash → restart → txn_init a", "stalled b", "fenced z")}) == 3, shifts
     assert shifts["crash b"] == min(shifts.values())  # far from the others: back on the first row
     assert next(n for n in notes if n.text == "crash b").xanchor == "right"  # at the axis' end: ends at its line
+
+
+def test_a_write_the_leader_had_not_appended_by_a_log_end_reading_is_drawn_not_in_the_log_until_that_reading():
+    """Issue 65: notebook 09's writes the leader refused (NOT_ENOUGH_REPLICAS, retried by the client) were drawn
+    uncommitted for the 12 s the leader did not have them. The lab's readings of the log end offset say when it did."""
+    h = H().add("log_end", "broker-1", topic=OUT, partition=0, offset=3).add("txn_begin", "p", txn=1)
+    h.add("send", "p", topic=OUT, partition=0, value_id="p-4", txn=1)
+    for _ in range(3):
+        h.t += 10**9
+        h.add("log_end", "broker-1", topic=OUT, partition=0, offset=3)  # the leader still ends at 3: not appended
+    h.t += 10**9
+    h.add("log_end", "broker-1", topic=OUT, partition=0, offset=5)  # appended (4, and its transaction's marker later)
+    h.add("ack", "p", topic=OUT, partition=0, offset=3, value_id="p-4", txn=1, definite=True).txn("p", 1, "committed")
+    sec = lambda ns: (ns - h.events[0].mono_ns) / 1e9  # noqa: E731
+    last_absent = sec([e.mono_ns for e in h.events if e.kind == "log_end"][-2])
+    states = [(state, round(a, 6), round(b, 6)) for _, state, a, b in segments(h.events)]
+    assert [s for s, *_ in states] == ["not in the log", "uncommitted", "committed"], states
+    assert states[0][2] == states[1][1] == round(last_absent, 6) and states[1][2] < states[2][2]
+    # a reading of another partition, or one that had reached the write, changes nothing
+    plain = H().add("txn_begin", "p", txn=1).add("send", "p", topic=OUT, partition=0, value_id="p-1", txn=1)
+    plain.add("log_end", "broker-1", topic=OUT, partition=1, offset=0).add("log_end", "broker-1", topic=OUT,
+                                                                           partition=0, offset=1)
+    plain.add("ack", "p", topic=OUT, partition=0, offset=0, value_id="p-1", txn=1, definite=True)
+    assert [state for _, state, *_ in segments(plain.txn("p", 1, "committed").events)] == ["uncommitted", "committed"]
+
+
+def test_figure_truth_catches_a_write_drawn_in_the_log_before_the_log_end_readings_reached_it():
+    h = H().add("txn_begin", "p", txn=1).add("send", "p", topic=OUT, partition=0, value_id="p-1", txn=1)
+    h.t += 10**9
+    h.add("log_end", "broker-1", topic=OUT, partition=0, offset=0)  # not appended yet
+    h.t += 10**9
+    h.add("ack", "p", topic=OUT, partition=0, offset=0, value_id="p-1", txn=1, definite=True).txn("p", 1, "committed")
+    h.finals([(0, "p-1")])
+    assert contradictions(timeline_figure(h.events), h.events, OUT) == []
+    unread = [e for e in h.events if e.kind != "log_end"]  # drawn as before: uncommitted from the send
+    (wrong,) = contradictions(timeline_figure(unread), h.events, OUT)
+    assert wrong == "'p-1 by p @0' drawn uncommitted at 1.00 s, when the log ended at offset 0", wrong

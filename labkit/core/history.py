@@ -58,7 +58,10 @@ state of the ``transactional.id`` before, e.g. "Ongoing": the old instance's tra
 ``init_transactions`` then ended with ``outcome``; a ``txn_end`` with ``step`` "init_transactions" records it);
 ``offset_reset`` (a processor found its consumer starting a newly assigned partition below the group's
 committed offset, librdkafka's reset after an unstable offset fetch, and sought to it: ``offset`` the committed
-offset, ``last_offset`` where the client started; :mod:`labkit.kafka.committed_start`).
+offset, ``last_offset`` where the client started; :mod:`labkit.kafka.committed_start`); ``log_end`` (the lab read a
+partition's log end offset, ``offset``, on the broker named ``participant`` (e.g. "broker-2"), its leader then: the
+offset its next appended record takes, appended records not yet replicated included;
+:func:`labkit.lessons.replication.sample_log_end`).
 
 Share groups (KIP-932), from the share consumers: ``delivered`` (a record acquired by this consumer,
 with its ``delivery_count``), ``acknowledged`` (``acknowledge()`` called, with ``ack_type``),
@@ -94,7 +97,7 @@ KINDS = ("send", "ack", "send_failed", "txn_begin", "txn_commit_start", "txn_end
          "offsets_committed", "consume", "final_read", "start", "crash", "pause", "resume", "stop",
          "fenced", "finished", "delivered", "acknowledged", "ack_committed", "effect", "share_state",
          "share_offsets", "share_assignment", "batch_offsets", "batch_start", "batch_written", "batch_skipped",
-         "batch_committed", "stalled", "restart", "txn_init", "offset_reset", "gave_up", "failed")
+         "batch_committed", "stalled", "restart", "txn_init", "offset_reset", "gave_up", "failed", "log_end")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ States, from the history alone: *uncommitted* (sent, its transaction not yet end
 *send failed*, and *not in the log*: a write never acknowledged of which the log holds no copy, when the history
 holds the log's read (the read_uncommitted ``final_read`` of its topic, :meth:`Experiment.final_reads`); without that
 read an unacknowledged write keeps its transaction's state, since a crashed producer's write may be in the log
-unacknowledged. Markers: consumed (per consumer),
+unacknowledged. A write is also *not in the log* from its send to the last reading of its partition's log end offset
+(``log_end`` events, the lab's: :func:`labkit.lessons.replication.sample_log_end`) before its ack that had not
+reached its offset: notebook 09's writes the leader refused while it had too few in-sync replicas, retried by
+their clients, are not drawn uncommitted for the seconds the leader did not have them. Markers: consumed (per consumer),
 and the lab's actions (crash, pause, resume, fenced, stalled, a supervisor's restart, a restart's
 init_transactions, the broker's crash and return) as labelled vertical lines (:func:`action_marks`). Lines are drawn
 with ``Scattergl`` (WebGL), one trace per state, so 100 000 events still render.
@@ -55,7 +58,9 @@ def writes(events: list[Event]) -> list[dict]:
     second write of a value id that also survives (committed, or written without a transaction) is marked
     ``"— duplicate"``. An acknowledged write whose offset the log read after the run (``final_read``) no longer holds
     (a truncated log: notebook 09's unclean leader election) is marked ``"— lost"`` and drawn "not in the log" from
-    the run's last event, when the lab read the log: the history does not say when the log lost it."""
+    the run's last event, when the lab read the log: the history does not say when the log lost it. An acknowledged
+    write is "not in the log" from its send to the last ``log_end`` reading of its partition before its ack that had
+    not reached its offset (the module's docstring)."""
     if not events:
         return []
     t0, t_end = events[0].mono_ns, _drawn_end(events)
@@ -66,7 +71,10 @@ def writes(events: list[Event]) -> list[dict]:
     logged: dict[str, list[tuple]] = defaultdict(list)  # value id -> where the log holds a copy
     log_at: dict[tuple, str] = {}  # (topic, partition, offset) -> the value id the log holds there
     log_read = set()  # the topics whose log the history holds
+    log_ends: dict[tuple, list[tuple[int, int]]] = defaultdict(list)  # (topic, partition) -> (ns, log end offset)
     for e in events:
+        if e.kind == "log_end":
+            log_ends[e.topic, e.partition].append((e.mono_ns, e.offset))
         if e.kind == "final_read" and e.isolation_level == "read_uncommitted":
             log_read.add(e.topic)
             if e.value_id is not None:
@@ -92,9 +100,13 @@ def writes(events: list[Event]) -> list[dict]:
         acked_at = {(w["topic"], w["partition"], w["offset"]) for w in its if "acked" in w}
         unclaimed = [where for where in logged[vid] if where not in acked_at]  # in the log, acknowledged to no one
         for w in its:
+            # the last reading of the log's end before its ack that had not reached it: till then not in the log
+            absent = max((ns for ns, end in log_ends.get((w["topic"], w["partition"]), ())
+                          if "acked" in w and w["sent"] <= ns <= w["acked"] and end <= w["offset"]), default=None)
             if w["txn"]:
                 outcome, at = txn_end.get(w["txn"], (None, t_end))
-                w["states"] = [("uncommitted", sec(w["sent"]), sec(at))] + ([(outcome, sec(at), sec(t_end))] if outcome else [])
+                w["states"] = [("uncommitted", sec(absent or w["sent"]), sec(at))] + (
+                    [(outcome, sec(at), sec(t_end))] if outcome else [])
             elif "acked" in w:
                 w["states"] = [("written", sec(w["acked"]), sec(t_end))]
             elif "failed" in w:
@@ -112,6 +124,8 @@ def writes(events: list[Event]) -> list[dict]:
             if lost:
                 w["states"] = [(st, a, min(b, sec(read_at))) for st, a, b in w["states"] if a < sec(read_at)]
                 w["states"].append(("not in the log", sec(read_at), sec(t_end)))
+            if absent is not None:
+                w["states"].insert(0, ("not in the log", sec(w["sent"]), sec(absent)))
             row = f"{vid} by {w['writer']}" + (f" @{w['offset']}" if w["offset"] is not None else "")
             taken[row] += 1
             row += f" #{taken[row]}" if taken[row] > 1 else ""

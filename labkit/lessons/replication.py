@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 
 from labkit.broker.multinode import EmbeddedCluster
 from labkit.broker.probe import KAFKA_LOG
+from labkit.core.background import Periodic
 from labkit.core.errors import BrokerUnreachableError, LabkitError
 from labkit.core.waiting import wait_for
 from labkit.crashlab.experiment import Experiment
@@ -127,6 +128,34 @@ def log_end_offset(address: str, topic: str, partition: int = 0, timeout_s: floa
 
     ((offset,),) = r.compact_array(answer_topic)
     return offset
+
+
+#: How often the lab reads the output's log end offset on its leader while part 2's writers wait, s.
+LOG_END_INTERVAL_S = 0.25
+
+
+def sample_log_end(exp: Experiment, address: str, broker: str, topic: str,
+                   interval_s: float = LOG_END_INTERVAL_S) -> Periodic:
+    """Read ``topic``'s partition 0 log end offset on the broker at ``address`` (:func:`log_end_offset`) every
+    ``interval_s`` seconds in the background and write each reading into ``exp``'s history, a ``log_end`` event of
+    participant ``broker`` (e.g. "broker-2"): when that replica appended records, as the lab saw it, to
+    ``interval_s``. Every reading, not only the changes: the timeline draws a write not in the log up to the last
+    reading before its ack that had not reached it (:func:`labkit.crashlab.timeline.writes`), and a reading that
+    repeats the last is what says so of a write sent since. A reading without an answer (the broker unreachable
+    within a second, or no replica there) writes nothing.
+
+    Returns:
+        The running :class:`~labkit.core.background.Periodic`; ``stop()`` it, and it reads once more.
+    """
+    def read() -> None:
+        with contextlib.suppress(BrokerUnreachableError):
+            offset = log_end_offset(address, topic, timeout_s=max(interval_s, 1.0))
+            if offset is not None:
+                exp.history.append("log_end", broker, topic=topic, partition=0, offset=offset)
+
+    sampler = Periodic("labkit-log-end", read, interval_s, last_round=True)
+    sampler.start()
+    return sampler
 
 
 def _frame(states: list[dict]) -> pd.DataFrame:
@@ -254,7 +283,9 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
       killed, the follower's restarted, and the lab watches for ``offline_s`` seconds (or until a leader is elected);
       then the old leader's broker is restarted and the lab waits for both replicas in the ISR.
 
-    Then the output is read back (:meth:`Experiment.final_reads`) and checked.
+    From before the second writers start until they end, the leader's log end offset is read into the history every
+    :data:`LOG_END_INTERVAL_S` seconds (:func:`sample_log_end`). Then the output is read back
+    (:meth:`Experiment.final_reads`) and checked.
 
     Returns:
         ``{"output", "leader", "follower", "config", "probe" (error name or None), "states" (DataFrame, one row per
@@ -275,31 +306,38 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     states.append(_moment(cluster, out, "follower's broker killed, ISR shrunk",
                           cluster.await_partition(out, lambda s: s["isr"] == [leader], "the ISR shrunk to the leader")))
     cluster.await_partition(probed, lambda s: s["isr"] == [leader], "the probe topic's ISR shrunk to the leader")
-    second = _writers(exp, out, clients, "second", records + 1, records)
-    probe = probe_produce(cluster.live_bootstrap, probed)  # a topic of the same brokers and configs: not the output
-    elected = restart_began_ns = None
-    if probe is not None:  # refused: the writers wait; the follower's return lets them on
-        time.sleep(offline_s)
-        states.append(_moment(cluster, out, f"{offline_s:g} s later, writers waiting"))
-        restart_began_ns = _restart(exp, cluster, follower)
-        _finish(second)
-        states.append(_moment(cluster, out, "follower back, second transactions committed"))
-    else:
-        _finish(second)
-        states.append(_moment(cluster, out, "second transactions committed on the leader alone"))
-        _kill(exp, cluster, leader)
-        states.append(_moment(cluster, out, "leader's broker killed",
-                              cluster.await_partition(out, lambda s: s["leader"] is None, "the partition offline")))
-        _restart(exp, cluster, follower)
-        try:
-            state = cluster.await_partition(out, lambda s: s["leader"] is not None, "a leader", timeout_s=offline_s)
-            elected = state["leader"]
-        except TimeoutError:
-            state = cluster.partition_state(out)
-        states.append(_moment(cluster, out, "follower's broker back", state))
-        _restart(exp, cluster, leader)
-        states.append(_moment(cluster, out, "old leader's broker back, both in the ISR", cluster.await_partition(
-            out, lambda s: s["isr"] == sorted([leader, follower]), "both replicas in the ISR")))
+    # when the leader appends the second writers' records, as the lab reads its log end offset
+    appended = sample_log_end(exp, cluster.brokers[leader].bootstrap_servers, f"broker-{leader}", out)
+    try:
+        second = _writers(exp, out, clients, "second", records + 1, records)
+        probe = probe_produce(cluster.live_bootstrap, probed)  # a topic of the same brokers and configs: not the output
+        elected = restart_began_ns = None
+        if probe is not None:  # refused: the writers wait; the follower's return lets them on
+            time.sleep(offline_s)
+            states.append(_moment(cluster, out, f"{offline_s:g} s later, writers waiting"))
+            restart_began_ns = _restart(exp, cluster, follower)
+            _finish(second)
+            appended.stop()
+            states.append(_moment(cluster, out, "follower back, second transactions committed"))
+        else:
+            _finish(second)
+            appended.stop()
+            states.append(_moment(cluster, out, "second transactions committed on the leader alone"))
+            _kill(exp, cluster, leader)
+            states.append(_moment(cluster, out, "leader's broker killed",
+                                  cluster.await_partition(out, lambda s: s["leader"] is None, "the partition offline")))
+            _restart(exp, cluster, follower)
+            try:
+                state = cluster.await_partition(out, lambda s: s["leader"] is not None, "a leader", timeout_s=offline_s)
+                elected = state["leader"]
+            except TimeoutError:
+                state = cluster.partition_state(out)
+            states.append(_moment(cluster, out, "follower's broker back", state))
+            _restart(exp, cluster, leader)
+            states.append(_moment(cluster, out, "old leader's broker back, both in the ISR", cluster.await_partition(
+                out, lambda s: s["isr"] == sorted([leader, follower]), "both replicas in the ISR")))
+    finally:
+        appended.stop()  # again after a stop above (nothing more), or after an error (it must not read on)
     exp.final_reads(out)
     return {"output": out, "leader": leader, "follower": follower, "config": dict(config), "probe": probe,
             "states": _frame(states), "elected": elected, "restart_began_ns": restart_began_ns, "check": exp.check(out)}
