@@ -21,9 +21,9 @@ Goals: <= 1 GiB (1024 MiB) at the peak of every notebook but 04 and 09 (issue 38
 09 (issue 51: a cluster of its own, four JVMs).
 
 Run as root, with Debian's chromium: ``sudo nice -n 5 .venv/bin/python bench/hub.py [--notebooks 00 02]
-[--json labkit/doctor/hub-memory.json]`` (the one copy of these figures: ``make doctor`` reads it,
-:func:`labkit.doctor.needs.measured_peaks`, and tests/test_figures.py checks the README's and the run-sheet's against
-it). Default: 00 01 02 03 05 06 07 08 09, and 04 when the shared venv has pyspark.
+[--json labkit/doctor/hub-memory.json]`` (the one copy of the hub's figures: the doctor's memory check for the hub
+reads it, :data:`labkit.doctor.needs.HUB_MEASURED`, and tests/test_figures.py checks the run-sheet's against it;
+``make lab``'s are ``bench/lab_memory.py``'s). Default: 00 01 02 03 05 06 07 08 09, and 04 when the shared venv has pyspark.
 Prints a table, then the figures as one JSON line (also written to ``--json``); exits 1 if a notebook's run failed.
 Stopped with SIGTERM (or Ctrl-C in a terminal), it still stops the hub and removes the attendee's Unix user, home and
 processes.

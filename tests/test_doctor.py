@@ -28,7 +28,8 @@ ALL = [nb.number for nb in needs.NOTEBOOKS]
 JAVAC_NOTEBOOKS = ["01", "02", "03", "05", "06", "08", "09"]
 #: The notebooks that run with Docker alone: LABKIT_BOOTSTRAP, no Java, no jar cache (tests/test_bootstrap_route.py).
 DOCKER_ALONE = ["00", "07"]
-#: The notebooks' measured peaks (MiB) in labkit/doctor/hub-memory.json, which the doctor judges the memory by.
+#: The notebooks' measured peaks (MiB) in labkit/doctor/lab-memory.json (make lab's), which `make doctor` judges the
+#: memory by.
 PEAKS = needs.measured_peaks()
 
 
@@ -178,6 +179,37 @@ def test_a_notebook_not_measured_is_never_judged(tmp_path):
     assert fits.fix.startswith(", ".join(n for n in ALL if n != "00"))
 
 
+def test_a_failed_make_lab_run_gives_no_figure(tmp_path):
+    """bench/lab_memory.py's rows (no live view there): a run that raised, or printed no claims line, has an error and
+    no figure, whatever its peak; the doctor says where the figures were measured."""
+    rows = [{"notebook": "00_tour.ipynb", "error": None, "claims_line": "All claims hold on the real broker.",
+             "peak_mib": 512},
+            {"notebook": "01_idempotence.ipynb", "error": "CellExecutionError: AssertionError", "peak_mib": 3000},
+            {"notebook": "02_zombie_fencing.ipynb", "error": "every cell ran, but no output says the claims hold",
+             "claims_line": None, "peak_mib": 900}]
+    path = tmp_path / "lab-memory.json"
+    path.write_text(json.dumps({"notebooks": rows}))
+    assert needs.measured_peaks(path) == {"00": 512}
+    check = checks.check_memory(1000, measured=path)
+    assert check.status == checks.WARN and check.blocks == ()
+    assert "(MiB, measured in make lab): 00 512, 01 not measured, 02 not measured, 03 not measured" in check.detail
+
+
+def test_the_doctor_judges_a_laptop_by_make_lab_s_figures_and_the_hub_by_the_hub_s(tmp_path):
+    """The same notebook measured both ways, each file with its own figure: `make doctor` (way "lab", its default)
+    quotes and judges by make lab's, the hub's check by the hub's, and each says where they were measured."""
+    lab, hub = tmp_path / "lab-memory.json", tmp_path / "hub-memory.json"
+    lab.write_text(json.dumps({"notebooks": [{"notebook": "09_replication.ipynb", "error": None, "peak_mib": 1557}]}))
+    hub.write_text(json.dumps({"notebooks": [{"notebook": "09_replication.ipynb", "error": None,
+                                              "live_view_error": None, "peak_mib": 1176}]}))
+    laptop = checks.check_memory(1300, measured=lab)
+    assert laptop.status == checks.FAIL and laptop.blocks == ("09",) and "free 257 MiB more" in laptop.fix
+    assert "(MiB, measured in make lab): " in laptop.detail and "09 1557" in laptop.detail
+    attendee = checks.check_memory(1300, measured=hub, way="hub")
+    assert attendee.status == checks.WARN and attendee.blocks == ()  # fits; the others are not measured
+    assert "(MiB, measured on the workshop hub): " in attendee.detail and "09 1176" in attendee.detail
+
+
 @pytest.mark.parametrize("content", [None, "not JSON", '{"rows": []}', '{"notebooks": [{"peak_mib": 5}]}'])
 def test_without_measured_figures_the_memory_warns(tmp_path, content):
     """An install without the figures' file (or a damaged one) still gets its report: the memory is not judged."""
@@ -188,7 +220,7 @@ def test_without_measured_figures_the_memory_warns(tmp_path, content):
     assert check.status == checks.WARN and check.blocks == () and "no measured peaks" in check.detail
     assert str(path) in check.detail
     if content is not None:
-        assert "not bench/hub.py's JSON" in check.detail
+        assert "not a memory bench's JSON" in check.detail
 
 
 def test_java_11_stops_every_notebook(tmp_path):

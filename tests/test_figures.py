@@ -1,8 +1,10 @@
 """Each measured figure has one source, a file written by the bench that measured it, and the docs that quote it are
 checked against that file (issue 48: the doctor, the README and the run-sheet each had their own, stale, copy).
 
-* The notebooks' memory: labkit/doctor/hub-memory.json (``bench/hub.py --json``), which the doctor reads
-  (:func:`labkit.doctor.needs.measured_peaks`); the README's memory line and the run-sheet's sizing table quote it.
+* The notebooks' memory, measured the way each command runs: labkit/doctor/lab-memory.json
+  (``bench/lab_memory.py --json``, the lab of ``make lab``), which ``make doctor`` reads and the README's memory line
+  quotes, and labkit/doctor/hub-memory.json (``bench/hub.py --json``, an attendee on the workshop hub), which the
+  run-sheet's sizing table quotes (:data:`labkit.doctor.needs.MEASURED_FOR`).
 * The bundle's size: bench/results/bundle.json (``python -m labkit_dev.offline_check --json``); the README and the
   run-sheet quote it, the Makefile, labkit/bundle/ and the offline check give no figure of their own.
 
@@ -146,19 +148,28 @@ def test_the_checkers_catch_stale_figures_and_pass_the_measured_ones():
     assert bundle_problems(good, None, {"README"}) == ["README gives the bundle a size of its own: 720 MB"]
 
 
-def test_the_readme_gives_the_measured_peaks():
-    assert readme_problems((REPO / "README.md").read_text(), needs.measured_peaks()) == []
+def test_the_readme_gives_the_peaks_measured_in_make_lab():
+    assert readme_problems((REPO / "README.md").read_text(), needs.measured_peaks(needs.LAB_MEASURED)) == []
 
 
-def test_the_run_sheet_s_sizing_table_is_the_measured_one():
-    measured = json.loads(needs.MEASURED.read_text())
+def test_the_run_sheet_s_sizing_table_is_the_hub_s_measured_one():
+    measured = json.loads(needs.HUB_MEASURED.read_text())
     assert sizing_problems((REPO / "docs" / "instructor.md").read_text(), measured) == []
 
 
-def test_the_doctor_judges_by_the_measured_peaks():
+def test_make_doctor_quotes_the_figures_measured_in_make_lab():
+    """`make doctor` runs check_memory with its defaults: a laptop's lab, make lab's figures, said so."""
     detail = checks.check_memory(10**6).detail
-    peaks = needs.measured_peaks()
-    assert ", ".join(f"{n} {peaks[n]}" if n in peaks else f"{n} not measured" for n in NUMBERS) in detail
+    peaks = needs.measured_peaks(needs.LAB_MEASURED)
+    assert "measured in make lab): " + ", ".join(
+        f"{n} {peaks[n]}" if n in peaks else f"{n} not measured" for n in NUMBERS) in detail
+
+
+def test_the_hub_s_memory_line_quotes_the_figures_measured_on_the_hub():
+    detail = checks.check_memory(10**6, way="hub").detail
+    peaks = needs.measured_peaks(needs.HUB_MEASURED)
+    assert "measured on the workshop hub): " + ", ".join(
+        f"{n} {peaks[n]}" if n in peaks else f"{n} not measured" for n in NUMBERS) in detail
 
 
 def test_the_bundle_s_size_is_the_measured_one_or_none():

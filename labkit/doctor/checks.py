@@ -135,36 +135,39 @@ def lab_rss_mib() -> float:
 
 
 def check_memory(available_mib: float | None = None, env: Mapping[str, str] | None = None,
-                 measured: Path | None = None) -> Check:
-    """Free memory against each notebook's measured peak (:func:`labkit.doctor.needs.measured_peaks`, the whole lab's:
-    broker, JupyterLab, kernel, participants), counting the running lab's own memory as free (:func:`lab_rss_mib`).
-    A notebook that does not fit fails; one not measured is never judged (a warning, whatever the memory); with no
-    measured figures at all (an install without them) the check warns and judges nothing.
-
-    The peaks were measured on the workshop hub (``bench/hub.py``), whose brokers have a smaller heap than ``make
-    lab``'s (:data:`labkit.broker.embedded.HEAP_ENV`): here a notebook can take more.
+                 measured: Path | None = None, way: str = "lab") -> Check:
+    """Free memory against each notebook's peak measured the way the lab runs here (``way``: ``"lab"``, ``make
+    lab``'s, for a laptop, what ``make doctor`` judges; ``"hub"``, an attendee's on the workshop hub;
+    :data:`labkit.doctor.needs.MEASURED_FOR`), the whole lab's (broker, JupyterLab, kernel, participants), counting
+    the running lab's own memory as free (:func:`lab_rss_mib`). The detail names where the figures were measured. A notebook that
+    does not fit fails; one not measured is never judged (a warning, whatever the memory); with no measured figures
+    at all (an install without them) the check warns and judges nothing.
 
     Args:
         available_mib: memory available to new processes, MiB (default psutil's ``virtual_memory().available`` plus
             the running lab's).
         env: unused (with ``LABKIT_BOOTSTRAP`` the lab runs no broker here, yet the peaks are kept as measured, with
             the broker: a margin).
-        measured: the measured figures' file (default :data:`labkit.doctor.needs.MEASURED`).
+        measured: the measured figures' file (default the file of ``way``).
+        way: ``"lab"`` or ``"hub"``.
+
+    Raises:
+        KeyError: ``way`` is neither.
     """
+    default, where = needs.MEASURED_FOR[way]
     running = lab_rss_mib() if available_mib is None else 0
     available = psutil.virtual_memory().available / 2**20 + running if available_mib is None else available_mib
     counted = f" (counting the running lab's {running:.0f} as free)" if running else ""
     try:
-        peaks = needs.measured_peaks(measured or needs.MEASURED)
+        peaks = needs.measured_peaks(measured or default)
     except (OSError, ValueError) as exc:
         return Check("memory", WARN, f"{available:.0f} MiB available{counted}; no measured peaks to judge it by "
-                     f"({exc})", "install labkit from its repository, whose labkit/doctor/hub-memory.json has them")
+                     f"({exc})", f"install labkit from its repository, whose labkit/doctor/{default.name} has them")
     unmeasured = [nb.number for nb in needs.NOTEBOOKS if nb.number not in peaks]
     short = [nb.number for nb in needs.NOTEBOOKS if peaks.get(nb.number, 0) > available]
     listed = ", ".join(f"{nb.number} {peaks[nb.number]}" if nb.number in peaks else f"{nb.number} not measured"
                        for nb in needs.NOTEBOOKS)
-    detail = (f"{available:.0f} MiB available{counted}; peak of the whole lab per notebook (MiB, measured on the "
-              f"workshop hub, whose brokers have a smaller heap than `make lab`'s): {listed}")
+    detail = f"{available:.0f} MiB available{counted}; peak of the whole lab per notebook (MiB, {where}): {listed}"
     if short:
         most = max(peaks[number] for number in short)
         return Check("memory", FAIL, detail,

@@ -13,9 +13,12 @@ Sources of each requirement:
 * nothing more than the broker: 00 and 07, whose protocol facts the broker itself answers (ApiVersions,
   :mod:`labkit.kafka.api_versions`), so with ``LABKIT_BOOTSTRAP`` (docker compose) they need no Java on this machine;
 * the lab broker: every notebook; a local JVM on the Kafka jars unless ``LABKIT_BOOTSTRAP`` names another cluster;
-* memory: each notebook's peak, the whole lab's (broker, JupyterLab, kernel, participants), as ``bench/hub.py``
-  measured it on the workshop hub and wrote it to :data:`MEASURED` (:func:`measured_peaks`); a notebook without a
-  passed run there is not measured, and nothing stands in for its figure (:func:`peaks_of`).
+* memory: each notebook's peak, the whole lab's (broker, JupyterLab, kernel, participants), measured the way the lab
+  runs: ``bench/lab_memory.py`` in the lab of ``make lab`` (:data:`LAB_MEASURED`, what a laptop is judged by),
+  ``bench/hub.py`` for one attendee on the workshop hub (:data:`HUB_MEASURED`), whose broker has a smaller heap
+  (:data:`labkit.broker.embedded.HEAP_ENV`) and whose JupyterLab serves the attendee's browser (:data:`MEASURED_FOR`,
+  :func:`measured_peaks`); a notebook without a passed run there is not measured, and nothing stands in for its
+  figure (:func:`peaks_of`).
 """
 
 from __future__ import annotations
@@ -68,24 +71,32 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("08", "broker crashes", frozenset({JAVAC, JVM, KAFKA_JARS})),
     Notebook("09", "replication", frozenset({JAVAC, JVM, KAFKA_JARS})),
 )
-#: The notebooks' measured memory: what ``bench/hub.py --json`` wrote (one attendee on a real hub, each notebook run
-#: whole in turn; the peak PSS of all their processes). Package data, so that every way labkit is installed has it: the
-#: checkout, the hub's copy of ``labkit/`` (:data:`labkit.hub.install.COPIED`), a wheel (pyproject.toml's
-#: ``package-data``), the bundle's fresh checkout.
-MEASURED = Path(__file__).with_name("hub-memory.json")
+#: The notebooks' measured memory in the lab of ``make lab``: what ``bench/lab_memory.py --json`` wrote (the real lab
+#: started by ``python -m labkit up``, each notebook run whole in turn in a kernel of its own; the peak PSS of all the
+#: lab's processes). Package data, so that every way labkit is installed has it: the checkout, the hub's copy of
+#: ``labkit/`` (:data:`labkit.hub.install.COPIED`), a wheel (pyproject.toml's ``package-data``), the bundle's fresh
+#: checkout.
+LAB_MEASURED = Path(__file__).with_name("lab-memory.json")
+#: The same for one attendee on the workshop hub: what ``bench/hub.py --json`` wrote (a real hub, each notebook run
+#: whole in turn in their JupyterLab; the peak PSS of all their processes). Package data too.
+HUB_MEASURED = Path(__file__).with_name("hub-memory.json")
+#: Each way the lab runs (``"lab"``: ``make lab``, on a laptop; ``"hub"``: an attendee's lab on the workshop hub) ->
+#: the file of its figures and where they were measured, as the doctor says it.
+MEASURED_FOR = {"lab": (LAB_MEASURED, "measured in make lab"), "hub": (HUB_MEASURED, "measured on the workshop hub")}
 
 
-def measured_peaks(path: Path = MEASURED) -> dict[str, int]:
-    """Each measured notebook's peak (:func:`peaks_of`) in ``bench/hub.py``'s JSON at ``path``.
+def measured_peaks(path: Path = LAB_MEASURED) -> dict[str, int]:
+    """Each measured notebook's peak (:func:`peaks_of`) in the memory bench's JSON at ``path`` (default the figures of
+    ``make lab``'s lab).
 
     Raises:
         OSError: no file at ``path`` (an install without it).
-        ValueError: the file is not ``bench/hub.py``'s JSON (the message names it).
+        ValueError: the file is not a memory bench's JSON (the message names it).
     """
     try:
         measured = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not bench/hub.py's JSON, nor any JSON: {exc}") from None
+        raise ValueError(f"{path} is not a memory bench's JSON, nor any JSON: {exc}") from None
     try:
         return peaks_of(measured)
     except ValueError as exc:
@@ -94,20 +105,21 @@ def measured_peaks(path: Path = MEASURED) -> dict[str, int]:
 
 def peaks_of(measured: dict) -> dict[str, int]:
     """Each measured notebook's peak: two-digit number -> MiB, the proportional set size of the whole lab (broker,
-    JupyterLab, kernel, participants) summed at its peak, from ``measured`` (``bench/hub.py``'s JSON, parsed). Only
-    runs that passed count (``error`` null, no ``live_view_error``, a ``peak_mib``): a notebook whose run failed, or
-    whose claims never reached the instructor's live view, or that was not run, is not there.
+    JupyterLab, kernel, participants) summed at its peak, from ``measured`` (the JSON of ``bench/lab_memory.py`` or
+    ``bench/hub.py``, parsed: the same rows). Only runs that passed count (``error`` null, no ``live_view_error``, a
+    ``peak_mib``): a notebook whose run failed, or whose claims never reached the instructor's live view (the hub's),
+    or that was not run, is not there.
 
     Raises:
-        ValueError: ``measured`` is not ``bench/hub.py``'s figures (the message says what they hold).
+        ValueError: ``measured`` is not a memory bench's figures (the message says what they hold).
     """
     try:
         return {row["notebook"][:2]: int(row["peak_mib"]) for row in measured["notebooks"]
                 if row.get("error") is None and row.get("live_view_error") is None and row.get("peak_mib") is not None}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not bench/hub.py's JSON (a list of rows under \"notebooks\", each with \"notebook\", "
+        raise ValueError(f"not a memory bench's JSON (a list of rows under \"notebooks\", each with \"notebook\", "
                          f"\"error\" and \"peak_mib\"): {type(exc).__name__} {exc}; write it again with "
-                         "`bench/hub.py --json`") from None
+                         "`bench/lab_memory.py --json` (make lab's) or `bench/hub.py --json` (the hub's)") from None
 
 
 def needs_of(notebook: Notebook, external_broker: bool) -> frozenset[str]:
