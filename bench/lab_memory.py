@@ -16,7 +16,8 @@ earlier notebooks' topics). The idle figure is the lab with no kernel (JupyterLa
 notebook. Each notebook's CPU seconds (the lab's processes from the kernel's start to its end) are given too.
 
 Unlike a learner's, no browser has the notebook open (JupyterLab serves no page, keeps no widget state): the figures
-are the lab's processes, not the browser's.
+are the lab's processes, not the browser's. Measured once apart: with notebook 00 open in Chromium, JupyterLab's PSS
+was 98 MiB against 76 MiB with no page, so a learner's lab takes about 22 MiB more than these figures.
 
 Run: ``nice -n 5 .venv/bin/python bench/lab_memory.py [--notebooks 00 02] [--json labkit/doctor/lab-memory.json]``
 (the one copy of these figures: ``make doctor`` judges a laptop by it, :data:`labkit.doctor.needs.LAB_MEASURED`).
