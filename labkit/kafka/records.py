@@ -173,8 +173,12 @@ _NO_SUCH_TOPIC = frozenset({KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_
 
 
 #: ListOffsets errors of a partition whose leader is moving or not acting yet (a topic just created: the metadata
-#: names its leader before that broker serves it as leader).
-_NOT_LEADING_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+#: names its leader before that broker serves it as leader), or whose new leader's high watermark has not yet reached
+#: where the last leader's ended (OFFSET_NOT_AVAILABLE, Kafka's ``Errors``: "The leader high watermark has not caught
+#: up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing", KIP-207; a
+#: ``RetriableException``): met after a broker restart under load (notebook 09's ``commit_then_kill``).
+_NOT_LEADING_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                              KafkaError.OFFSET_NOT_AVAILABLE})
 
 
 def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: Deadline) -> int:
