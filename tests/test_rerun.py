@@ -18,7 +18,7 @@ from labkit.learn import rerun
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "09_replication.ipynb"
-#: What ``make doctor`` states for notebook 09: the lab's peak (MiB) measured on the hub, and at that peak JupyterLab's
+#: What the hub's doctor states for notebook 09: the lab's peak (MiB) measured on the hub, and at that peak JupyterLab's
 #: share (a kernel started here has no JupyterLab beside it, so its process tree is held to the rest).
 STATED = next(n for n in json.loads((REPO / "labkit" / "doctor" / "hub-memory.json").read_text())["notebooks"]
               if n["notebook"] == NOTEBOOK.name)
