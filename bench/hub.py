@@ -207,15 +207,9 @@ def run_attendee(hub: dict, files: list[str], deadline_s: float) -> dict:
         instructor.wait_for_selector(f"#live th.who:text-is('{name}')", timeout=60_000)
         sampler = Sampler(lambda: users.processes_of(uid))
         try:
-            rows, idle = [], None
-            for notebook in files:
-                rows.append(measure(page, hub, name, uid, sampler, notebook, deadline_s, instructor))
-                print(line(rows[-1]), flush=True)
-                if idle is None:  # after the first notebook: its kernel ended, the broker it started runs on
-                    time.sleep(20)  # the lab settles
-                    sampler.take()
-                    time.sleep(20)
-                    idle = sampler.take()
+            rows, idle = sampler.in_turn(files, lambda notebook: measure(page, hub, name, uid, sampler, notebook,
+                                                                          deadline_s, instructor),
+                                         say=lambda text: print(text, flush=True), line=line)
         finally:
             sampler.close()
     return {"conditions": {"cpus": len(psutil.Process().cpu_affinity()), "machine_cpus": os.cpu_count(),

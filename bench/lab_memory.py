@@ -155,15 +155,9 @@ def run_lab(numbers: list[str], home: Path) -> dict:
     work = home / "work"
     sampler = Sampler(lambda: lab_processes(home))
     try:
-        rows, idle = [], None
-        for number in numbers:
-            rows.append(measure(work, env, home, sampler, notebook_file(number)))
-            print(line(rows[-1]), flush=True)
-            if idle is None:  # after the first notebook: its kernel ended, the lab broker runs on
-                time.sleep(20)  # the lab settles
-                sampler.take()
-                time.sleep(20)
-                idle = sampler.take()
+        rows, idle = sampler.in_turn([notebook_file(n) for n in numbers],
+                                     lambda notebook: measure(work, env, home, sampler, notebook),
+                                     say=lambda text: print(text, flush=True), line=line)
     finally:
         sampler.close()
         subprocess.run([sys.executable, "-m", "labkit", "down"], env=env, cwd=REPO, timeout=LAB_S)

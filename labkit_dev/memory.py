@@ -8,6 +8,7 @@ each, so shared pages count once in a sum. A process is of a kind by its command
 from __future__ import annotations
 
 import threading
+import time
 from typing import Callable, Iterable
 
 import psutil
@@ -89,3 +90,19 @@ class Sampler:
         """Stop sampling (waits at most 10 s for the thread)."""
         self._stop.set()
         self._thread.join(10)
+
+    def in_turn(self, notebooks: Iterable[str], measure: Callable[[str], dict], settle_s: float = 20.0,
+                say: Callable[[str], None] = print, line: Callable[[dict], str] = str) -> tuple[list[dict], dict]:
+        """Run ``measure(notebook)`` for each notebook in turn (a row each, ``say``-ed through ``line``), and after
+        the first one, with its kernel ended, let the lab settle ``settle_s`` s and take the idle lab's peak over the
+        next ``settle_s`` s. Returns ``(rows, idle)`` (:meth:`take`'s dict; ``{}`` with no notebook)."""
+        rows, idle = [], None
+        for notebook in notebooks:
+            rows.append(measure(notebook))
+            say(line(rows[-1]))
+            if idle is None:
+                time.sleep(settle_s)
+                self.take()
+                time.sleep(settle_s)
+                idle = self.take()
+        return rows, idle or {}
