@@ -10,9 +10,9 @@ An archive is made for one command: its name holds a digest of the ``java -versi
 JDK, a new release's jars or a recompiled participant gets an archive of its own; the JVM itself also checks the jars'
 sizes and times and, on a mismatch, runs without it (``-Xshare:auto``, the default). Archives live in
 ``$LABKIT_HOME/cds/`` (read from the shared cache's ``cds/`` first, if it holds the archive:
-:func:`labkit.broker.runtime.cache_path`; an archive is only ever written in ``$LABKIT_HOME``); ``python -m labkit jars``
-(``make lab``, ``make test``) makes them (:func:`labkit.lab.jvm_archives.make_archives`). A JVM started before they
-exist runs without one.
+:func:`labkit.broker.runtime.cache_path`; an archive is only ever written in ``$LABKIT_HOME``).
+``python -m labkit jars`` (``make lab``, ``make test``) makes them (:func:`labkit.lab.jvm_archives.make_archives`). A
+JVM started before they exist runs without one.
 """
 
 from __future__ import annotations

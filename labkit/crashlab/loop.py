@@ -1,10 +1,10 @@
 """What every role's loop shares, in its own OS process (``python -m labkit.crashlab.run <spec>``).
 
-Every loop appends what it does to the experiment's history and passes named steps where a learner
-can crash it (a role's ``steps``, :mod:`labkit.crashlab.registry`). A crash is a real SIGKILL of this process at
-that step. SIGTERM asks the loop to finish its iteration and close its clients (a graceful stop). The roles
-themselves are modules of their own (``labkit/*/roles/``). These loops are librdkafka's (confluent-kafka); the same
-roles on Kafka's Java client are ``jvm/participant/`` (``Loop.java`` is this module's twin; :mod:`labkit.crashlab.java`).
+Every loop appends what it does to the experiment's history and passes named steps where a learner can crash it (a
+role's ``steps``, :mod:`labkit.crashlab.registry`). A crash is a real SIGKILL of this process at that step. SIGTERM asks
+the loop to finish its iteration and close its clients (a graceful stop). The roles themselves are modules of their own
+(``labkit/*/roles/``). These loops are librdkafka's (confluent-kafka); the same roles on Kafka's Java client are
+``jvm/participant/`` (``Loop.java`` is this module's twin; :mod:`labkit.crashlab.java`).
 """
 
 from __future__ import annotations

@@ -136,11 +136,11 @@ def lab_rss_mib() -> float:
 
 def check_memory(available_mib: float | None = None, env: Mapping[str, str] | None = None,
                  measured: Path | None = None, way: str = "lab") -> Check:
-    """Free memory against each notebook's peak measured the way the lab runs here (``way``: ``"lab"``, ``make
-    lab``'s, for a laptop, what ``make doctor`` judges; ``"hub"``, an attendee's on the workshop hub;
-    :data:`labkit.doctor.needs.MEASURED_FOR`), the whole lab's (broker, JupyterLab, kernel, participants), counting
-    the running lab's own memory as free (:func:`lab_rss_mib`). The detail names where the figures were measured. A notebook that
-    does not fit fails; one not measured is never judged (a warning, whatever the memory); with no measured figures
+    """Free memory against each notebook's peak measured the way the lab runs here (``way``: ``"lab"``, ``make lab``'s,
+    for a laptop, what ``make doctor`` judges; ``"hub"``, an attendee's on the workshop hub;
+    :data:`labkit.doctor.needs.MEASURED_FOR`), the whole lab's (broker, JupyterLab, kernel, participants), counting the
+    running lab's own memory as free (:func:`lab_rss_mib`). The detail names where the figures were measured. A notebook
+    that does not fit fails; one not measured is never judged (a warning, whatever the memory); with no measured figures
     at all (an install without them) the check warns and judges nothing.
 
     Args:

@@ -27,9 +27,9 @@ One job per module:
   to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.page` its page and
   table (standard library only); :mod:`labkit.hub.observed` its probe of an attendee's broker.
 * :mod:`labkit.hub.report`: the kernel side (standard library only): the marks a kernel publishes
-  (:mod:`labkit.learn.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API token.
-  ``import labkit`` installs it in a hub kernel (``LABKIT_LIVEVIEW_URL`` set); no lesson or exercise imports it, and
-  :mod:`labkit.hub.memory_notice` is installed the same way; nothing else here is imported by ``import labkit``.
+  (:mod:`labkit.learn.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API
+  token. ``import labkit`` installs it in a hub kernel (``LABKIT_LIVEVIEW_URL`` set); no lesson or exercise imports it,
+  and :mod:`labkit.hub.memory_notice` is installed the same way; nothing else here is imported by ``import labkit``.
 
 :mod:`~labkit.hub.auth`, :mod:`~labkit.hub.spawner`, :mod:`~labkit.hub.config` and :mod:`~labkit.hub.liveview` import
 JupyterHub, which only the shared venv has.

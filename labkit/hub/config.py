@@ -17,17 +17,18 @@ setting, named as JupyterHub names it:
   process's environment (:data:`PASSWORD_ENV`, :data:`ADMIN_PASSWORD_ENV`: never written to a file);
   ``Authenticator.admin_users``: the instructor's name; ``JupyterHub.template_paths``: the lab's sign-in form
   (:data:`TEMPLATES`, with the workshop code field).
-* ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`, with the attendees' private temporary folders (``private_tmp``, in the
-  state folder) and the limits (``memory_mib``, ``tasks``, ``tmp_mib``: :class:`HubSettings`); ``Spawner.cmd``: the shared venv's Python
-  running :mod:`labkit.hub.singleuser`; ``Spawner.environment``: the shared venv first on ``PATH``;
-  ``Spawner.env_keep``: only the locale (nothing of root's environment, e.g. its ``VIRTUAL_ENV`` or a password,
-  reaches an attendee).
-* ``JupyterHub.services`` and ``load_roles``: ``jupyterhub-idle-culler`` (PyPI) as a hub-managed service with the
-  scopes its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``); and the
-  instructor's live view (:mod:`labkit.hub.liveview`) on a free port of the gateway, proxied at ``/services/liveview/``
-  (``oauth_no_confirm``: part of the hub) and listening on the gateway, with the scopes it reads the hub with (``list:users``, ``read:users``,
-  ``read:servers``); only the ``admin`` role holds its access scope. ``Spawner.environment`` gives attendees its
-  address (:data:`labkit.hub.report.URL_ENV`), to which their kernels report with their own API token.
+* ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`, with the attendees' private temporary folders
+  (``private_tmp``, in the state folder) and the limits (``memory_mib``, ``tasks``, ``tmp_mib``: :class:`HubSettings`);
+  ``Spawner.cmd``: the shared venv's Python running :mod:`labkit.hub.singleuser`; ``Spawner.environment``: the shared
+  venv first on ``PATH``; ``Spawner.env_keep``: only the locale (nothing of root's environment, e.g. its ``VIRTUAL_ENV``
+  or a password, reaches an attendee).
+* ``JupyterHub.services`` and ``load_roles``: ``jupyterhub-idle-culler`` (PyPI) as a hub-managed service with the scopes
+  its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``); and the instructor's
+  live view (:mod:`labkit.hub.liveview`) on a free port of the gateway, proxied at ``/services/liveview/``
+  (``oauth_no_confirm``: part of the hub) and listening on the gateway, with the scopes it reads the hub with
+  (``list:users``, ``read:users``, ``read:servers``); only the ``admin`` role holds its access scope.
+  ``Spawner.environment`` gives attendees its address (:data:`labkit.hub.report.URL_ENV`), to which their kernels report
+  with their own API token.
 * ``JupyterHub.cleanup_servers`` (True, JupyterHub's default, kept explicit): stopping the hub stops every attendee's
   server.
 * ``JupyterHub.default_url`` (:func:`landing`): where a sign-in without a ``next`` page lands. An attendee: their lab

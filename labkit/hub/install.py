@@ -104,8 +104,8 @@ def shared_prefix(prefix: Path | str | None = None) -> Path:
 
 
 def check_venv(prefix: Path) -> None:
-    """Refuse a venv under ``prefix`` that the set-up did not make: one without the set-up's stamp
-    (``.installed.json``, which records the venv once the set-up made it), or a stamp or venv owned by another user than root.
+    """Refuse a venv under ``prefix`` that the set-up did not make: one without the set-up's stamp (``.installed.json``,
+    which records the venv once the set-up made it), or a stamp or venv owned by another user than root.
 
     Raises:
         LabkitError: such a venv is there (the message names it and the fix).

@@ -84,10 +84,10 @@ def lab_processes(state: Path | str) -> dict[int, list[psutil.Process]]:
 
 def stop_left_by(state: Path | str, say: Callable[[str], None] = print) -> list[str]:
     """Stop what a hub on ``state`` left running (module docstring): the labs first (every process SIGTERM, SIGKILL
-    after :data:`GRACE_S` s; then the sandbox, unless a process the lab did not make is left in its groups), then
-    the hub's own processes, then its wall (:func:`labkit.hub.firewall.table_name`: a hub killed with SIGKILL never
-    removed it) unless a lab's sandbox was kept. Says (``say``) and returns one line per lab or process stopped; nothing when nothing was
-    left. Call it only with the state folder's lock held (:func:`labkit.hub.run.lock_state`).
+    after :data:`GRACE_S` s; then the sandbox, unless a process the lab did not make is left in its groups), then the
+    hub's own processes, then its wall (:func:`labkit.hub.firewall.table_name`: a hub killed with SIGKILL never removed
+    it) unless a lab's sandbox was kept. Says (``say``) and returns one line per lab or process stopped; nothing when
+    nothing was left. Call it only with the state folder's lock held (:func:`labkit.hub.run.lock_state`).
 
     Raises:
         labkit.core.errors.LabkitError: an attendee's sandbox could not be removed (``ip``'s message).

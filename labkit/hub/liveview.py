@@ -1,10 +1,11 @@
 """The instructor's live view: a JupyterHub service (hub-managed, run as root like the hub) showing one row per attendee
 while the workshop runs: signed in, server up, broker up, the lab's memory against its limit, each kernel busy (since
-when; "stuck?" past :data:`labkit.hub.page.STUCK_S`), idle or stopped by a cell that raised, and per notebook the
-latest exercise check's mark (unanswered, wrong, right, or error: the check raised, the lab's failure), claims mark
-(held: every assertion cell of the kernel's latest run held and the claims line ran; failed; error:
-:class:`labkit.learn.claims.Run`) and a participant seen stalled; below, the predictions locked in before each notebook's
-run, in the learners' words. ``python -m labkit.hub.liveview``, started by the hub (:mod:`labkit.hub.config`).
+when; "stuck?" past :data:`labkit.hub.page.STUCK_S`), idle or stopped by a cell that raised, and per notebook the latest
+exercise check's mark (unanswered, wrong, right, or error: the check raised, the lab's failure), claims mark (held:
+every assertion cell of the kernel's latest run held and the claims line ran; failed; error:
+:class:`labkit.learn.claims.Run`) and a participant seen stalled; below, the predictions locked in before each
+notebook's run, in the learners' words. ``python -m labkit.hub.liveview``, started by the hub
+(:mod:`labkit.hub.config`).
 
 Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached through the hub's proxy):
 

@@ -1,14 +1,14 @@
 """An attendee told, in their notebook, that their lab reached its memory limit (issue 49).
 
-On the workshop hub each attendee's lab has a memory limit (a cgroup, :mod:`labkit.hub.sandbox`); past it the
-kernel's OOM killer ends one of their processes, usually the kernel whose cell took the memory, and JupyterLab only
-says "the kernel appears to have died". The hub's spawner writes what it observes of the attendee's memory group to
-:data:`INFO` (``{"limit_mib", "oom_kills"}``: the cgroup's ``memory.limit_in_bytes`` and ``memory.oom_control``'s
-``oom_kill``, read as root; :meth:`labkit.hub.spawner.LabSpawner.poll`), in a root-owned folder (mode 0755, the file
-0644) bound at ``/run/labkit`` in the attendee's namespace (:func:`labkit.hub.sandbox.enter_command`: a read-write
-bind mount, which the attendee can read and not write because root owns the folder and the file). A kernel that imports labkit on the hub (:func:`install`) checks it before each cell: once the
-count is above what the attendee was last told (:data:`TOLD`, in their lab folder), the cell's output starts with the
-notice, once. Stdlib only.
+On the workshop hub each attendee's lab has a memory limit (a cgroup, :mod:`labkit.hub.sandbox`); past it the kernel's
+OOM killer ends one of their processes, usually the kernel whose cell took the memory, and JupyterLab only says "the
+kernel appears to have died". The hub's spawner writes what it observes of the attendee's memory group to :data:`INFO`
+(``{"limit_mib", "oom_kills"}``: the cgroup's ``memory.limit_in_bytes`` and ``memory.oom_control``'s ``oom_kill``, read
+as root; :meth:`labkit.hub.spawner.LabSpawner.poll`), in a root-owned folder (mode 0755, the file 0644) bound at
+``/run/labkit`` in the attendee's namespace (:func:`labkit.hub.sandbox.enter_command`: a read-write bind mount, which
+the attendee can read and not write because root owns the folder and the file). A kernel that imports labkit on the hub
+(:func:`install`) checks it before each cell: once the count is above what the attendee was last told (:data:`TOLD`, in
+their lab folder), the cell's output starts with the notice, once. Stdlib only.
 """
 
 from __future__ import annotations

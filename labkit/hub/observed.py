@@ -1,16 +1,17 @@
 """What the instructor's live view observes of an attendee's broker, as root: never a label an attendee's lab wrote.
 
 An attendee's lab publishes its broker's address in its state file, ``<home>/labkit/lab/broker.json`` (what
-:mod:`labkit.lab.server` writes under the ``LABKIT_HOME`` the hub's spawner sets, :data:`labkit.hub.spawner.LABKIT_HOME`).
-That file is the attendee's: it only says where to look. :func:`broker_status` says ``"up"`` only when
+:mod:`labkit.lab.server` writes under the ``LABKIT_HOME`` the hub's spawner sets,
+:data:`labkit.hub.spawner.LABKIT_HOME`). That file is the attendee's: it only says where to look. :func:`broker_status`
+says ``"up"`` only when
 
 1. the state file is a regular file owned by the attendee (opened without following a symbolic link, without
    blocking on a FIFO, at most :data:`MAX_STATE` bytes: the service runs as root and the home is the attendee's),
-2. the TCP port of its ``bootstrap`` address, on 127.0.0.1 **of the attendee's own network namespace** (:mod:`labkit.hub.sandbox`: where only their
-   lab's processes run, so what listens there is theirs) answers a Kafka ApiVersions request (:func:`answers_kafka`:
-   a broker answers it before any authentication, Kafka's protocol guide, KIP-511's version 3) within the deadline.
-   The request is sent from a thread that joined the namespace (pyroute2's ``netns.setns``: a namespace is a
-   thread's, so the service's other threads stay in the machine's) and ends with it.
+2. the TCP port of its ``bootstrap`` address, on 127.0.0.1 **of the attendee's own network namespace**
+   (:mod:`labkit.hub.sandbox`: where only their lab's processes run, so what listens there is theirs) answers a Kafka
+   ApiVersions request (:func:`answers_kafka`: a broker answers it before any authentication, Kafka's protocol guide,
+   KIP-511's version 3) within the deadline. The request is sent from a thread that joined the namespace (pyroute2's
+   ``netns.setns``: a namespace is a thread's, so the service's other threads stay in the machine's) and ends with it.
 
 Otherwise ``"down"`` (an address, but no broker answering there in their namespace, or no namespace: their server
 stopped) or ``"none"`` (no address: no state file, or one whose daemon is still starting the broker,

@@ -1,11 +1,12 @@
 """What the instructor's live view (:mod:`labkit.hub.liveview`) shows: its page and its table (HTML), one row per
 attendee, from the hub's user models, each attendee's broker status, their lab's memory against its limit and their
-marks (:class:`labkit.hub.verdicts.Mark`): their kernels, each busy (since when; "stuck?" past :data:`STUCK_S`), idle
-or ended by a cell that raised (a failed run), as each kernel reported it (:mod:`labkit.hub.report`); per notebook, the
+marks (:class:`labkit.hub.verdicts.Mark`): their kernels, each busy (since when; "stuck?" past :data:`STUCK_S`), idle or
+ended by a cell that raised (a failed run), as each kernel reported it (:mod:`labkit.hub.report`); per notebook, the
 exercise check's state (unanswered, wrong, right, error), the notebook's claims mark (held, failed, error:
-:class:`labkit.learn.claims.Run`) and a participant seen stalled, each in a badge of its own; below, the room's predictions
-(:func:`predictions_html`: per notebook, how many locked one in before the run and how many chose each choice, in the
-words the learners chose from, names hidden). Stdlib only (no JupyterHub), so it is tested in the project's venv.
+:class:`labkit.learn.claims.Run`) and a participant seen stalled, each in a badge of its own; below, the room's
+predictions (:func:`predictions_html`: per notebook, how many locked one in before the run and how many chose each
+choice, in the words the learners chose from, names hidden). Stdlib only (no JupyterHub), so it is tested in the
+project's venv.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def _badge(css: str, text: str, title: str) -> str:
     return f'<span class="b {css}" title="{html.escape(title)}">{text}</span>'
 
 
-#: What a notebook's cell shows per kind of mark (predictions are counted below the table, not shown per attendee):
-#: its letter, and per state (:data:`labkit.learn.marks.STATES`) the CSS class, the sign after the letter and the word in
+#: What a notebook's cell shows per kind of mark (predictions are counted below the table, not shown per attendee): its
+#: letter, and per state (:data:`labkit.learn.marks.STATES`) the CSS class, the sign after the letter and the word in
 #: the mark's title.
 SHOWN = {"exercise": ("E", {"unanswered": ("ask", "…", "not answered (the answer cell still holds ...)"),
                             "wrong": ("no", "✗", "wrong"), "right": ("ok", "✓", "right"),
@@ -229,9 +230,9 @@ def table_html(users: list[dict], brokers: dict[str, str], marks: dict, titles: 
 def predictions_html(marks: list[dict], titles: dict) -> str:
     """The room's predictions (an HTML fragment): for each notebook someone locked a prediction in for before its run,
     how many of the attendees (``marks``: each one's, as in :func:`table_html`; a kernel reports no choice made after
-    the notebook's first experiment, :func:`labkit.learn.predictions.lock_in`) did and how many chose each choice (in the
-    words the learners chose from, :data:`labkit.learn.marks.CHOICES`; its key in ``data-choice``; most chosen first),
-    with no name: the instructor can show it to the room before the reveal. Empty when nobody did."""
+    the notebook's first experiment, :func:`labkit.learn.predictions.lock_in`) did and how many chose each choice (in
+    the words the learners chose from, :data:`labkit.learn.marks.CHOICES`; its key in ``data-choice``; most chosen
+    first), with no name: the instructor can show it to the room before the reveal. Empty when nobody did."""
     rows = []
     for notebook in NOTEBOOKS:
         chosen = [m[(notebook, PREDICTION)].state for m in marks if (notebook, PREDICTION) in m]

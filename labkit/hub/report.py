@@ -10,9 +10,9 @@ process (a participant or a Spark process importing labkit reports nothing). The
 
 * the **marks** the lab publishes where it observes them (:mod:`labkit.learn.marks`, subscribed to; the kinds of
   :data:`labkit.learn.marks.REPORTED`): an exercise check's ``unanswered``, ``wrong``, ``right`` or ``error`` (the check
-  raised: the lab's failure, not the answer; :func:`labkit.learn.exercise.marked`), a prediction's choice key
-  (published only for a choice locked in before the notebook's first experiment: :func:`labkit.learn.predictions.lock_in`)
-  and a participant's ``stalled`` (its own stalled event in its history,
+  raised: the lab's failure, not the answer; :func:`labkit.learn.exercise.marked`), a prediction's choice key (published
+  only for a choice locked in before the notebook's first experiment: :func:`labkit.learn.predictions.lock_in`) and a
+  participant's ``stalled`` (its own stalled event in its history,
   :attr:`labkit.crashlab.participant.Participant.stalled_in`). The lab knows nothing of this module.
 * the **start and end of every cell** (IPython's ``pre_run_cell`` and ``post_run_cell`` events, which the kernel
   fires around each execution it runs), for the kernel's state (:meth:`Reporter.kernel`): ``busy`` when a cell
@@ -38,10 +38,11 @@ Why an observer registry rather than reading each cell's result: a check's verdi
 (or stores it), a check that raised is told from any other failing cell, and a held claims mark comes from the claims
 line having run, not from a cell's text.
 
-Reports go from a daemon thread through a bounded queue (:data:`QUEUE_SIZE`; a full queue drops the newest), each a
-POST with a :data:`DEADLINE_S` deadline (the kernel's state is not queued per cell: the latest one waits in one slot,
-so a Run All of many short cells sends its latest state and never fills the queue); a failure is logged once per
-kernel to the kernel's own stderr (the hub's log, not the learner's cell) and never raised. Stdlib only (``urllib``), so ``import labkit`` pays nothing more.
+Reports go from a daemon thread through a bounded queue (:data:`QUEUE_SIZE`; a full queue drops the newest), each a POST
+with a :data:`DEADLINE_S` deadline (the kernel's state is not queued per cell: the latest one waits in one slot, so a
+Run All of many short cells sends its latest state and never fills the queue); a failure is logged once per kernel to
+the kernel's own stderr (the hub's log, not the learner's cell) and never raised. Stdlib only (``urllib``), so ``import
+labkit`` pays nothing more.
 """
 
 from __future__ import annotations
@@ -115,9 +116,9 @@ class Reporter:
         threading.Thread(target=self._run, name="labkit-liveview-report", daemon=True).start()
 
     def heard(self, kind: str, state: str) -> None:
-        """The observer :func:`install` subscribes to :mod:`labkit.learn.marks`: a mark of a kind the live view is told of
-        (:data:`labkit.learn.marks.REPORTED`) is reported (:meth:`put`), but a claims line's ``held``, which waits for its
-        cell's end (:meth:`after_cell`); an experiment's start is not reported. Never blocks."""
+        """The observer :func:`install` subscribes to :mod:`labkit.learn.marks`: a mark of a kind the live view is told
+        of (:data:`labkit.learn.marks.REPORTED`) is reported (:meth:`put`), but a claims line's ``held``, which waits
+        for its cell's end (:meth:`after_cell`); an experiment's start is not reported. Never blocks."""
         if kind == "claims":
             self._claims_line_ran = True
         elif kind in marks.REPORTED:
@@ -158,8 +159,8 @@ class Reporter:
 
     def after_cell(self, result) -> None:
         """IPython's ``post_run_cell`` hook (``result``: IPython's ``ExecutionResult``): tell the kernel's
-        :class:`labkit.learn.claims.Run` of the cell's end and report the claims mark it returns, if any, then the kernel's
-        state: ``idle``, or ``raised`` if the cell raised."""
+        :class:`labkit.learn.claims.Run` of the cell's end and report the claims mark it returns, if any, then the
+        kernel's state: ``idle``, or ``raised`` if the cell raised."""
         source = getattr(result.info, "raw_cell", "") or ""
         cell = getattr(result.info, "cell_id", None) or f"source {source}"
         raised = None if result.success else (result.error_in_exec or result.error_before_exec or RuntimeError())

@@ -1,11 +1,11 @@
 """``make hub``: check what the workshop hub needs, set it up (:mod:`labkit.hub.install`), then run JupyterHub as root.
 
 Usage: ``python -m labkit.hub [--room NAME | --state DIR] [--ip IP] [--port PORT] [--admin NAME] [--password PW]
-[--admin-password PW] [--prefix DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N] [--tmp MIB]``, or through make:
-``make hub [ROOM=NAME] ARGS="--ip 0.0.0.0 --port 8000"``. Each run is a room (:mod:`labkit.hub.rooms`): a new one
-(``.hub/rooms/<date>``) unless ``--room NAME`` (``ROOM=NAME``) names one to resume; the first lines say which, and name
-the rooms not ended. The passwords come from ``--password``/``--admin-password`` or, better
-(a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
+[--admin-password PW] [--prefix DIR] [--timeout MINUTES] [--ssl-cert FILE --ssl-key FILE] [--memory MIB] [--tasks N]
+[--tmp MIB]``, or through make: ``make hub [ROOM=NAME] ARGS="--ip 0.0.0.0 --port 8000"``. Each run is a room
+(:mod:`labkit.hub.rooms`): a new one (``.hub/rooms/<date>``) unless ``--room NAME`` (``ROOM=NAME``) names one to resume;
+the first lines say which, and name the rooms not ended. The passwords come from ``--password``/``--admin-password`` or,
+better (a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
 
 Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.core.errors.LabkitError`):
@@ -142,9 +142,9 @@ def prepare(ip: str = "127.0.0.1", port: int | None = None, admin: str = "instru
             ssl_cert: str = "", ssl_key: str = "", extra: dict | None = None, memory_mib: int = MEMORY_MIB,
             tasks: int = TASKS, tmp_mib: int = TMP_MIB, say=print) -> tuple[list[str], HubSettings]:
     """Everything before JupyterHub starts: root and port checks, the set-up (:func:`labkit.hub.install.install_shared`,
-    :func:`~labkit.hub.install.install_proxy`), the checks that attendees can be kept apart (:func:`labkit.hub.sandbox.check`)
-    and the gateway address (:func:`~labkit.hub.sandbox.ensure_gateway`), the room's record
-    (:func:`labkit.hub.rooms.ensure_record`) and the config file in ``state`` (None: a new room,
+    :func:`~labkit.hub.install.install_proxy`), the checks that attendees can be kept apart
+    (:func:`labkit.hub.sandbox.check`) and the gateway address (:func:`~labkit.hub.sandbox.ensure_gateway`), the room's
+    record (:func:`labkit.hub.rooms.ensure_record`) and the config file in ``state`` (None: a new room,
     :func:`labkit.hub.rooms.choose`). ``port`` None: a free one. Returns the hub's command line and its settings. Takes
     no lock (:func:`lock_state`) and checks no password.
 

@@ -49,8 +49,8 @@ def prepare(home: Path | None = None) -> Path:
 
 
 def serve_broker(home: Path | None = None) -> None:
-    """Run the attendee's lab broker (:func:`labkit.lab.server.serve_broker`, until SIGTERM), started when their first kernel
-    asks for it (:func:`labkit.connect` calls :func:`labkit.lab.server.want_broker`); if it does not start, write
+    """Run the attendee's lab broker (:func:`labkit.lab.server.serve_broker`, until SIGTERM), started when their first
+    kernel asks for it (:func:`labkit.connect` calls :func:`labkit.lab.server.want_broker`); if it does not start, write
     :data:`FAILED_NOTE` in their working folder and print the reason (the module docstring says why JupyterLab runs
     anyway); the note is removed once one starts.
 
@@ -78,8 +78,8 @@ def serve_broker(home: Path | None = None) -> None:
 
 def main(argv: list[str]) -> None:
     """``serve-broker``: :func:`serve_broker`. Otherwise prepare (:func:`prepare`), start the broker's daemon
-    (:func:`labkit.lab.server.spawn_broker`, running this module's ``serve-broker``) without waiting for the broker, then exec
-    ``jupyterhub-singleuser --config=<file> ARGS`` (``argv``)."""
+    (:func:`labkit.lab.server.spawn_broker`, running this module's ``serve-broker``) without waiting for the broker,
+    then exec ``jupyterhub-singleuser --config=<file> ARGS`` (``argv``)."""
     os.umask(0o077)  # the attendee's files are theirs alone
     if argv == ["serve-broker"]:
         serve_broker()

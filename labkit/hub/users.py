@@ -117,9 +117,9 @@ def memory_mib(uid: int) -> list[tuple[psutil.Process, float, float]]:
 
 def end_processes(uid: int, grace_s: float = 10.0, kill_s: float = 10.0) -> list[str]:
     """End every process of ``uid`` (:func:`processes_of`): SIGTERM, then SIGKILL to those left after ``grace_s``
-    seconds (a broker stops cleanly on SIGTERM, :func:`labkit.lab.server.serve_broker`), again for any started meanwhile,
-    until none is left. Never signals another uid's process (psutil checks the pid is still that process before each
-    signal). Returns ``"<name> <pid>"`` of each process ended.
+    seconds (a broker stops cleanly on SIGTERM, :func:`labkit.lab.server.serve_broker`), again for any started
+    meanwhile, until none is left. Never signals another uid's process (psutil checks the pid is still that process
+    before each signal). Returns ``"<name> <pid>"`` of each process ended.
 
     Raises:
         LabkitError: processes of ``uid`` were still alive ``grace_s + kill_s`` seconds after the first SIGTERM

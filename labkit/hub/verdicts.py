@@ -1,24 +1,24 @@
 """The instructor's live view's store: each attendee's latest exercise, claims and prediction mark per notebook, in
 SQLite (Python's ``sqlite3``), and what a report from a kernel may say.
 
-A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"09"``: the
-number a notebook's file name starts with), ``kind`` (one of :data:`labkit.learn.marks.REPORTED`) and ``state``, a mark of
+A report (:func:`parse_report`) is a JSON object with exactly three fields: ``notebook`` (``"00"``-``"09"``: the number
+a notebook's file name starts with), ``kind`` (one of :data:`labkit.learn.marks.REPORTED`) and ``state``, a mark of
 :data:`labkit.learn.marks.STATES`: ``"exercise"`` (a check's outcome: ``"unanswered"``, ``"wrong"``, ``"right"``, or
 ``"error"`` when the check raised) or ``"claims"`` (the notebook's claims, :class:`labkit.learn.claims.Run`: ``"held"``:
-the claims line ran and no assertion cell of the kernel's latest run failed, ``"failed"``: an assertion cell's
-assertion did not hold, ``"error"``: an assertion cell raised anything else), or ``"prediction"`` (the choice the
-attendee locked in for the notebook's opening question before its first experiment: one of that notebook's keys in
-:data:`labkit.learn.marks.CHOICES`, no other words; a choice made after the run began is never reported), ``"participant"``
-(``"stalled"``: a participant of the notebook's kernel seen stuck in a client call) or ``"kernel"`` (the kernel's
-state: ``"busy"``, ``"idle"``, ``"raised"``: its latest cell raised; the time the report came is the time the state
-began). It names no user: the service files it under the hub user its API token belongs to
+the claims line ran and no assertion cell of the kernel's latest run failed, ``"failed"``: an assertion cell's assertion
+did not hold, ``"error"``: an assertion cell raised anything else), or ``"prediction"`` (the choice the attendee locked
+in for the notebook's opening question before its first experiment: one of that notebook's keys in
+:data:`labkit.learn.marks.CHOICES`, no other words; a choice made after the run began is never reported),
+``"participant"`` (``"stalled"``: a participant of the notebook's kernel seen stuck in a client call) or ``"kernel"``
+(the kernel's state: ``"busy"``, ``"idle"``, ``"raised"``: its latest cell raised; the time the report came is the time
+the state began). It names no user: the service files it under the hub user its API token belongs to
 (:mod:`labkit.hub.liveview`), so no attendee can report for another. The store keeps, per (user, notebook, kind), the
-latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode
-0700, root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not)
-is converted when opened: its marks become ``right``/``wrong`` and ``held``/``failed``, as they were shown.
+latest state, its time and how many reports came (:class:`Mark`); the file lives in the hub's state folder (mode 0700,
+root's) and is made mode 0600. A store an earlier labkit wrote (an ``ok`` column: right or not, held or not) is
+converted when opened: its marks become ``right``/``wrong`` and ``held``/``failed``, as they were shown.
 
-Stdlib only (and :mod:`labkit.learn.marks`, which is): the service (the shared venv) and the tests (the project's venv) both
-import it.
+Stdlib only (and :mod:`labkit.learn.marks`, which is): the service (the shared venv) and the tests (the project's venv)
+both import it.
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ def parse_report(body: bytes) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class Mark:
-    """One attendee's latest mark for a (notebook, kind): ``state`` (one of :data:`labkit.learn.marks.STATES` of the kind,
-    or for a prediction one of the notebook's :data:`labkit.learn.marks.CHOICES`),
-    ``at`` (seconds since the epoch), ``reports`` (how many came: a learner's attempts)."""
+    """One attendee's latest mark for a (notebook, kind): ``state`` (one of :data:`labkit.learn.marks.STATES` of the
+    kind, or for a prediction one of the notebook's :data:`labkit.learn.marks.CHOICES`), ``at`` (seconds since the
+    epoch), ``reports`` (how many came: a learner's attempts)."""
 
     state: str
     at: float

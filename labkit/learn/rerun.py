@@ -5,9 +5,10 @@ the cell gives, so that running the cell again closes what its last run made bef
 
 The run-sheet's routine (``docs/instructor.md``) has a learner lock in the prediction, then press Run All: every cell
 runs again, also the one that started the notebook's cluster. Made plainly, the second cluster's four JVMs started
-beside the first's, and the first stayed in the kernel (nothing held it any more, nothing closed it, the notebook's
-own ``cluster.close()`` closed only the second) until ``make stop``: notebook 09's lab peaked at 2,763 MiB against the
-1,176 MiB measured for it on the workshop hub (``labkit/doctor/hub-memory.json``). Made with :func:`only`, a kernel holds at most one of each name at any time.
+beside the first's, and the first stayed in the kernel (nothing held it any more, nothing closed it, the notebook's own
+``cluster.close()`` closed only the second) until ``make stop``: notebook 09's lab peaked at 2,763 MiB against the 1,176
+MiB measured for it on the workshop hub (``labkit/doctor/hub-memory.json``). Made with :func:`only`, a kernel holds at
+most one of each name at any time.
 
 The registry is this process's (a kernel's): a restarted kernel starts empty, and the JVMs of the one before end with
 it (:class:`labkit.broker.EmbeddedBroker` kills its JVMs at exit). A participant needs none of this: a re-run cell

@@ -290,11 +290,11 @@ def follower_lost(exp: Experiment, cluster: EmbeddedCluster, config: dict[str, s
     Returns:
         ``{"output", "leader", "follower", "config", "probe" (error name or None), "states" (DataFrame, one row per
         moment, columns as :func:`leader_kill_in_transaction`'s: the leader's log end offset says whether it appended
-        the second writers' records, which the high watermark cannot: Kafka 4.3 and 4.4 do not advance it while the
-        ISR is smaller than min.insync.replicas, ``Partition.maybeIncrementLeaderHW``, KIP-966), "elected" (the node the controller elected while the old leader was down, None if it stayed
-        offline; min.insync.replicas=1 only), "restart_began_ns" (monotonic ns the lab began restarting the
-        follower's broker, the refused case only: its ``start`` event comes once the lab sees it ready, and the writers
-        may commit in between), "check"}``.
+        the second writers' records, which the high watermark cannot: Kafka 4.3 and 4.4 do not advance it while the ISR
+        is smaller than min.insync.replicas, ``Partition.maybeIncrementLeaderHW``, KIP-966), "elected" (the node the
+        controller elected while the old leader was down, None if it stayed offline; min.insync.replicas=1 only),
+        "restart_began_ns" (monotonic ns the lab began restarting the follower's broker, the refused case only: its
+        ``start`` event comes once the lab sees it ready, and the writers may commit in between), "check"}``.
     Raises:
         LabkitError: a writer did not commit; TimeoutError: the cluster did not reach an awaited state in 60 s.
     """

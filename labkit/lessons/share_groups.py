@@ -75,8 +75,8 @@ def acknowledgement_types(exp: Experiment, delivery_limit: int = 3, dlq: bool | 
     dead-letter queue topic (``dlq.`` prefix, ``errors.deadletterqueue.group.enable=true``).
 
     Returns:
-        ``{"topic", "group", "consumer", "dlq_topic", "records", "delivery_limit", "dlq"}``: ``dlq`` is the DLQ's records as a
-        DataFrame (its headers name the source offset and why), or ``None`` without a DLQ.
+        ``{"topic", "group", "consumer", "dlq_topic", "records", "delivery_limit", "dlq"}``: ``dlq`` is the DLQ's
+        records as a DataFrame (its headers name the source offset and why), or ``None`` without a DLQ.
     """
     dlq = dlq_supported() if dlq is None else dlq
     dlq_topic = exp.topic("acks", prefix="dlq.", config={"errors.deadletterqueue.group.enable": "true"}) if dlq else None

@@ -37,9 +37,9 @@ class Playground:
         make: ``make(exp, **options)`` writes the records, starts the observer and the players into ``exp`` and
             returns ``{"topic", "group", "players", "observer", ...}``
             (:func:`labkit.lessons.share_groups.playground`; passed in, as a lesson's module imports no other).
-        name: the experiment's name (each start makes an :class:`~labkit.crashlab.experiment.Experiment` of it).
-        title: the live timeline's title.
-        **options: ``make``'s, e.g. :func:`~labkit.lessons.share_groups.playground`'s (``records``, ``players``, ``per_record_ms``,
+        name: the experiment's name (each start makes an :class:`~labkit.crashlab.experiment.Experiment` of it). title:
+        the live timeline's title. **options: ``make``'s, e.g. :func:`~labkit.lessons.share_groups.playground`'s
+        (``records``, ``players``, ``per_record_ms``,
             ``poll_records``, ``lock_ms``, ``idle_ms``), checked when it starts.
 
     Attributes:

@@ -6,11 +6,11 @@ Two sources, drawn differently:
   (``share_state`` events: AVAILABLE, ACKNOWLEDGED, ARCHIVING, ARCHIVED; in a MODELLED run also
   KIP-1289's TX_PENDING) and the SPSO
   (``share_offsets``), as the observer read them;
-* **client** (thin lines): ACQUIRED by which consumer and which delivery (from its ``delivered``
-  event until it acknowledged, committed, crashed or the record went to someone else), and the
-  consumer's acknowledgements (markers: ACCEPT, RELEASE, REJECT, and RENEW (KIP-1222, Kafka's Java client:
-  the record stays acquired by the same consumer); a cross where the broker refused the commit), the effects a sink wrote (diamonds; red where the record's effect was already
-  written: a duplicate), plus the SPEO as the clients saw it (one past the highest offset delivered).
+* **client** (thin lines): ACQUIRED by which consumer and which delivery (from its ``delivered`` event until it
+  acknowledged, committed, crashed or the record went to someone else), and the consumer's acknowledgements (markers:
+  ACCEPT, RELEASE, REJECT, and RENEW (KIP-1222, Kafka's Java client: the record stays acquired by the same consumer); a
+  cross where the broker refused the commit), the effects a sink wrote (diamonds; red where the record's effect was
+  already written: a duplicate), plus the SPEO as the clients saw it (one past the highest offset delivered).
 
 Crash, pause, resume and restart (a start after a crash) show as labelled vertical lines
 (:func:`labkit.crashlab.timeline.action_marks`). The lanes are the partition's records, no more, and the figure fits a

@@ -64,13 +64,13 @@ def run(loop: Loop) -> None:
 
 
 def _group_done(loop: Loop, consumer: Consumer, returned: dict[int, int]) -> bool:
-    """Whether the processor's group has consumed and committed its whole input (:func:`labkit.kafka.records.caught_up`),
-    asked when a poll returned nothing and no commit is pending, under the lab's deadline (1 s per request): the
-    processor stops as soon as the work is done instead of after ``idle_ms`` of silence. The consumer's positions on
-    its own partitions (``position()``, local: librdkafka's moves past the control records it skips, e.g. the COMMIT
-    marker a transactional input ends with) and ``returned`` (the offset after the last record it returned, by
-    partition) let such a partition count too, its committed offset below the marker; a partition another member
-    holds counts once committed up to its high watermark (its position is that member's)."""
+    """Whether the processor's group has consumed and committed its whole input
+    (:func:`labkit.kafka.records.caught_up`), asked when a poll returned nothing and no commit is pending, under the
+    lab's deadline (1 s per request): the processor stops as soon as the work is done instead of after ``idle_ms`` of
+    silence. The consumer's positions on its own partitions (``position()``, local: librdkafka's moves past the control
+    records it skips, e.g. the COMMIT marker a transactional input ends with) and ``returned`` (the offset after the
+    last record it returned, by partition) let such a partition count too, its committed offset below the marker; a
+    partition another member holds counts once committed up to its high watermark (its position is that member's)."""
     s = loop.spec
     positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
     return loop.call("caught_up", lambda t: caught_up(s["bootstrap"], s["group_id"], s["topic"], t,
