@@ -17,7 +17,7 @@ import tempfile
 
 from labkit.broker import EmbeddedBroker
 from labkit.crashlab.experiment import Experiment
-from labkit.lessons.broker_crashes import broker_restart_in_transaction
+from labkit.crashlab.broker_restart import broker_restart_in_transaction
 
 DEADLINE_MS = 15_000
 
