@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit.core.errors import LabkitError
 from labkit.hub import sandbox, users
 
 #: One hub's first sign-in, in a process of its own: wait for the start file, make the user, print its uid.
@@ -44,3 +45,21 @@ def test_hubs_making_attendees_at_the_same_moment_give_each_a_uid_of_its_own(tmp
             hub.wait()
         for name in names:
             users.remove(name, tmp_path)
+
+
+def test_with_every_attendee_uid_taken_a_sign_in_is_told_to_end_a_room_or_remove_attendees_as_the_run_sheet_says(
+        monkeypatch):
+    """The message counts who holds the uids and names the run-sheet's two ways to free them (docs/instructor.md):
+    ``make hub-end`` and ``labkit.hub.users remove``, never a bare ``userdel -r`` (it leaves the attendee's files
+    outside the home to the next attendee given that uid)."""
+    if os.geteuid() != 0:
+        pytest.skip("the accounts lock is root's: run it as root")
+    monkeypatch.setattr(users, "ATTENDEE_UIDS", range(0, 2))  # root and daemon: taken, and not the lab's
+    with pytest.raises(LabkitError) as refused:
+        users.create(f"full{secrets.token_hex(4)}", room="0123abcd")
+    message = str(refused.value)
+    assert "All 2 attendee accounts of this machine are taken (uids 0-1)" in message, message
+    assert "0 by this room's attendees, 0 by other rooms' (or from before rooms), 2 by users the lab did not make" \
+        in message, message
+    assert "sudo make hub-end ROOM=<its name>" in message and "python -m labkit.hub.users remove <name>" in message
+    assert "userdel" not in message

@@ -66,13 +66,10 @@ def create(name: str, room: str = "") -> pwd.struct_passwd:
         try:
             entry = pwd.getpwnam(user)
         except KeyError:
-            taken = {entry.pw_uid for entry in pwd.getpwall()}
+            taken = {entry.pw_uid: entry for entry in pwd.getpwall()}
             uid = next((uid for uid in ATTENDEE_UIDS if uid not in taken), None)
             if uid is None:
-                raise LabkitError(f"All {len(ATTENDEE_UIDS)} attendee accounts of this machine are taken (uids "
-                                  f"{ATTENDEE_UIDS.start}-{ATTENDEE_UIDS.stop - 1}): remove old ones with the lab's "
-                                  "own removal, which also removes their files outside the home (python -m "
-                                  "labkit.hub.users remove <name>).") from None
+                raise LabkitError(full_message([taken[uid] for uid in ATTENDEE_UIDS], room)) from None
             done = subprocess.run(["useradd", "--create-home", "--user-group", "--uid", str(uid), "--shell", SHELL,
                                    "--comment", f"{COMMENT} {name}" + (f" {ROOM_WORD} {room}" if room else ""),
                                    user], capture_output=True, text=True, timeout=60)
@@ -86,6 +83,22 @@ def create(name: str, room: str = "") -> pwd.struct_passwd:
                           "ROOM=<its name>; make hub's first lines name it), or sign in under another name.")
     os.chmod(entry.pw_dir, 0o700)
     return entry
+
+
+def full_message(holders: list[pwd.struct_passwd], room: str) -> str:
+    """What a sign-in is told when every uid of :data:`~labkit.hub.sandbox.ATTENDEE_UIDS` is taken, by ``holders``
+    (their users): how many are room ``room``'s, another room's (or made before rooms) and not the lab's, and how to free
+    them as the run-sheet (docs/instructor.md) says: the end of a room that is over (``make hub-end``), or the lab's own
+    removal of attendees one by one (:func:`main`), which also removes their files outside the home."""
+    ours = sum(is_lab_user(e) and room != "" and room_of(e) == room for e in holders)
+    others = sum(is_lab_user(e) for e in holders) - ours
+    alien = len(holders) - ours - others
+    return (f"All {len(ATTENDEE_UIDS)} attendee accounts of this machine are taken (uids {ATTENDEE_UIDS.start}-"
+            f"{ATTENDEE_UIDS.stop - 1}): {ours} by this room's attendees, {others} by other rooms' (or from before "
+            f"rooms), {alien} by users the lab did not make. Free some as the run-sheet says: end a room that is over "
+            "with sudo make hub-end ROOM=<its name> (make hub's first lines name every room not ended), or remove "
+            "attendees one by one with sudo .venv/bin/python -m labkit.hub.users remove <name>... --room <room>, "
+            "which also removes their files outside the home.")
 
 
 def _accounts_locked():
