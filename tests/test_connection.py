@@ -15,6 +15,7 @@ from labkit.core.errors import BrokerUnreachableError
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_HOME", str(tmp_path))
     monkeypatch.delenv("LABKIT_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)  # make lab's kernel, not the workshop hub's
     (tmp_path / "lab").mkdir()
     return tmp_path
 
@@ -38,6 +39,19 @@ def test_the_lab_broker_is_found_through_its_state_file(home, bootstrap, capsys)
                                                           "version": "4.3.2"}))
     assert labkit.connect() == bootstrap
     assert f"Kafka 4.3.2 at {bootstrap} (the lab broker, make lab)" in capsys.readouterr().out
+
+
+def test_on_the_workshop_hub_the_lab_broker_is_said_to_be_the_attendee_s_own_not_make_lab_s(home, bootstrap,
+                                                                                              monkeypatch, capsys):
+    """JupyterHub sets JUPYTERHUB_USER in each single-user server's environment (Spawner.get_env), and the kernels of
+    that server inherit it: their lab broker is the one the hub's server started for them, not ``make lab``'s."""
+    (home / "lab" / "broker.json").write_text(json.dumps({"pid": os.getpid(), "bootstrap": bootstrap,
+                                                          "version": "4.4.0"}))
+    monkeypatch.setenv("JUPYTERHUB_USER", "ada")
+    assert labkit.connect() == bootstrap
+    printed = capsys.readouterr().out
+    assert (f"Kafka 4.4.0 at {bootstrap} (your own lab broker, started by the workshop hub when your first kernel "
+            "asked for it)") in printed and "make lab" not in printed, printed
 
 
 def test_without_lab_or_env_a_kernel_broker_starts(home):

@@ -43,7 +43,7 @@ from labkit.core.waiting import wait_until
 from labkit.hub import config, firewall, install, names, observed, report, run, sandbox, users
 from labkit.hub.config import HubSettings, configure
 from labkit.hub.config import MEMORY_MIB, TASKS
-from labkit.lab import server as lab
+from labkit.lab import connection, server as lab
 from labkit.lessons import tour
 from labkit_dev import drive
 from labkit_dev.drive import sign_in as _sign_in
@@ -275,10 +275,10 @@ def test_the_attendee_s_broker_starts_when_their_first_kernel_asks_and_not_befor
         kernel = subprocess.run([sys.executable, "-c", "import labkit; print(labkit.connect())"], capture_output=True,
                                 text=True, timeout=lab.BROKER_READY_S + 60,
                                 env={**{k: v for k, v in os.environ.items() if k != "LABKIT_BOOTSTRAP"},
-                                     "LABKIT_HOME": str(tmp_path)})
+                                     "LABKIT_HOME": str(tmp_path), "JUPYTERHUB_USER": "ada"})  # as the hub's
         state = json.loads((tmp_path / "lab" / "broker.json").read_text())
         assert "The lab broker is starting: waiting for it" in kernel.stdout, kernel.stdout + kernel.stderr
-        assert f"at {state['bootstrap']} (the lab broker, make lab)" in kernel.stdout, kernel.stdout
+        assert f"at {state['bootstrap']} ({connection.HUB_BROKER})" in kernel.stdout, kernel.stdout
     finally:
         daemon.terminate()
         daemon.wait(60)
@@ -396,7 +396,7 @@ def test_three_attendees_run_notebook_00_at_once_each_on_a_broker_only_they_reac
             assert stopped is None, f"{name}'s notebook 00 {stopped}"
             expect(page.locator(".jp-OutputArea-output", has_text=LAST_LINE)).to_be_visible()
             # the notebook used the attendee's lab broker, not one of its own
-            expect(page.locator(".jp-OutputArea-output", has_text="(the lab broker, make lab)")).to_be_visible()
+            expect(page.locator(".jp-OutputArea-output", has_text=f"({connection.HUB_BROKER})")).to_be_visible()
         print(f"notebook 00, Run All, three attendees at once: {time.monotonic() - started:.1f} s")
         # one kernel per opened notebook: each attendee's JupyterLab made one session (Jupyter Server logs each POST),
         # none started beside it and shut down (drive.run_all and wait_for_run ask nothing twice)

@@ -10,6 +10,14 @@ from labkit.core.errors import BrokerUnreachableError, LabkitError
 from labkit.crashlab.proxy import FaultProxy
 from labkit.lab import server as lab
 
+#: Set by JupyterHub in every single-user server's environment it spawns (``Spawner.get_env``: the hub user's name),
+#: which that server's kernels inherit: a kernel of an attendee's lab on the workshop hub (:mod:`labkit.hub.spawner`).
+HUB_USER_ENV = "JUPYTERHUB_USER"
+#: What :func:`connect` says of the lab broker it found: ``make lab``'s, or on the workshop hub the attendee's own, whose
+#: daemon their server started (:mod:`labkit.hub.singleuser`) and which started when their first kernel asked.
+LAB_BROKER, HUB_BROKER = ("the lab broker, make lab",
+                          "your own lab broker, started by the workshop hub when your first kernel asked for it")
+
 _kernel_broker: EmbeddedBroker | None = None
 _proxy: FaultProxy | None = None
 _proxied: tuple[int, int] | None = None  # (broker's PROXIED listener port, port it advertises) of the broker in use
@@ -22,7 +30,8 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
        ``LABKIT_PROXIED="<listener port>:<proxy port>"`` names its PROXIED listener, if it has one;
     2. the lab broker that ``make lab`` started (found through its state file in ``$LABKIT_HOME/lab/``), waited for
        (at most :data:`labkit.lab.server.BROKER_READY_S` seconds, saying so) while it starts, and asked for
-       (:func:`labkit.lab.server.want_broker`) if its daemon waits for a first request (the workshop hub's);
+       (:func:`labkit.lab.server.want_broker`) if its daemon waits for a first request (the workshop hub's; said as
+       the attendee's own, :data:`HUB_BROKER`, when JupyterHub started this kernel's server: :data:`HUB_USER_ENV`);
     3. else an :class:`~labkit.broker.EmbeddedBroker` of :func:`~labkit.kafka_version` started for this
        Python process (kernel), which stops when the process exits. Later calls return the same one.
 
@@ -45,7 +54,8 @@ def connect(timeout_s: float = 5.0, *, quiet: bool = False) -> str:
             lab.want_broker()  # the workshop hub's daemon starts the broker on this first request
             if not quiet:
                 print(f"The lab broker is starting: waiting for it (at most {lab.BROKER_READY_S:.0f} s)")
-        state, origin = lab.running_broker_state(wait_s=lab.BROKER_READY_S), "the lab broker, make lab"
+        state = lab.running_broker_state(wait_s=lab.BROKER_READY_S)
+        origin = HUB_BROKER if os.environ.get(HUB_USER_ENV) else LAB_BROKER
         address, version = (state["bootstrap"], state.get("version")) if state else (None, None)
         if address:
             try:
