@@ -8,6 +8,25 @@ the first lines say which, and name the rooms not ended. The passwords come from
 better (a command line is visible to every user of the machine in ``ps``), from ``LABKIT_HUB_PASSWORD`` and
 ``LABKIT_HUB_ADMIN_PASSWORD``; there is no default. The hub stops with Ctrl-C, and every attendee's server with it.
 
+This process runs JupyterHub as its child, in a session of its own, and watches it (:func:`serve`), for two things
+JupyterHub alone does not do:
+
+* **The URL once it works.** JupyterHub's proxy answers 404 until JupyterHub has added its route, about 10 s after
+  the start: the URL and what to tell the room are printed only once the sign-in page answers through the proxy (a
+  GET of ``<url>hub/login`` returning 200, :func:`login_answers`); after :data:`READY_S` seconds without it, a line
+  says it does not answer and where its log is (JupyterHub's lines in this terminal).
+* **A second Ctrl-C that ends it.** JupyterHub runs its whole stop again on each SIGINT or SIGTERM (its
+  ``init_signal``: every signal schedules ``shutdown_cancel_tasks``, which awaits ``cleanup`` anew), so a second
+  Ctrl-C waited as long as the first: each attendee's server stopped in turn of JupyterHub's ``LocalProcessSpawner``
+  (SIGINT, SIGTERM after 10 s, SIGKILL after 5 more) and :class:`labkit.hub.spawner.LabSpawner`'s end of their
+  processes (SIGKILL after 10 s). Here the first Ctrl-C (or SIGTERM) asks JupyterHub to stop (SIGTERM: its clean
+  stop); the second SIGKILLs JupyterHub and stops at once what it ran, as the next hub would after a kill
+  (:func:`labkit.hub.leftovers.stop_left_by`: every attendee's lab, SIGKILL after 10 s, and its sandbox; the proxy and
+  the services; the firewall table), saying each. What can stay: an attendee's sandbox (namespace, cgroups) whose
+  processes had all ended before the kill, and the hub's nftables table when nothing was left to stop; the
+  attendee's next lab replaces the one (:func:`labkit.hub.sandbox.prepare`), ``make hub-end`` removes it with their
+  user, and the next hub on the room makes the table again at its first sign-in.
+
 Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.core.errors.LabkitError`):
 not root, a missing or short password (the workshop code 8 characters, as an attendee's own password
 (:mod:`labkit.hub.auth`), the instructor's 32), the
@@ -23,8 +42,12 @@ import argparse
 import fcntl
 import os
 import signal
+import ssl
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -47,6 +70,14 @@ MIN_MEMORY_MIB, MIN_TASKS = 768, 512
 #: The least lengths of the workshop code (as of an attendee's own password, labkit.hub.auth.MIN_PASSWORD) and of the
 #: instructor's password.
 MIN_PASSWORD, MIN_ADMIN_PASSWORD = 8, 32
+#: Seconds ``make hub`` waits for the hub's sign-in page to answer through its proxy before saying it does not
+#: (JupyterHub answered about 10 s after its start here; a machine busy with a room's sign-ins takes longer). It waits
+#: on after.
+READY_S = 120.0
+#: Seconds one GET of the sign-in page may take.
+TRY_S = 2.0
+#: Seconds JupyterHub may take to die of SIGKILL (a process in the kernel's uninterruptible sleep takes longer).
+KILL_WAIT_S = 10.0
 CLEAR_TEXT_WARNING = ("WARNING: no --ssl-cert/--ssl-key: the hub serves plain HTTP, so passwords and notebooks travel "
                       "in clear over the network. Fine on 127.0.0.1; in a room, give a certificate and key.")
 
@@ -213,9 +244,92 @@ def start(password: str, admin_password: str, state: Path, log_path: Path, **opt
     return proc, settings
 
 
+def login_answers(url: str, timeout_s: float = TRY_S) -> bool:
+    """Whether the hub at ``url`` (its public URL, ending in ``/``) serves its sign-in page: a GET of ``<url>hub/login``
+    through its proxy answered 200 within ``timeout_s`` seconds (the proxy answers 404 until JupyterHub added its
+    route; JupyterHub's login handler answers 200). An HTTPS certificate is not checked: this asks whether the hub
+    answers, not who it is."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"{url}hub/login", timeout=timeout_s, context=context) as answer:
+            return answer.status == 200
+    except (OSError, ValueError):  # refused, a 404 (HTTPError), no answer in time
+        return False
+
+
+def count_stops() -> list[int]:
+    """Count Ctrl-C (SIGINT) and SIGTERM from now on, for :func:`serve`: returns the list each signal's number is
+    appended to as it comes. Call it before starting JupyterHub: a child's exec resets a handled signal to its default,
+    where an ignored one (a shell's background job ignores SIGINT and SIGQUIT) would stay ignored in JupyterHub and
+    its services (the idle culler, stopped with SIGINT); SIGQUIT is reset to its default here for the same reason."""
+    stops: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stops.append(signum))
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    return stops
+
+
+def serve(proc: subprocess.Popen, url: str, state: Path, ready_lines: list[str], stops: list[int],
+          ready_s: float = READY_S, say: Callable[[str], None] = print) -> int:
+    """Watch the hub ``proc`` (JupyterHub in a session of its own, on ``state``) until it ends, as the module docstring
+    says: say ``ready_lines`` once :func:`login_answers` at ``url`` (or, after ``ready_s`` seconds without, that it
+    does not answer and where its log is; the lines follow if it answers later); on the first signal counted in
+    ``stops`` (:func:`count_stops`) SIGTERM it (its own stop: every attendee's server, then itself), on the second
+    SIGKILL it and stop what it ran (:func:`labkit.hub.leftovers.stop_left_by`, each said). Checks every 0.2 s (and
+    up to :data:`TRY_S` s for each GET). Returns JupyterHub's exit status, or 130 (128 + SIGINT) when stopped at once.
+
+    Raises:
+        LabkitError: as :func:`labkit.hub.leftovers.stop_left_by` (a sandbox that could not be removed).
+    """
+    started, ready, late, stopping = time.monotonic(), False, False, False
+    while proc.poll() is None:
+        if len(stops) > 1:
+            return stop_at_once(proc, state, say)
+        if stops and not stopping:
+            stopping = True
+            proc.send_signal(signal.SIGTERM)
+            say("Stopping the hub: every attendee's server first (up to about 30 s; their files are kept). Ctrl-C "
+                "again to stop it at once.")
+        if not (ready or stopping):
+            if login_answers(url):
+                ready = True
+                for line in ready_lines:
+                    say(line)
+            elif not late and time.monotonic() - started > ready_s:
+                late = True
+                say(f"The hub does not answer at {url}hub/login after {ready_s:g} s: its log is JupyterHub's lines "
+                    "above in this terminal. Still waiting (Ctrl-C stops it).")
+        time.sleep(0.2)
+    if not (ready or stopping):
+        say(f"The hub ended (exit status {proc.returncode}) before it answered: its log is JupyterHub's lines above.")
+    return proc.returncode
+
+
+def stop_at_once(proc: subprocess.Popen, state: Path, say: Callable[[str], None] = print) -> int:
+    """SIGKILL JupyterHub ``proc`` (waiting at most :data:`KILL_WAIT_S` s) and stop what it ran on ``state``
+    (:func:`labkit.hub.leftovers.stop_left_by`: attendees' labs, proxy, services, firewall table, each said); returns
+    130 (128 + SIGINT).
+
+    Raises:
+        LabkitError: as :func:`labkit.hub.leftovers.stop_left_by`.
+    """
+    say("Stopping the hub at once: JupyterHub killed, then every attendee's lab and the hub's own processes stopped "
+        "(their files are kept).")
+    proc.kill()
+    try:
+        proc.wait(KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        say(f"JupyterHub (pid {proc.pid}) is still dying after SIGKILL; stopping what it ran anyway.")
+    if not leftovers.stop_left_by(state, say):
+        say("Nothing of the hub was left running.")
+    return 128 + signal.SIGINT
+
+
 def main(argv: list[str]) -> int:
-    """The command line (module docstring): check, set up, print the URL and what to tell the room, then become
-    JupyterHub (``exec``), which keeps the lock."""
+    """The command line (module docstring): check, set up, start JupyterHub (the lock inherited), then watch it
+    (:func:`serve`): the URL and what to tell the room once it answers, Ctrl-C to stop it, twice to stop it at once.
+    Returns the exit status."""
     parser = argparse.ArgumentParser(prog="make hub ARGS=...", description="The lab for a room: JupyterHub on this "
                                      "machine, one Unix user per attendee.")
     parser.add_argument("--ip", default="127.0.0.1", help="address to listen on (0.0.0.0: every network of the room)")
@@ -247,7 +361,7 @@ def main(argv: list[str]) -> int:
     check_root()
     check_passwords(args.password, args.admin_password)
     state, new = (args.state, rooms.unused(args.state)) if args.state else rooms.choose(args.room)
-    fd = lock_state(state)  # noqa: F841 (inherited by JupyterHub: the lock lasts as long as the hub)
+    fd = lock_state(state)  # held by this process and inherited by JupyterHub: the lock lasts as long as either
     rooms.ensure_record(state)
     for line in rooms.first_lines(state, new):
         print(line, flush=True)
@@ -262,13 +376,16 @@ def main(argv: list[str]) -> int:
         print(CLEAR_TEXT_WARNING)
     where = settings.url if args.ip != "0.0.0.0" else f"{settings.url} here; in the room, http://<this machine's " \
         f"address>:{settings.port}/ (hostname -I lists them)"
-    print(f"The hub: {where}\n  attendees: their first sign-in takes a name of theirs (lowercase letters, digits, - _), "
-          f"a password of their own and the workshop code (the shared password); later, name and own password\n"
-          f"  instructor: {args.admin} and the admin password\n  idle servers stop after "
-          f"{args.timeout:g} min; each attendee's lab may use {args.memory} MiB and {args.tasks} tasks; Ctrl-C stops the hub and every attendee's server.", flush=True)
-    os.chdir(settings.state)
-    for sig in (signal.SIGINT, signal.SIGQUIT):  # a shell's background job ignores them, and so would the culler
-        signal.signal(sig, signal.SIG_DFL)
-    os.execve(command[0], command, hub_env(args.password, args.admin_password))
-    return 0  # not reached
+    ready = [f"The hub is ready: {where}\n  attendees: their first sign-in takes a name of theirs (lowercase letters, "
+             f"digits, - _), a password of their own and the workshop code (the shared password); later, name and own "
+             f"password\n  instructor: {args.admin} and the admin password\n  idle servers stop after "
+             f"{args.timeout:g} min; each attendee's lab may use {args.memory} MiB and {args.tasks} tasks; Ctrl-C "
+             "stops the hub and every attendee's server (twice: at once)."]
+    os.chdir(settings.state)  # where rooms.hub_pid finds the hub named in its lock
+    stops = count_stops()
+    print("Starting JupyterHub: the URL follows once it answers.", flush=True)
+    proc = spawn(command, env=hub_env(args.password, args.admin_password), cwd=settings.state,
+                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=(fd,))
+    return serve(proc, settings.url, Path(settings.state), ready, stops,
+                 say=lambda line: print(line, flush=True))
 
