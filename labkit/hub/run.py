@@ -30,8 +30,8 @@ JupyterHub alone does not do:
 Bad input is refused before anything starts, each message naming the fix (:class:`~labkit.core.errors.LabkitError`):
 not root, a missing or short password (the workshop code 8 characters, as an attendee's own password
 (:mod:`labkit.hub.auth`), the instructor's 32), the
-port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by the hub's process
-for its whole life), no ``npm``, a machine where attendees cannot be kept apart (:func:`labkit.hub.sandbox.check`), a
+port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by this process and
+JupyterHub for their whole lives), no ``npm``, a machine where attendees cannot be kept apart (:func:`labkit.hub.sandbox.check`), a
 memory or task limit too small for a lab. What a hub on the same state folder left running when it was killed is
 stopped first, and said (:mod:`labkit.hub.leftovers`).
 """
@@ -128,8 +128,8 @@ def check_port(ip: str, port: int) -> None:
 
 
 def lock_state(state: Path) -> int:
-    """Take the hub's lock in ``state`` (made mode 0700) and return its file descriptor, inheritable so that the
-    JupyterHub process that replaces this one holds it while it runs.
+    """Take the hub's lock in ``state`` (made mode 0700), writing this process's pid in it, and return its file
+    descriptor, inheritable so that the JupyterHub process this one starts holds it too while it runs.
 
     Raises:
         LabkitError: another hub holds it (its pid named, and how to stop it); one that has ended or is ending is
