@@ -11,13 +11,14 @@ better (a command line is visible to every user of the machine in ``ps``), from 
 This process runs JupyterHub as its child, in a session of its own, and watches it (:func:`serve`), for two things
 JupyterHub alone does not do:
 
-* **The URL once it works.** JupyterHub's proxy answers 404 until JupyterHub has added its route, about 10 s after
-  the start: the URL and what to tell the room are printed only once the sign-in page answers through the proxy (a
+* **The URL once it works.** JupyterHub's proxy answers 404 until JupyterHub has added its route, seconds after the
+  start (5-7 s here; the URL printed before JupyterHub started came 5 s before the first 200): the URL and what to tell the room are printed only once the sign-in page answers through the proxy (a
   GET of ``<url>hub/login`` returning 200, :func:`login_answers`); after :data:`READY_S` seconds without it, a line
   says it does not answer and where its log is (JupyterHub's lines in this terminal).
 * **A second Ctrl-C that ends it.** JupyterHub runs its whole stop again on each SIGINT or SIGTERM (its
-  ``init_signal``: every signal schedules ``shutdown_cancel_tasks``, which awaits ``cleanup`` anew), so a second
-  Ctrl-C waited as long as the first: each attendee's server stopped in turn of JupyterHub's ``LocalProcessSpawner``
+  ``init_signal``: every signal schedules ``shutdown_cancel_tasks``, which awaits ``cleanup`` anew: with the hub
+  exec'd by ``make hub``, two SIGINTs logged "initiating shutdown" and each lab's end twice), so a second Ctrl-C
+  waited as long as the first: every attendee's server stopped by JupyterHub's ``LocalProcessSpawner``
   (SIGINT, SIGTERM after 10 s, SIGKILL after 5 more) and :class:`labkit.hub.spawner.LabSpawner`'s end of their
   processes (SIGKILL after 10 s). Here the first Ctrl-C (or SIGTERM) asks JupyterHub to stop (SIGTERM: its clean
   stop); the second SIGKILLs JupyterHub and stops at once what it ran, as the next hub would after a kill
