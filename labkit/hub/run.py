@@ -12,9 +12,10 @@ This process runs JupyterHub as its child, in a session of its own, and watches 
 JupyterHub alone does not do:
 
 * **The URL once it works.** JupyterHub's proxy answers 404 until JupyterHub has added its route, seconds after the
-  start (5-7 s here; the URL printed before JupyterHub started came 5 s before the first 200): the URL and what to tell the room are printed only once the sign-in page answers through the proxy (a
-  GET of ``<url>hub/login`` returning 200, :func:`login_answers`); after :data:`READY_S` seconds without it, a line
-  says it does not answer and where its log is (JupyterHub's lines in this terminal).
+  start (5-7 s here; the URL printed before JupyterHub started came 5 s before the first 200): the URL and what to
+  tell the room are printed only once the sign-in page answers through the proxy (a GET of ``<url>hub/login``
+  returning 200, :func:`login_answers`); after :data:`READY_S` seconds without it, a line says it does not answer and
+  where its log is (JupyterHub's lines in this terminal).
 * **A second Ctrl-C that ends it.** JupyterHub runs its whole stop again on each SIGINT or SIGTERM (its
   ``init_signal``: every signal schedules ``shutdown_cancel_tasks``, which awaits ``cleanup`` anew: with the hub
   exec'd by ``make hub``, two SIGINTs logged "initiating shutdown" and each lab's end twice), so a second Ctrl-C
@@ -32,8 +33,8 @@ Bad input is refused before anything starts, each message naming the fix (:class
 not root, a missing or short password (the workshop code 8 characters, as an attendee's own password
 (:mod:`labkit.hub.auth`), the instructor's 32), the
 port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by this process and
-JupyterHub for their whole lives), no ``npm``, a machine where attendees cannot be kept apart (:func:`labkit.hub.sandbox.check`), a
-memory or task limit too small for a lab. What a hub on the same state folder left running when it was killed is
+JupyterHub for their whole lives), no ``npm``, a machine where attendees cannot be kept apart
+(:func:`labkit.hub.sandbox.check`), a memory or task limit too small for a lab. What a hub on the same state folder left running when it was killed is
 stopped first, and said (:mod:`labkit.hub.leftovers`).
 """
 
