@@ -34,8 +34,8 @@ not root, a missing or short password (the workshop code 8 characters, as an att
 (:mod:`labkit.hub.auth`), the instructor's 32), the
 port in use, a second hub on the same state folder (a ``flock`` on ``<state>/hub.lock``, held by this process and
 JupyterHub for their whole lives), no ``npm``, a machine where attendees cannot be kept apart
-(:func:`labkit.hub.sandbox.check`), a memory or task limit too small for a lab. What a hub on the same state folder left running when it was killed is
-stopped first, and said (:mod:`labkit.hub.leftovers`).
+(:func:`labkit.hub.sandbox.check`), a memory or task limit too small for a lab. What a hub on the same state folder
+left running when it was killed is stopped first, and said (:mod:`labkit.hub.leftovers`).
 """
 
 from __future__ import annotations
