@@ -87,9 +87,9 @@ def create(name: str, room: str = "") -> pwd.struct_passwd:
 
 def full_message(holders: list[pwd.struct_passwd], room: str) -> str:
     """What a sign-in is told when every uid of :data:`~labkit.hub.sandbox.ATTENDEE_UIDS` is taken, by ``holders``
-    (their users): how many are room ``room``'s, another room's (or made before rooms) and not the lab's, and how to free
-    them as the run-sheet (docs/instructor.md) says: the end of a room that is over (``make hub-end``), or the lab's own
-    removal of attendees one by one (:func:`main`), which also removes their files outside the home."""
+    (their users): how many are room ``room``'s, another room's (or made before rooms) and not the lab's, and how to
+    free them as the run-sheet (docs/instructor.md) says: the end of a room that is over (``make hub-end``), or the
+    lab's own removal of attendees one by one (:func:`main`), which also removes their files outside the home."""
     ours = sum(is_lab_user(e) and room != "" and room_of(e) == room for e in holders)
     others = sum(is_lab_user(e) for e in holders) - ours
     alien = len(holders) - ours - others

@@ -13,8 +13,8 @@ from labkit.lab import server as lab
 #: Set by JupyterHub in every single-user server's environment it spawns (``Spawner.get_env``: the hub user's name),
 #: which that server's kernels inherit: a kernel of an attendee's lab on the workshop hub (:mod:`labkit.hub.spawner`).
 HUB_USER_ENV = "JUPYTERHUB_USER"
-#: What :func:`connect` says of the lab broker it found: ``make lab``'s, or on the workshop hub the attendee's own, whose
-#: daemon their server started (:mod:`labkit.hub.singleuser`) and which started when their first kernel asked.
+#: What :func:`connect` says of the lab broker it found: ``make lab``'s, or on the workshop hub the attendee's own,
+#: whose daemon their server started (:mod:`labkit.hub.singleuser`) and which started when their first kernel asked.
 LAB_BROKER, HUB_BROKER = ("the lab broker, make lab",
                           "your own lab broker, started by the workshop hub when your first kernel asked for it")
 
