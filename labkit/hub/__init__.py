@@ -17,7 +17,8 @@ One job per module:
   process of that user.
 * :mod:`labkit.hub.singleuser`: run as the attendee: their copies and server settings, then ``jupyterhub-singleuser``.
 * :mod:`labkit.hub.config`: the JupyterHub configuration.
-* :mod:`labkit.hub.run`: ``make hub``: checks, set-up, start.
+* :mod:`labkit.hub.run`: ``make hub``: checks, set-up, JupyterHub started as its child and watched (the URL once it
+  answers; a second Ctrl-C ends it at once).
 * :mod:`labkit.hub.rooms`: a workshop is a room: ``make hub`` starts a new one or resumes one named, each in a state
   folder of its own; ``make hub-end`` writes its marks to a CSV and removes its users, accounts and marks.
 * :mod:`labkit.hub.leftovers`: what a hub that ended without stopping left running, stopped by the next one.
