@@ -27,8 +27,9 @@ CSVs it had written and nothing else; exit status 1 (on SIGTERM it exits after t
 
 Run as root, with Debian's chromium, without ``LABKIT_CI`` (an attendee's kernel would then lock its own prediction
 in): ``sudo .venv/bin/python bench/day.py``. The hub listens on 127.0.0.1 and a free port (the run-sheet's ``--ip
-0.0.0.0 --port 8000`` and certificate are a venue's, not a bench's). Measured here (2 cores, quiet before): 247 s,
-about 470 CPU seconds of the machine, most of it the three Run Alls at once (load 35 at their end).
+0.0.0.0 --port 8000`` and certificate are a venue's, not a bench's). Measured here (2 cores): 247 s wall and about
+470 CPU seconds of the whole machine (another engineer's hub test ran from the same minute: the machine's CPU and load,
+35 at the end of the Run Alls, are not this day's alone).
 """
 
 from __future__ import annotations
