@@ -106,10 +106,10 @@ bench: jars
 # predictions to a CSV, prints its path, then removes the room's Unix users, hub accounts, passwords and marks.
 .PHONY: hub hub-end
 hub: $(STAMP)
-	$(PY) -m labkit.hub $(if $(ROOM),--room $(ROOM)) $(ARGS)
+	@$(PY) -m labkit.hub $(if $(ROOM),--room $(ROOM)) $(ARGS)
 
 hub-end: $(STAMP)
-	$(PY) -m labkit.hub end-room $(ROOM) $(ARGS)
+	@$(PY) -m labkit.hub end-room $(ROOM) $(ARGS)
 
 # Whether this machine can run the lab (labkit/doctor/): one line per prerequisite with its fix, then which notebooks
 # can run here; exit 1 when one cannot. `make lab` runs it first as `preflight` (about 0.6 s with the caches filled;
