@@ -613,11 +613,16 @@ def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing
 def _admin_api(page, hub: dict, method: str, path: str) -> int:
     """Call the hub's REST API ``path`` (after ``hub/api/``) as the instructor, signed in on ``page``, as the admin page
     does (its cookie and the ``_xsrf`` one); returns the HTTP status."""
+    return _admin_call(page, hub, method, path).status
+
+
+def _admin_call(page, hub: dict, method: str, path: str):
+    """:func:`_admin_api`'s call itself: Playwright's APIResponse (``.status``, ``.json()``)."""
     if not any(c["name"] == "_xsrf" for c in page.context.cookies()) or "/hub/admin" not in page.url:
         _sign_in(page, hub["url"], hub["admin"], hub["admin_password"], next_path="/hub/admin")
         page.wait_for_load_state()
     xsrf = next(c["value"] for c in page.context.cookies() if c["name"] == "_xsrf")
-    return page.request.fetch(f"{hub['url']}hub/api/{path}", method=method, headers={"X-XSRFToken": xsrf}).status
+    return page.request.fetch(f"{hub['url']}hub/api/{path}", method=method, headers={"X-XSRFToken": xsrf})
 
 
 def _form_says(page) -> str:
@@ -693,6 +698,10 @@ def test_the_instructor_resets_a_forgotten_password_and_the_attendee_sets_a_new_
     kept = Path(entry.pw_dir, "labkit", "work", "00_tour.ipynb")
     assert kept.exists()
     with chromium() as page:
+        # the hub fixture's idle culler (a short timeout, for its own test) may be stopping the lab right now, and
+        # JupyterHub refuses to delete a user while their server stops ("in the process of stopping, please wait",
+        # UserAPIHandler.delete): wait, as the admin page would show, until no stop is pending
+        assert wait_until(lambda: _admin_call(page, hub, "GET", f"users/{name}").json()["pending"] != "stop", 90, 1.0)
         assert _admin_api(page, hub, "DELETE", f"users/{name}") == 204
         page.context.clear_cookies()
         _sign_in(page, hub["url"], name, "a-takers-password", code=hub["password"])  # anyone with the workshop code
