@@ -39,6 +39,11 @@ def unix_name(name: str) -> str:
     return PREFIX + name
 
 
+def hub_name(unix_user: str) -> str:
+    """The hub user name of Unix user ``unix_user`` (``lab-<name>`` -> ``<name>``): :func:`unix_name`'s inverse."""
+    return unix_user.removeprefix(PREFIX)
+
+
 def is_lab_user(entry: pwd.struct_passwd) -> bool:
     """Whether the password entry ``entry`` is one of the lab's users (its name and comment, :data:`COMMENT`)."""
     return entry.pw_name.startswith(PREFIX) and entry.pw_gecos.startswith(COMMENT)

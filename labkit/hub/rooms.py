@@ -42,7 +42,7 @@ import psutil
 from labkit.core.errors import LabkitError
 from labkit.core.jsonfile import write_json
 from labkit.hub import install, leftovers, sandbox, users
-from labkit.hub.names import is_lab_user, unix_name
+from labkit.hub.names import hub_name, is_lab_user, unix_name
 from labkit.hub.verdicts import FILE_NAME, Store
 from labkit.learn.marks import CHOICES, PREDICTION
 
@@ -217,8 +217,8 @@ def write_marks(state: Path | str, path: Path | str) -> int:
                 at = datetime.fromtimestamp(mark.at, timezone.utc).isoformat(timespec="seconds")
                 rows.append((room, user, notebook, kind, mark.state, words, at, mark.reports))
     named = {row[1] for row in rows}
-    rows += [(room, e.pw_name.removeprefix(unix_name("")), "", "", "", "", "", "") for e in members(state)
-             if e.pw_name.removeprefix(unix_name("")) not in named]
+    rows += [(room, hub_name(e.pw_name), "", "", "", "", "", "") for e in members(state)
+             if hub_name(e.pw_name) not in named]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(fd, "w", newline="") as out:
@@ -261,7 +261,7 @@ def end(state: Path | str, csv_path: Path | str, say: Callable[[str], None] = pr
         said(f"Marks and predictions of room {(record(state) or {}).get('name', state.name)}: {csv_path} ({rows} "
              "rows): keep it for your records.")
         for entry in members(state):
-            removed = users.remove(entry.pw_name.removeprefix(unix_name("")), sandbox.private_root(state))
+            removed = users.remove(hub_name(entry.pw_name), sandbox.private_root(state))
             said(f"  removed {entry.pw_name} (uid {entry.pw_uid}): its processes, sandbox, home"
                  + "".join(f", {path}" for path in removed))
     finally:
