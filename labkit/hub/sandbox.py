@@ -72,6 +72,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from labkit.core.errors import LabkitError
 from labkit.core.jsonfile import write_json
 from labkit.hub import unit
@@ -247,7 +249,7 @@ def prepare(uid: int, limits: Limits, tmp_root: Path | str) -> str:
     """
     lab = address(uid)
     release(uid)
-    name, host, inner = netns(uid), f"lkh{uid}", f"lkn{uid}"
+    name, host, inner = netns(uid), host_end(uid), f"lkn{uid}"
     _ip("netns", "add", name)
     _ip("link", "add", host, "type", "veth", "peer", "name", inner, "netns", name)
     # no IPv6 on the machine's end: no link-local address comes and goes with each lab, which a browser on this machine
@@ -413,10 +415,18 @@ def oom_kills(uid: int) -> int:
     return 0
 
 
+def host_end(uid: int) -> str:
+    """The name of the machine's end of attendee ``uid``'s veth pair (``lkh<uid>``)."""
+    return f"lkh{uid}"
+
+
 def release(uid: int) -> None:
-    """Remove attendee ``uid``'s namespace (its veth pair goes with it) and their empty cgroups, if there (on systemd:
-    their lab's unit stopped, :func:`labkit.hub.unit.stop`, which removes its group). Call it once their processes
-    ended (:func:`labkit.hub.users.end_processes`).
+    """Remove attendee ``uid``'s veth pair, namespace and empty cgroups, if there (on systemd: their lab's unit stopped,
+    :func:`labkit.hub.unit.stop`, which removes its group). Call it once their processes ended
+    (:func:`labkit.hub.users.end_processes`). The pair is deleted first, by its machine's end: deleting one end removes
+    both at once, while ``ip netns delete`` only drops a reference and the kernel dismantles the namespace, and the
+    veth with it, later (``cleanup_net``, a work queue): measured on one CPU, a lab made again right after met
+    "RTNETLINK answers: File exists" for ``lkh<uid>``.
 
     Raises:
         LabkitError: the namespace could not be removed, or the unit not stopped.
@@ -425,6 +435,8 @@ def release(uid: int) -> None:
     systemd = unit.chosen() == unit.SYSTEMD
     if systemd:
         unit.stop(uid)
+    if host_end(uid) in psutil.net_if_stats():
+        _ip("link", "delete", host_end(uid))
     if exists(uid):
         _ip("netns", "delete", netns(uid))
     for group in () if systemd else cgroups(uid):
