@@ -32,6 +32,8 @@ SIGTERM then SIGKILL after :attr:`LabSpawner.end_grace_s`, logs what it ended an
 ended in the attendee's memory group, and removes their namespace and cgroups (:func:`labkit.hub.sandbox.release`).
 On systemd the unit is stopped first (:func:`labkit.hub.unit.stop`: ``systemctl stop``, SIGTERM to each of its
 processes, SIGKILL after :attr:`LabSpawner.end_grace_s`), its OOM count read before, as its group goes with it.
+A lab whose JupyterLab ended by itself (the OOM killer, a kill from the attendee's terminal) is ended the same way
+once the hub's poll sees it gone (:meth:`LabSpawner.run_post_stop_hook`: JupyterHub skips ``stop`` then).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import pwd
 from concurrent.futures import ThreadPoolExecutor
 
 from jupyterhub.spawner import LocalProcessSpawner
+from jupyterhub.utils import maybe_future
 from traitlets import Float, Integer, Unicode
 
 from labkit.broker.runtime import SHARED_CACHE_ENV
@@ -171,10 +174,32 @@ class LabSpawner(LocalProcessSpawner):
             kills = sandbox.oom_kills(uid)
             await asyncio.to_thread(unit.stop, uid, self.end_grace_s)
         await super().stop(now=now)
-        if uid is None:
-            return
+        if uid is not None:
+            await self._end_lab(uid, kills)
+
+    async def _end_lab(self, uid: int, kills: int | None) -> None:
+        """End every process of ``uid`` (:func:`labkit.hub.users.end_processes`), log them and the OOM killer's count
+        (``kills`` if read before, else now), and release the sandbox."""
         ended = await asyncio.to_thread(users.end_processes, uid, self.end_grace_s)
         self.log.info("Ended %s's lab: %s; processes the OOM killer ended in it: %d", self.unix_user,
                       ", ".join(ended) if ended else "no process left",
                       sandbox.oom_kills(uid) if kills is None else kills)
         await asyncio.to_thread(sandbox.release, uid)
+
+    async def run_post_stop_hook(self):
+        """Run after every stop of the server (JupyterHub's ``User.stop``, which logs what this raises): what is left
+        of the lab is ended as :meth:`stop` ends it. ``User.stop`` calls :meth:`stop` only while the server's process
+        lives (its ``poll`` None): a lab whose JupyterLab ended by itself (the OOM killer in its group, a kill from its
+        own terminal) kept its other processes (a CPU burn, one that left its session), its groups and namespace (the
+        room rehearsal, bench/room.py). Nothing to do when :meth:`stop` ran."""
+        try:
+            uid = pwd.getpwnam(self.unix_user).pw_uid
+        except KeyError:
+            uid = None
+        if uid is not None and (await asyncio.to_thread(users.processes_of, uid) or sandbox.exists(uid)):
+            kills = None
+            if unit.chosen() == unit.SYSTEMD:
+                kills = sandbox.oom_kills(uid)
+                await asyncio.to_thread(unit.stop, uid, self.end_grace_s)
+            await self._end_lab(uid, kills)
+        await maybe_future(super().run_post_stop_hook())
