@@ -272,7 +272,7 @@ from tornado import httpclient, httpserver, netutil, web
 from labkit.hub import auth
 
 CODE, ADMIN_PASSWORD = "the-workshop-code", "i" * 40
-authenticator = auth.LabAuthenticator(workshop_code=CODE, admin_password=ADMIN_PASSWORD, admin_users={"inst"},
+authenticator = auth.LabAuthenticator(workshop_code=CODE, admin_password=ADMIN_PASSWORD, instructor="inst",
                                       dbm_path=os.path.join(sys.argv[1], "passwords.dbm"))
 log = io.StringIO()
 authenticator.log = logging.getLogger("attempts")
@@ -388,8 +388,8 @@ def attempts(hub_python, tmp_path_factory) -> dict:
 
 
 def test_wrong_passwords_under_a_name_never_refuse_its_right_password(attempts):
-    assert attempts["admin_same_address"]["result"] == {"name": "inst", "admin": True}
-    assert attempts["admin_other_address"]["result"] == {"name": "inst", "admin": True}
+    assert attempts["admin_same_address"]["result"] == {"name": "inst", "admin": False}
+    assert attempts["admin_other_address"]["result"] == {"name": "inst", "admin": False}
     assert attempts["attendee_first"]["result"] == {"name": "tz-ada", "admin": False}
     assert attempts["attendee_right"]["result"] == {"name": "tz-ada", "admin": False}
 
@@ -406,7 +406,7 @@ def test_one_attendee_failing_from_the_room_s_address_keeps_out_one_name_there_n
     assert attempts["room_newcomer"]["result"] == {"name": "tz-cy", "admin": False}
     assert attempts["room_wrong_codes"] == [False] * 30 + [True] * 5
     assert attempts["room_bea_after_codes"]["result"] == {"name": "tz-bea", "admin": False}
-    assert attempts["room_admin"]["result"] == {"name": "inst", "admin": True}
+    assert attempts["room_admin"]["result"] == {"name": "inst", "admin": False}
 
 
 def test_forged_x_real_ip_and_x_forwarded_for_do_not_escape_the_address_throttle(attempts):
@@ -452,7 +452,7 @@ from tornado import httpclient, httpserver, netutil, web
 from labkit.hub import auth, users
 
 CODE, STATE, NAME = "the-workshop-code", sys.argv[1], sys.argv[2]
-authenticator = auth.LabAuthenticator(workshop_code=CODE, admin_password="i" * 40, admin_users={"inst"},
+authenticator = auth.LabAuthenticator(workshop_code=CODE, admin_password="i" * 40, instructor="inst",
                                       dbm_path=os.path.join(STATE, "passwords.dbm"))
 
 

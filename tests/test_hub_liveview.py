@@ -181,7 +181,8 @@ def test_the_hub_runs_the_live_view_and_tells_attendees_where_it_is():
     assert service["url"] == f"http://{GATEWAY}:{port}" and port in HUB_PORTS  # where attendees' namespaces reach
     assert c.Spawner.environment[report.URL_ENV] == f"{service['url']}/services/liveview/"
     (role,) = [r for r in c.JupyterHub.load_roles if r["name"] == "liveview"]
-    assert role == {"name": "liveview", "services": ["liveview"], "scopes": ["list:users", "read:users", "read:servers"]}
+    assert role == {"name": "liveview", "services": ["liveview"],
+                    "scopes": ["list:users", "read:users", "read:roles:users", "read:servers"]}
 
 
 # --- the kernel side -----------------------------------------------------------------------------------------------

@@ -32,8 +32,9 @@ nothing more: one form, no separate sign-up page or approval step. What the work
   each with at most its allowance of failures.
 * **A password is at most** :data:`MAX_PASSWORD_BYTES` **bytes** (bcrypt's limit, which bcrypt 5 enforces by raising):
   a longer one is refused with that reason on the form, never checked (issue 63: an HTTP 500 before).
-* **The instructor** signs in under their admin name (``admin_users``) with their own password (``admin_password``,
+* **The instructor** signs in under their name (``instructor``) with their own password (``admin_password``,
   at least 32 characters, from the hub's environment): never set by a first sign-in, so nobody can take the name first.
+  They are no JupyterHub admin (``"admin": False``): their powers are :data:`labkit.hub.config.INSTRUCTOR_ROLE`'s.
 * **Names** :func:`labkit.hub.names.why_refused` refuses (``root``, an existing account, a name ``useradd`` would
   reject) are refused with the reason on the form, before anything else: no password checked or stored, nothing
   counted, and the name logged cut short (:func:`labkit.hub.names.shown`: a name can be a megabyte long).
@@ -106,6 +107,7 @@ class LabAuthenticator(FirstUseAuthenticator):
 
     workshop_code = Unicode(config=True, help="The code a first sign-in under a name needs (the shared password).")
     admin_password = Unicode(config=True, help="The instructor's password (at least 32 characters).")
+    instructor = Unicode(config=True, help="The instructor's name (labkit.hub.config.INSTRUCTOR_ROLE holds it).")
     allowed_failures = Integer(30, config=True, help="Failed sign-ins of one kind (throttle_key) before it waits.")
     window_s = Float(60.0, config=True, help="Seconds a throttled kind waits after its last counted failure.")
 
@@ -118,7 +120,7 @@ class LabAuthenticator(FirstUseAuthenticator):
         """What a failed sign-in under ``name`` from ``address`` counts against: ``(address, name)`` when the name has
         a password or a pending reset (guessing that one name's secret), ``(address, "")`` for a first sign-in (the
         workshop code), ``None`` for the instructor's name (never throttled: module docstring)."""
-        if name in self.admin_users:
+        if self.instructor and name == self.instructor:
             return None
         if self._has_password(name) or resets.pending(Path(self.dbm_path).parent, name):
             return (address, name)
@@ -159,7 +161,7 @@ class LabAuthenticator(FirstUseAuthenticator):
             labkit.core.errors.LabkitError: the reset file's lock was held (:func:`labkit.hub.resets.redeem`)."""
         name = self.normalize_username(data.get("username", ""))
         password, code = data.get("password", ""), data.get("workshop_code", "")
-        if name not in self.admin_users and (why := why_refused(name)):
+        if not (self.instructor and name == self.instructor) and (why := why_refused(name)):
             self.log.warning("Refused sign-in as %s: not an attendee's name", shown(name))
             handler.custom_login_error = why
             return None
@@ -174,9 +176,9 @@ class LabAuthenticator(FirstUseAuthenticator):
             handler.custom_login_error = (f"A password is at most {MAX_PASSWORD_BYTES} bytes (bcrypt's limit): yours "
                                           f"is {len(password.encode())}. Choose a shorter one.")
             return None
-        if name in self.admin_users:
+        if self.instructor and name == self.instructor:
             if self.admin_password and hmac.compare_digest(password.encode(), self.admin_password.encode()):
-                return {"name": name, "admin": True}
+                return {"name": name, "admin": False}
             return self._failed(handler, name, address, "Invalid username or password.")
         state = Path(self.dbm_path).parent
         if resets.pending(state, name):

@@ -15,7 +15,9 @@ setting, named as JupyterHub names it:
 * ``JupyterHub.authenticator_class``: :class:`labkit.hub.auth.LabAuthenticator` (``FirstUseAuthenticator``: each
   name's own password, in ``<state>/passwords.dbm``), its ``workshop_code`` and ``admin_password`` from the hub
   process's environment (:data:`PASSWORD_ENV`, :data:`ADMIN_PASSWORD_ENV`: never written to a file);
-  ``Authenticator.admin_users``: the instructor's name; ``JupyterHub.template_paths``: the lab's sign-in form
+  ``LabAuthenticator.instructor``: the instructor's name, who is no JupyterHub admin (``Authenticator.admin_users``
+  empty, the ``admin`` role's members set to none in ``load_roles``, which also demotes an admin of an older room's
+  database at start) but holds :data:`INSTRUCTOR_ROLE`; ``JupyterHub.template_paths``: the lab's sign-in form
   (:data:`TEMPLATES`, with the workshop code field).
 * ``JupyterHub.spawner_class``: :class:`labkit.hub.spawner.LabSpawner`, with the attendees' private temporary folders
   (``private_tmp``, in the state folder) and the limits (``memory_mib``, ``tasks``, ``tmp_mib``: :class:`HubSettings`);
@@ -26,7 +28,8 @@ setting, named as JupyterHub names it:
   its README lists, stopping a server idle for ``cull_idle_s`` (default 60 min, ``--timeout``); and the instructor's
   live view (:mod:`labkit.hub.liveview`) on a free port of the gateway, proxied at ``/services/liveview/``
   (``oauth_no_confirm``: part of the hub) and listening on the gateway, with the scopes it reads the hub with
-  (``list:users``, ``read:users``, ``read:servers``); only the ``admin`` role holds its access scope.
+  (``list:users``, ``read:users``, ``read:roles:users``, ``read:servers``); only :data:`INSTRUCTOR_ROLE` holds its
+  access scope. The ``user`` role is :data:`USER_SCOPES`.
   ``Spawner.environment`` gives attendees its address (:data:`labkit.hub.report.URL_ENV`), to which their kernels report
   with their own API token.
 * ``JupyterHub.cleanup_servers`` (True, JupyterHub's default, kept explicit): stopping the hub stops every attendee's
@@ -62,6 +65,22 @@ CULL_IDLE_S = 60 * 60
 #: Each attendee's memory limit, MiB, unless the instructor sets one (``--memory``): the largest notebook's peak on the
 #: hub, 04 at about 1.5 GiB with JupyterLab (labkit/doctor/hub-memory.json), and room for a re-run.
 MEMORY_MIB = 2048
+#: The instructor's role (``JupyterHub.load_roles``), held by the ``--admin`` name instead of JupyterHub's ``admin``
+#: role, whose scopes JupyterHub fixes (``jupyterhub.roles.create_role`` refuses to change them) and include
+#: ``access:servers`` and ``tokens`` of every user. With those, a page of an attendee's server open in the instructor's
+#: browser runs on the hub's own origin (no subdomains) and can use the hub's API as the instructor: make its author an
+#: admin, mint itself a token, open every lab (tests/test_hub_origin.py; docs/hub-decisions.md).
+INSTRUCTOR_ROLE = "instructor"
+#: What the instructor may do: the admin page (``admin-ui``) and what its buttons call (start, stop, edit and delete
+#: users and their servers: ``admin:users``, ``servers``), and the live view (its ``access:services`` scope). Not
+#: ``access:servers`` (no attendee's JupyterLab: their notebooks are read in the live view, script-free:
+#: :mod:`labkit.hub.notebook_view`), nor ``tokens`` of others, nor ``admin`` (JupyterHub refuses to make anyone an
+#: admin for a user who is not one: ``UserAPIHandler.patch``).
+INSTRUCTOR_SCOPES = ["admin-ui", "admin:users", "servers", "access:services!service=liveview"]
+#: Every user's own scopes (the ``user`` role, by default ``self``): their model, activity, server and its access, and
+#: to read their tokens, but not to make tokens (``tokens``; JupyterHub makes the ones a lab needs itself) nor share a
+#: server (``shares``): so a script running as the instructor cannot mint itself a lasting instructor token.
+USER_SCOPES = ["read:users!user", "users:activity!user", "servers!user", "access:servers!user", "read:tokens!user"]
 #: Each attendee's limit of processes and threads (``--tasks``): notebook 04's Spark cluster beside the broker runs
 #: about a thousand threads; a fork bomb stops here.
 TASKS = 4096
@@ -124,7 +143,8 @@ def configure(c, settings: dict) -> None:
     c.LabAuthenticator.admin_password = os.environ.get(ADMIN_PASSWORD_ENV, "")
     c.FirstUseAuthenticator.dbm_path = str(state / "passwords.dbm")  # each attendee's own password (bcrypt)
     c.JupyterHub.template_paths = [str(TEMPLATES)]  # the sign-in form with the workshop code
-    c.Authenticator.admin_users = {s.admin}
+    c.LabAuthenticator.instructor = s.admin
+    c.Authenticator.admin_users = set()  # nobody is JupyterHub's admin: INSTRUCTOR_ROLE instead
     c.Authenticator.allow_all = True
 
     c.JupyterHub.spawner_class = "labkit.hub.spawner.LabSpawner"
@@ -165,7 +185,10 @@ def configure(c, settings: dict) -> None:
     c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"],
                                 "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]}]
     c.JupyterHub.load_roles.append({"name": "liveview", "services": ["liveview"],
-                                    "scopes": ["list:users", "read:users", "read:servers"]})
+                                    "scopes": ["list:users", "read:users", "read:roles:users", "read:servers"]})
+    c.JupyterHub.load_roles += [{"name": INSTRUCTOR_ROLE, "users": [s.admin], "scopes": INSTRUCTOR_SCOPES},
+                                {"name": "user", "scopes": USER_SCOPES},
+                                {"name": "admin", "users": [], "services": []}]
     for section, values in s.extra.items():  # tests: e.g. {"Spawner": {"start_timeout": 60}}
         for name, value in values.items():
             setattr(getattr(c, section), name, value)
@@ -173,10 +196,17 @@ def configure(c, settings: dict) -> None:
 
 def landing(handler) -> str:
     """Where JupyterHub sends a signed-in user who asked for no page (``JupyterHub.default_url``, called with the
-    request's handler): an admin to the live view (``<base_url>services/liveview/``), anyone else nowhere in
-    particular ("": JupyterHub's default, their own server, spawned if needed)."""
+    request's handler): the instructor (:data:`INSTRUCTOR_ROLE`) to the live view (``<base_url>services/liveview/``),
+    anyone else nowhere in particular ("": JupyterHub's default, their own server, spawned if needed)."""
     user = handler.current_user
-    return f"{handler.base_url}services/liveview/" if user is not None and user.admin else ""
+    instructor = user is not None and any(role.name == INSTRUCTOR_ROLE for role in user.roles)
+    return f"{handler.base_url}services/liveview/" if instructor else ""
+
+
+def is_instructor(model: dict) -> bool:
+    """Whether a user model of the hub's REST API (read with ``read:roles:users``: its ``roles``) is the
+    instructor's."""
+    return INSTRUCTOR_ROLE in (model.get("roles") or ())
 
 
 def write_config_file(settings: HubSettings) -> Path:

@@ -11,30 +11,35 @@ Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached th
 
 * ``""``: the page (HTML). ``api/table``: the table alone, which the page fetches every :data:`REFRESH_S` seconds.
   Both need JupyterHub OAuth (``jupyterhub.services.auth.HubOAuthenticated``) with the scope JupyterHub gives the
-  service (``JUPYTERHUB_OAUTH_ACCESS_SCOPES``: ``access:services!service=liveview``), which only the hub's ``admin``
-  role holds: an attendee is refused at the hub's authorize step (403 "You do not have permission to access
-  Service liveview").
+  service (``JUPYTERHUB_OAUTH_ACCESS_SCOPES``: ``access:services!service=liveview``), which only the instructor's
+  role holds (:data:`labkit.hub.config.INSTRUCTOR_ROLE`): an attendee is refused at the hub's authorize step (403
+  "You do not have permission to access Service liveview").
 * ``api/report`` (POST): a kernel's report (:mod:`labkit.hub.report`), authenticated by the attendee's own
   ``JUPYTERHUB_API_TOKEN`` in its ``Authorization`` header, which the hub resolves to its owner
   (``HubAuth.user_for_token``: the hub's ``GET /hub/api/user``, any valid token may identify itself). The report is
   filed under that user; its body may not name one (:func:`labkit.hub.verdicts.parse_report`). Answers 204, 401 (no
   token), 403 (a token the hub does not know, or a service's), 400 (a bad body).
+* ``notebooks/<name>``: attendee ``<name>``'s notebooks, and ``notebooks/<name>/<file>`` one of them, read-only and
+  script-free (:mod:`labkit.hub.notebook_view`: read as the attendee, served with ``Content-Security-Policy:
+  sandbox``): how the instructor reads an attendee's notebook, holding no access to their JupyterLab. OAuth as the page;
+  404 with the reason for a name that is no attendee's lab or a notebook not shown.
 * ``oauth_callback``: JupyterHub's ``HubOAuthCallbackHandler``.
 
 What a row shows is observed: the hub's own user and server models (the hub API, with this service's token: scopes
-``list:users``, ``read:users``, ``read:servers``), the attendee's broker (:func:`labkit.hub.observed.broker_status`,
-probed as root) and their lab's memory group (:func:`labkit.hub.sandbox.memory_of`: the kernel's accounting of its
-usage against its limit, and :func:`labkit.hub.sandbox.oom_kills`); their kernels' states (busy, idle, a cell that
+``list:users``, ``read:users``, ``read:roles:users``, ``read:servers``), the attendee's broker
+(:func:`labkit.hub.observed.broker_status`, probed as root) and their lab's memory group
+(:func:`labkit.hub.sandbox.memory_of`: the kernel's accounting of its usage against its limit, and :func:`labkit.hub.sandbox.oom_kills`); their kernels' states (busy, idle, a cell that
 raised) and the verdicts come from the attendees' kernels (:mod:`labkit.hub.report`), stored in SQLite in the hub's
 state folder (:class:`labkit.hub.verdicts.Store`, ``$LABKIT_HUB_STATE/liveview.sqlite``). A kernel's state counts only
 if it came since the attendee's server started (the server model's ``started``): a stopped server has no kernel.
-Admins get no row. The page and its
+The instructor gets no row. The page and its
 table are :mod:`labkit.hub.page`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import os
@@ -47,6 +52,8 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuth
 from jupyterhub.utils import url_path_join
 from tornado import httpclient, ioloop, web
 
+from labkit.hub import notebook_view
+from labkit.hub.config import is_instructor
 from labkit.hub.names import is_lab_user, unix_name
 from labkit.hub.observed import broker_status
 from labkit.hub.page import notebook_titles, page_html, table_html
@@ -87,7 +94,7 @@ class LiveView:
         async with self._lock:
             if self._cached and time.monotonic() - self._cached[0] < CACHE_S:
                 return self._cached[1]
-            users = [u for u in await self.users() if not u.get("admin")]
+            users = [u for u in await self.users() if not is_instructor(u)]
             names = [u["name"] for u in users]
             seen = await asyncio.gather(*(asyncio.to_thread(_observe, name) for name in names))
             fragment = table_html(users, {n: broker for n, (broker, _) in zip(names, seen)}, self.store.marks(),
@@ -132,6 +139,58 @@ class TableHandler(_Admin):
         self.write(await self.view.table())
 
 
+class _Notebooks(_Admin):
+    """What the notebook pages share: their answer, and the attendee's Unix user."""
+
+    def send(self, status: int, page: str) -> None:
+        """Answer ``page`` with ``status``, script-free (:data:`labkit.hub.notebook_view.CSP`) and not cached."""
+        self.set_status(status)
+        self.set_header("Content-Security-Policy", notebook_view.CSP)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(page)
+
+    def attendee(self, name: str) -> pwd.struct_passwd | None:
+        """The Unix user of attendee ``name``'s lab, or None (answered 404) when the hub made none."""
+        try:
+            entry = pwd.getpwnam(unix_name(name))
+        except KeyError:
+            entry = None
+        if entry is None or not is_lab_user(entry):
+            self.send(404, f"<p>{html.escape(name)} has no lab on this machine.</p>")
+            return None
+        return entry
+
+
+class NotebooksHandler(_Notebooks):
+    """An attendee's notebooks, listed as them (:func:`labkit.hub.notebook_view.listing_html`)."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        if (entry := self.attendee(name)) is None:
+            return
+        try:
+            found = await asyncio.to_thread(notebook_view.notebooks, entry)
+        except notebook_view.NotShown as exc:
+            self.send(404, f"<p>{html.escape(name)}'s notebooks are not shown: {html.escape(str(exc))}</p>")
+            return
+        self.send(200, notebook_view.listing_html(name, found))
+
+
+class NotebookHandler(_Notebooks):
+    """One notebook of an attendee, read as them, script-free (:func:`labkit.hub.notebook_view.page_html`)."""
+
+    @web.authenticated
+    async def get(self, name: str, file: str) -> None:
+        if (entry := self.attendee(name)) is None:
+            return
+        try:
+            notebook = await asyncio.to_thread(notebook_view.read, entry, file)
+        except notebook_view.NotShown as exc:
+            self.send(404, f"<p>{html.escape(file)} of {html.escape(name)} is not shown: {html.escape(str(exc))}</p>")
+            return
+        self.send(200, notebook_view.page_html(name, file, notebook))
+
+
 class ReportHandler(web.RequestHandler):
     """A kernel's report, filed under its token's owner (module docstring)."""
 
@@ -166,6 +225,8 @@ def make_app(store: Store, prefix: str, api_url: str, token: str) -> web.Applica
         (prefix.rstrip("/"), web.RedirectHandler, {"url": prefix}),
         (url_path_join(prefix, "api/table"), TableHandler, {"view": view}),
         (url_path_join(prefix, "api/report"), ReportHandler, {"hub_auth": hub_auth, "store": store}),
+        (url_path_join(prefix, "notebooks/([^/]+)"), NotebooksHandler, {"view": view}),
+        (url_path_join(prefix, "notebooks/([^/]+)/([^/]+)"), NotebookHandler, {"view": view}),
         (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
     ], cookie_secret=os.urandom(32))
 

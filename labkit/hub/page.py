@@ -17,7 +17,9 @@ import string
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote
 
+from labkit.hub.config import is_instructor
 from labkit.hub.verdicts import NOTEBOOKS
 from labkit.lab.workspace import SOURCES
 from labkit.learn.claims import CLAIMS_CALL
@@ -198,13 +200,14 @@ def _row(user: dict, broker: str, memory: tuple[int, int, int] | None, marks: di
 def table_html(users: list[dict], brokers: dict[str, str], marks: dict, titles: dict, now: float,
                memory: dict[str, tuple[int, int, int] | None] | None = None) -> str:
     """The live view's table (an HTML fragment): a summary line, one row per attendee of ``users`` (the hub's user
-    models, admins left out) and a last row counting the room's marks per notebook. ``brokers``:
+    models, the instructor and any admin left out) and a line of links to each one's notebooks
+    (:func:`notebooks_html`) and a last row counting the room's marks per notebook. ``brokers``:
     ``{name: broker_status}``; ``marks``: as :meth:`Store.marks` returns them; ``titles``: as
     :func:`notebook_titles`; ``now``: seconds since the epoch; ``memory``: ``{name: (usage bytes, limit bytes, OOM
     kills)}`` of each attendee's memory group, or ``None`` for one without (:func:`gib`)."""
     memory = memory or {}
     titles = {n: titles.get(n, ("", True)) for n in NOTEBOOKS}
-    attendees = sorted((u for u in users if not u.get("admin")), key=lambda u: u["name"])
+    attendees = sorted((u for u in users if not (u.get("admin") or is_instructor(u))), key=lambda u: u["name"])
     theirs = [marks.get(u["name"], {}) for u in attendees]
     rows = "".join(_row(u, brokers.get(u["name"], "none"), memory.get(u["name"]), m, titles, now)
                    for u, m in zip(attendees, theirs))
@@ -224,7 +227,16 @@ def table_html(users: list[dict], brokers: dict[str, str], marks: dict, titles: 
             f'{time.strftime("%Z")}</p>'
             f'<table><thead><tr><th>Attendee</th><th>Signed in</th><th>Server</th><th>Broker</th><th>Memory</th>'
             f'<th>Kernels</th>{head}<th>Last report</th></tr></thead><tbody>{rows}</tbody></table>'
-            + predictions_html(theirs, titles))
+            + notebooks_html([u["name"] for u in attendees]) + predictions_html(theirs, titles))
+
+
+def notebooks_html(names: list[str]) -> str:
+    """A line linking each attendee of ``names`` to their notebooks, read-only and script-free, in a new tab (the live
+    view's ``notebooks/<name>``: :mod:`labkit.hub.notebook_view`); empty for none."""
+    if not names:
+        return ""
+    links = " · ".join(f'<a href="notebooks/{quote(n)}" target="_blank">{html.escape(n)}</a>' for n in names)
+    return f'<p class="notebooks">Read a notebook (as saved, no script runs): {links}</p>'
 
 
 def predictions_html(marks: list[dict], titles: dict) -> str:
