@@ -47,8 +47,12 @@ SUITES = ("bookworm", "trixie")  # Debian 12 and 13
 PACKAGES = ("systemd", "systemd-sysv", "udev", "linux-image-amd64", "python3", "util-linux", "iproute2", "nftables",
             "procps", "passwd", "dbus")
 JDK = "default-jre-headless"  # OpenJDK 17 on bookworm, 21 on trixie
+#: What a real ``make hub`` needs beyond :data:`PACKAGES` when the shared install and the proxy's npm install come from
+#: this machine (``bench/guest_hub.py``): ``make``, Node.js for configurable-http-proxy, and ``sudo`` and ``openssl``,
+#: which the run-sheet's commands use and a stock server has.
+HUB = ("make", "nodejs", "sudo", "openssl")
 #: The build recipe's version: bumped when what the build does to the root changes (part of the cache key).
-RECIPE = 1
+RECIPE = 2
 INSTALL = "apt-get install mmdebstrap qemu-system-x86 e2fsprogs"
 BUILD_S, BOOT_S, STOP_S = 900, 300, 60
 #: The same fixed loop here and in the guest: the ratio is how slow TCG runs Python.
@@ -110,11 +114,12 @@ def _run(argv: list, timeout: float, what: str, **kwargs) -> subprocess.Complete
     return done
 
 
-def build(suite: str, jdk: bool = False) -> tuple:
-    """The image of ``suite`` (built now, or from the cache): returns (its folder, figures of the build or None when
-    cached). The folder holds rootfs.ext4, vmlinuz, initrd.img and manifest.json (the packages and versions).
+def build(suite: str, jdk: bool = False, hub: bool = False) -> tuple:
+    """The image of ``suite`` (built now, or from the cache), with :data:`JDK` if ``jdk`` and :data:`HUB` if ``hub``:
+    returns (its folder, figures of the build or None when cached). The folder holds rootfs.ext4, vmlinuz, initrd.img
+    and manifest.json (the packages and versions).
     Raises GuestError when mmdebstrap or mkfs.ext4 fails or overruns :data:`BUILD_S`."""
-    packages = PACKAGES + ((JDK,) if jdk else ())
+    packages = PACKAGES + ((JDK,) if jdk else ()) + (HUB if hub else ())
     image = CACHE / f"{suite}-{cache_key(suite, packages, agent=AGENT.read_bytes())}"
     if (image / "manifest.json").exists():
         return image, None
@@ -135,6 +140,12 @@ def build(suite: str, jdk: bool = False) -> tuple:
             wants.mkdir(exist_ok=True)
             (wants / unit).symlink_to(f"/etc/systemd/system/{unit}")
         (root / "etc/hostname").write_text(f"labkit-{suite}\n")
+        # as Debian's installer writes it (netcfg): the host name resolves, which JupyterHub's check of its proxy
+        # needs when the hub listens on 0.0.0.0 (it connects to socket.gethostname(); without this line the guest's
+        # make hub ended "Server at labkit-bookworm:8000 didn't respond in 10 seconds")
+        (root / "etc/hosts").write_text(f"127.0.0.1\tlocalhost\n127.0.1.1\tlabkit-{suite}\n\n"
+                                        "::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\n"
+                                        "ff02::2\tip6-allrouters\n")
         versions = _run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${Version}\\n"], 60, "dpkg-query")
         kernel = sorted((root / "boot").glob("vmlinuz-*"))[-1]
         shutil.copy(kernel, work / "vmlinuz")
@@ -147,7 +158,7 @@ def build(suite: str, jdk: bool = False) -> tuple:
         figures = {"mmdebstrap_s": round(debootstrap_s, 1), "mkfs_s": round(time.monotonic() - started_mkfs, 1),
                    "root_mib": round(root_bytes / 2**20), "image_mib": size_mib,
                    "image_allocated_mib": round(os.stat(work / "rootfs.ext4").st_blocks * 512 / 2**20),
-                   "packages": len(versions.stdout.splitlines()), "kernel": kernel.name, "jdk": jdk}
+                   "packages": len(versions.stdout.splitlines()), "kernel": kernel.name, "jdk": jdk, "hub": hub}
         shutil.rmtree(root)
         (work / "manifest.json").write_text(json.dumps({"suite": suite, "mirror": MIRROR, "include": packages,
                                                         "build": figures, "dpkg": versions.stdout.splitlines()}))
@@ -162,12 +173,18 @@ class Guest:
     """The image booted under TCG, its agent connected. Use as a context manager: on exit it is powered off and,
     after :data:`STOP_S`, killed; its run folder (snapshot, socket, console log kept in ``console_tail``) removed."""
 
-    def __init__(self, image: Path, memory_mib: int = 1536) -> None:
+    def __init__(self, image: Path, memory_mib: int = 1536, shares: dict = None, forward: tuple = None) -> None:
+        """Boot ``image`` with ``memory_mib`` MiB. ``shares``: more folders of this machine shared read-only over 9p,
+        ``{mount tag: path}`` (the guest mounts them itself, :meth:`mount_share`). ``forward``: ``(host port, guest
+        port)``: QEMU's user networking instead of no network, that host port of 127.0.0.1 forwarded to the guest's
+        port (the guest's address set by :meth:`network_up`); the guest then reaches what this machine reaches."""
         self.run_dir = Path(tempfile.mkdtemp(prefix="labkit-guest-"))
         self.console = self.run_dir / "console.log"
         sock_path = self.run_dir / "agent.sock"
         argv = ["qemu-system-x86_64", "-accel", "tcg", "-smp", "1", "-m", str(memory_mib), "-display", "none",
-                "-no-reboot", "-monitor", "none", "-serial", f"file:{self.console}", "-nic", "none",
+                "-no-reboot", "-monitor", "none", "-serial", f"file:{self.console}",
+                "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{forward[0]}-:{forward[1]}" if forward
+                else "none",
                 "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.img"),
                 "-append", "console=ttyS0 root=/dev/vda rw",
                 "-drive", f"file={image / 'rootfs.ext4'},format=raw,if=virtio,snapshot=on",
@@ -175,6 +192,8 @@ class Guest:
                 "-chardev", f"socket,id=agent,path={sock_path},server=on,wait=on",
                 "-device", "virtserialport,chardev=agent,name=labkit",
                 "-virtfs", f"local,path={CHECKOUT},mount_tag=labkit,security_model=none,readonly=on"]
+        for tag, path in (shares or {}).items():
+            argv += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=none,readonly=on"]
         self.started = time.monotonic()
         self.qemu = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=open(self.run_dir / "qemu.err", "w"),
@@ -226,6 +245,33 @@ class Guest:
         agent kills the command after ``timeout`` s; raises GuestError when no reply comes 30 s after that."""
         self.sock.sendall((json.dumps({"argv": argv, "timeout": timeout}) + "\n").encode())
         return self._read(timeout + 30, f"{' '.join(argv)[:80]}")
+
+    def check(self, argv: list, timeout: float = 120) -> str:
+        """:meth:`run`, and its stdout; raises GuestError naming the command when it exits non-zero."""
+        reply = self.run(argv, timeout)
+        if reply["rc"] != 0:
+            raise GuestError(f"in the guest, {' '.join(argv)[:200]} exited {reply['rc']}: "
+                             f"{(reply['err'] or reply['out'])[-1500:]}")
+        return reply["out"]
+
+    def mount_share(self, tag: str, where: str) -> None:
+        """Mount the share ``tag`` (``shares`` of the constructor) at ``where`` in the guest, read-only, and an
+        overlay on it (its writes on the guest's disk, in ``/var/lib/labkit-overlay/<tag>``, gone with the guest's
+        snapshot): the guest writes where a server would, this machine's folder is never written."""
+        upper = f"/var/lib/labkit-overlay/{tag}"
+        self.check(["sh", "-c", f"mkdir -p /mnt/{tag} {upper}/upper {upper}/work {where} && "
+                    f"mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 {tag} /mnt/{tag} && "
+                    f"chmod 755 {upper}/upper && mount -t overlay overlay -o lowerdir=/mnt/{tag},"
+                    f"upperdir={upper}/upper,workdir={upper}/work {where}"], 120)
+
+    def network_up(self) -> str:
+        """Give the guest's one network card QEMU's user networking's address (10.0.2.15/24, gateway 10.0.2.2, DNS
+        10.0.2.3: QEMU's built-in ones); returns the card's name. The image has no DHCP client."""
+        links = json.loads(self.check(["ip", "-j", "link"], 60))
+        card = next(link["ifname"] for link in links if link["ifname"] != "lo")
+        self.check(["sh", "-c", f"ip link set {card} up && ip addr add 10.0.2.15/24 dev {card} && "
+                    "ip route add default via 10.0.2.2 && echo 'nameserver 10.0.2.3' > /etc/resolv.conf"], 60)
+        return card
 
     def console_tail(self, chars: int = 1500) -> str:
         """The end of the guest's serial console (kernel and systemd messages)."""

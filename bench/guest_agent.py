@@ -33,11 +33,19 @@ def _run(request: dict) -> dict:
     return reply
 
 
+def _send(port, reply: dict) -> None:
+    """Write ``reply`` as one JSON line, all of it: a write to the port may take only part (measured: a reply of
+    more than 32 KiB arrived cut at 32768 bytes, and the host's next read joined it to the next reply)."""
+    data = memoryview((json.dumps(reply) + "\n").encode())
+    while data:
+        data = data[port.write(data):]
+
+
 def main() -> None:
     """Serve requests until the port closes (the guest powers off)."""
     with open(PORT, "r+b", buffering=0) as port:
         uptime = float(open("/proc/uptime").read().split()[0])
-        port.write((json.dumps({"hello": uptime}) + "\n").encode())
+        _send(port, {"hello": uptime})
         pending = b""
         while True:
             chunk = port.read(65536)
@@ -47,7 +55,7 @@ def main() -> None:
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                port.write((json.dumps(_run(json.loads(line))) + "\n").encode())
+                _send(port, _run(json.loads(line)))
 
 
 if __name__ == "__main__":
