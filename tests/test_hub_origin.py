@@ -23,7 +23,7 @@ Without a hub: the configuration gives the instructor no ``access:servers`` nor 
 FIFO, an oversized file and a name with a folder (root only).
 
 The hub's tests: root only, with Debian's chromium (:func:`tests.hubtools.skip_unless_hub_can_run`). One hub for the
-module (about 30 CPU s for both, two spawns of the attendee's lab).
+module (25 CPU s for the whole module, measured: the hub, two sign-ins and one restart of the attendee's lab).
 """
 
 from __future__ import annotations
