@@ -34,7 +34,9 @@ each attack's outcome and one JSON line, and writes the JSON to ``--json``; exit
 sign-in took over 30 s, an OOM kill hit anyone but the misbehaving attendee, an attack got through or was not made, or
 the instructor's right password was refused. Stopped with SIGTERM, it still stops the hub and removes its attendees.
 How long: 8 attendees with 00 and 02 took 1,082 s wall on this 2-core machine (hub set-up, the baseline 125 s, the
-room's 00 about 60 s and 02 about 380 s, the attacks held 240 s, the fork bomb 30 s); 1 attendee with 00, 164 s.
+room's 00 about 60 s and 02 about 380 s, the attacks held 240 s, the fork bomb 30 s); 1 attendee with 00, 164 s. A
+page whose cell stays queued after its kernel's websocket was dropped for an unanswered ping waits out ``--deadline``:
+2,316 s (bench/results/room.json; the first rehearsal's figures in room-run1.json).
 """
 
 import argparse
