@@ -610,6 +610,33 @@ def test_an_attendee_cannot_squat_eavesdrop_or_starve_another_and_leaves_nothing
         assert not left and not sandbox.private_tmp(sandbox.private_root(hub["state"]), a.pw_uid).exists(), left
 
 
+#: Run as an attendee in their lab: a ``sleep`` that drops the hub's variable and leaves its session (issue 63), and
+#: stays (``setsid`` forks it when it leads its group already, so the test finds it by name).
+LEAVE_SESSION = """
+import subprocess
+subprocess.Popen(["env", "-u", "LABKIT_HUB_STATE", "setsid", "sleep", "1000"], stdin=subprocess.DEVNULL,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def test_an_attendee_s_jupyterlab_killed_from_their_own_lab_leaves_nothing_of_their_lab_running(hub):
+    """JupyterHub stops a server whose process ended by itself without calling the spawner's ``stop``
+    (``User.stop``): the lab's other processes, a broker and one that left its session among them, and its namespace
+    stayed (the room rehearsal: a CPU burn outlived its JupyterLab's OOM kill). The hub's post-stop hook ends them
+    (:meth:`labkit.hub.spawner.LabSpawner.run_post_stop_hook`) once its poll sees the server gone."""
+    entry = ensure_lab(hub, hub["names"][1])
+    uid = entry.pw_uid
+    as_attendee(entry, hub, LEAVE_SESSION)
+    assert wait_until(lambda: [p for p in users.processes_of(uid) if p.name() == "sleep"], 10, 0.2)
+    assert broker_jvms(uid)
+    # their server: labkit.hub.singleuser replaced itself with jupyterhub-singleuser (os.execv)
+    (server,) = [p for p in users.processes_of(uid) if any("jupyterhub-singleuser" in a for a in p.cmdline())]
+    as_attendee(entry, hub, f"import os, signal; os.kill({server.pid}, signal.SIGKILL)")  # from their own lab
+    assert wait_until(lambda: not users.processes_of(uid) and not sandbox.exists(uid), 180, 1.0), [
+        p.cmdline() for p in users.processes_of(uid)]
+    assert f"Ended {entry.pw_name}'s lab" in hub["log"].read_text()
+
+
 def _admin_api(page, hub: dict, method: str, path: str) -> int:
     """Call the hub's REST API ``path`` (after ``hub/api/``) as the instructor, signed in on ``page``, as the admin page
     does (its cookie and the ``_xsrf`` one); returns the HTTP status."""
