@@ -103,13 +103,15 @@ def stage_prefix(checkout: Path, target: Path, refresh: bool) -> dict:
     (:func:`labkit.hub.install.install_shared` run from ``checkout``, under ``/tmp/heavy.lock``: the copy and the
     cache's JVM work) first; without, ``checkout``'s labkit, jvm/, notebooks/ and pyproject.toml are replaced by the
     shared copy's (the guest then runs the labkit that this machine's last ``make hub`` installed, and another
-    engineer's hub running from ``/opt/labkit`` is left alone). Returns the figures (the files that differed, seconds)."""
+    engineer's hub running from ``/opt/labkit`` is left alone). Returns the figures (the files that differed,
+    seconds)."""
     started = time.monotonic()
     figures = {"differing": differing(checkout), "refreshed": False}
     if figures["differing"] and refresh:
         subprocess.run(["flock", "/tmp/heavy.lock", str(install.venv_python(PREFIX)), "-c",
                         "from labkit.hub import install; install.install_shared()"], cwd=checkout, check=True,
-                       timeout=3600, env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
+                       timeout=3600,
+                       env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
         figures["refreshed"] = True
     with rootlock.held(install.setup_lock(PREFIX), install.LOCK_WAIT_S, f"The set-up's lock of {PREFIX}"):
         if differing(checkout):

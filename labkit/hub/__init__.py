@@ -25,8 +25,8 @@ One job per module:
 * :mod:`labkit.hub.rootlock`: root-only file locks, with deadlines, for the hub's state.
 * :mod:`labkit.hub.resets`: ``python -m labkit.hub reset-password NAME``: a one-time code for a forgotten password.
 * :mod:`labkit.hub.liveview`: the instructor's live view, a hub service (the instructor only) and the endpoint kernels
-  report to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.page` its page and
-  table (standard library only); :mod:`labkit.hub.observed` its probe of an attendee's broker;
+  report to; :mod:`labkit.hub.verdicts` its store (SQLite) and what a report may say; :mod:`labkit.hub.page` its page
+  and table (standard library only); :mod:`labkit.hub.observed` its probe of an attendee's broker;
   :mod:`labkit.hub.notebook_view` its read-only, script-free pages of an attendee's notebooks, read as them.
 * :mod:`labkit.hub.report`: the kernel side (standard library only): the marks a kernel publishes
   (:mod:`labkit.learn.marks`: each exercise check's state, each claims cell's) reported with the attendee's own API

@@ -28,12 +28,12 @@ Routes, under ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/liveview/``, reached th
 What a row shows is observed: the hub's own user and server models (the hub API, with this service's token: scopes
 ``list:users``, ``read:users``, ``read:roles:users``, ``read:servers``), the attendee's broker
 (:func:`labkit.hub.observed.broker_status`, probed as root) and their lab's memory group
-(:func:`labkit.hub.sandbox.memory_of`: the kernel's accounting of its usage against its limit, and :func:`labkit.hub.sandbox.oom_kills`); their kernels' states (busy, idle, a cell that
-raised) and the verdicts come from the attendees' kernels (:mod:`labkit.hub.report`), stored in SQLite in the hub's
-state folder (:class:`labkit.hub.verdicts.Store`, ``$LABKIT_HUB_STATE/liveview.sqlite``). A kernel's state counts only
-if it came since the attendee's server started (the server model's ``started``): a stopped server has no kernel.
-The instructor gets no row. The page and its
-table are :mod:`labkit.hub.page`'s.
+(:func:`labkit.hub.sandbox.memory_of`: the kernel's accounting of its usage against its limit, and
+:func:`labkit.hub.sandbox.oom_kills`); their kernels' states (busy, idle, a cell that raised) and the verdicts come
+from the attendees' kernels (:mod:`labkit.hub.report`), stored in SQLite in the hub's state folder
+(:class:`labkit.hub.verdicts.Store`, ``$LABKIT_HUB_STATE/liveview.sqlite``). A kernel's state counts only if it came
+since the attendee's server started (the server model's ``started``): a stopped server has no kernel. The instructor
+gets no row. The page and its table are :mod:`labkit.hub.page`'s.
 """
 
 from __future__ import annotations
