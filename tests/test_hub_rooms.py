@@ -77,12 +77,12 @@ def test_a_room_named_again_is_resumed_with_its_marks_and_a_bad_name_is_refused(
 
 
 def test_the_instructor_lands_on_the_live_view_and_an_attendee_on_their_lab():
-    def handler(admin: bool | None):
-        user = None if admin is None else SimpleNamespace(admin=admin)
+    def handler(roles: list[str] | None):
+        user = None if roles is None else SimpleNamespace(roles=[SimpleNamespace(name=r) for r in roles], admin=False)
         return SimpleNamespace(current_user=user, base_url="/")
 
-    assert landing(handler(True)) == "/services/liveview/"
-    assert landing(handler(False)) == "" and landing(handler(None)) == ""  # JupyterHub's default: their own lab
+    assert landing(handler(["instructor", "user"])) == "/services/liveview/"  # config.INSTRUCTOR_ROLE, not admin
+    assert landing(handler(["user"])) == "" and landing(handler(None)) == ""  # JupyterHub's default: their own lab
 
 
 def test_ending_a_room_that_is_no_hub_s_or_whose_hub_runs_removes_nothing(tmp_path):
